@@ -1,0 +1,54 @@
+# gpu-execution-pack. `make` sets up the venv, generates everything with the built-in
+# defaults and validates it; `make test` runs the test suite. CONFIG=path uses your config.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CLI := $(PY) -m generator
+CONFIG ?=
+CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG),)
+# With your own config, the pack's own test suite (built for the defaults) is left alone.
+TESTS_ARG := $(if $(CONFIG),,--with-tests)
+
+.PHONY: all venv promtool rules dashboards docs check lint test clean
+.DEFAULT_GOAL := all
+
+all: rules dashboards docs check
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+# promtool comes from Debian's prometheus package; install it where we may.
+promtool:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; \
+	  else \
+	    echo "promtool is missing: run 'sudo apt-get install prometheus' (or put a Prometheus release's promtool on PATH)" >&2; exit 1; \
+	  fi; }
+
+rules: venv
+	$(CLI) generate $(CONFIG_ARG) $(TESTS_ARG)
+
+dashboards: venv
+	@echo "dashboards: none yet (issue 4)"
+
+docs: venv
+	$(CLI) docs
+
+lint: venv
+	$(VENV)/bin/ruff check generator tests
+	$(VENV)/bin/ruff format --check generator tests
+
+check: venv promtool lint
+	$(CLI) check $(CONFIG_ARG) $(TESTS_ARG)
+
+test: venv promtool
+	$(VENV)/bin/pytest
+
+clean:
+	rm -rf $(VENV) .pytest_cache

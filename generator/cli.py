@@ -1,0 +1,121 @@
+"""The ``gpu-execution-pack`` command: generate, check, test and document the rule pack."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+from generator import __version__, catalog_docs, config_docs, promtool
+from generator.config import Config, ConfigError, load_config
+from generator.output import stale_files, write_all
+from generator.rulefiles import RULE_FILE_SUFFIX, rule_files
+from generator.ruletests import promtool_test_files
+
+DOCS = {Path("docs/configuration.md"): config_docs.render, Path("docs/series.md"): catalog_docs.render}
+
+
+def generated_files(cfg: Config, with_tests: bool) -> dict[Path, str]:
+    """Everything ``generate`` writes for ``cfg``: rule files, and the test suite if asked."""
+    files = rule_files(cfg)
+    if with_tests:
+        files.update(promtool_test_files(Path(cfg.output.rules_dir)))
+    return files
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    files = generated_files(cfg, with_tests=args.with_tests)
+    changed = write_all(files)
+    rules_dir = Path(cfg.output.rules_dir)
+    for old in stale_files(files, rules_dir, f"*{RULE_FILE_SUFFIX}"):
+        print(f"note: {old} is not generated any more; remove it if nothing else writes it", file=sys.stderr)
+    print(f"generated {len(files)} files in {rules_dir}/ ({len(changed)} changed)")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Config valid, committed output up to date, and promtool accepts every rule file."""
+    cfg = load_config(args.config)
+    files = generated_files(cfg, with_tests=args.with_tests)
+    stale = [p for p, text in files.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
+    if stale:
+        print("stale generated files (run `make rules` and commit them):", file=sys.stderr)
+        for p in stale:
+            print(f"  {p}", file=sys.stderr)
+        return 1
+    rule_paths = sorted(p for p in files if p.name.endswith(RULE_FILE_SUFFIX))
+    print(promtool.check_rules(rule_paths).output.strip())
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Validate a config by generating its rules into a scratch directory and checking them."""
+    cfg = load_config(args.config)
+    with tempfile.TemporaryDirectory() as tmp:
+        files = rule_files(cfg, Path(tmp))
+        write_all(files)
+        promtool.check_rules(sorted(files))
+    print(f"{args.config or 'built-in defaults'}: valid; {len(files)} rule files pass promtool check rules")
+    return 0
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    tests = sorted(Path(args.rules_dir, "tests").glob("*.test.yml"))
+    if not tests:
+        print(f"no test files in {args.rules_dir}/tests", file=sys.stderr)
+        return 1
+    print(promtool.test_rules(tests).output.strip())
+    return 0
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    changed = write_all({path: render() for path, render in DOCS.items()})
+    for path in DOCS:
+        print(f"{path}: {'updated' if path in changed else 'up to date'}")
+    return 0
+
+
+def cmd_defaults(args: argparse.Namespace) -> int:
+    sys.stdout.write(config_docs.defaults_yaml())
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpu-execution-pack", description=__doc__)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def with_config(cmd: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        cmd.add_argument("--config", "-c", help="YAML config file (default: built-in defaults)")
+        return cmd
+
+    g = with_config(sub.add_parser("generate", help="write the rule files"))
+    g.add_argument("--with-tests", action="store_true", help="also write the promtool test suite (rules/tests)")
+    g.set_defaults(func=cmd_generate)
+    c = with_config(sub.add_parser("check", help="fail if generated files are stale; promtool check rules"))
+    c.add_argument("--with-tests", action="store_true", help="also compare the promtool test suite")
+    c.set_defaults(func=cmd_check)
+    with_config(sub.add_parser("validate", help="validate a config and the rules it yields")).set_defaults(
+        func=cmd_validate
+    )
+    t = sub.add_parser("test", help="promtool test rules on <rules-dir>/tests/*.test.yml")
+    t.add_argument("--rules-dir", default="rules")
+    t.set_defaults(func=cmd_test)
+    sub.add_parser("docs", help="write docs/configuration.md and docs/series.md").set_defaults(func=cmd_docs)
+    sub.add_parser("defaults", help="print the default config as YAML").set_defaults(func=cmd_defaults)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, promtool.PromtoolError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,460 @@
+"""The pack's configuration: one YAML file, validated strictly against the dataclasses below.
+
+Each field carries its default, a line saying what it is and a line saying why one would
+change it; ``generator.config_docs`` renders those into docs/configuration.md, so the schema
+here is the only place a key is described. Loading rejects unknown keys, wrong types and
+impossible values with a message that names the key and what it accepts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from generator import catalog
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message names the file, the key and what is accepted."""
+
+
+# --- Field helpers ------------------------------------------------------------------------
+
+DURATION_RE = re.compile(r"^(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?$")
+LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+_MATCHER = r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
+MATCHERS_RE = re.compile(rf"^(?:{_MATCHER}(?:,{_MATCHER})*)?$")
+
+Kind = Literal["text", "duration", "label", "metric", "matchers", "regex", "ratio", "positive", "path"]
+
+
+def opt(
+    default: Any, doc: str, why: str, kind: Kind = "text", choices: tuple[str, ...] = (), yaml_name: str = ""
+) -> Any:
+    """Declare a config key: its default, what it is (doc), why one would change it (why)."""
+    meta = {"doc": doc, "why": why, "kind": kind, "choices": choices, "yaml_name": yaml_name}
+    if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
+        return field(default_factory=lambda: default, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def section(factory: Any, doc: str) -> Any:
+    """Declare a nested section of keys."""
+    return field(default_factory=factory, metadata={"doc": doc, "why": "", "kind": "section"})
+
+
+def parse_duration_seconds(value: str) -> float:
+    """Seconds in a Prometheus duration such as ``1h30m``."""
+    scale = {"y": 365 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1, "ms": 0.001}
+    return sum(int(n) * scale[u] for n, u in re.findall(r"(\d+)(ms|[ywdhms])", value))
+
+
+# --- Sections -----------------------------------------------------------------------------
+
+Severity = Literal["critical", "warning", "info"]
+SEVERITIES = ("critical", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Attribution:
+    mode: str = opt(
+        "label",
+        "How DCGM series are tied to executions: `label` (the execution label is on the DCGM series "
+        "themselves), `mapping` (a mapping metric joined on the GPU's UUID and MIG instance id), or "
+        "`kubernetes` (kube-state-metrics' kube_pod_labels joined on namespace and pod).",
+        "Use `mapping` when a scheduler exporter publishes which GPU runs which job (CEEMS style) and "
+        "the raw series carry no job label; `kubernetes` when executions are pods labelled with their id.",
+        choices=("label", "mapping", "kubernetes"),
+    )
+    mapping_metric: str = opt(
+        "execution_gpu_info",
+        "mapping mode: the metric, value 1, that says an execution holds a GPU; labels: the execution "
+        "label, UUID, and GPU_I_ID on MIG instances.",
+        "Your scheduler exporter publishes the mapping under another name.",
+        kind="metric",
+    )
+    mapping_selector: str = opt(
+        "",
+        "mapping mode: label matchers added to the mapping metric's selector.",
+        "Several exporters publish the mapping metric and only one is authoritative.",
+        kind="matchers",
+    )
+    kubernetes_metric: str = opt(
+        "kube_pod_labels",
+        "kubernetes mode: the kube-state-metrics series carrying pod labels as label_<name>; the "
+        "execution label is read as label_<execution_label>.",
+        "You record pod labels under another metric.",
+        kind="metric",
+    )
+    kubernetes_selector: str = opt(
+        "",
+        "kubernetes mode: label matchers added to the pod-labels selector.",
+        "Several kube-state-metrics instances are scraped, e.g. one per shard or cluster.",
+        kind="matchers",
+    )
+
+
+@dataclass(frozen=True)
+class Selectors:
+    dcgm: str = opt(
+        "",
+        'Label matchers added to every DCGM selector, e.g. `job="dcgm-exporter"`. Empty by default: '
+        "DCGM metric names are specific and job names differ between installs.",
+        "Another exporter publishes DCGM-named metrics, or one Prometheus holds several clusters.",
+        kind="matchers",
+    )
+    node: str = opt(
+        "",
+        'Label matchers added to every node_exporter selector, e.g. `job="node"`.',
+        "Several jobs export node_* metrics (e.g. node_exporter on hosts and in a VM image).",
+        kind="matchers",
+    )
+
+
+@dataclass(frozen=True)
+class Dcgm:
+    generations: tuple[str, ...] = opt(
+        catalog.GENERATIONS,
+        "dcgm-exporter generations whose metric names the rules read: "
+        + "; ".join(f"`{g}`: {n}" for g, n in catalog.GENERATION_NOTES.items())
+        + ".",
+        "Drop generations your fleet no longer runs: each one adds an `or` branch to every rule.",
+        choices=catalog.GENERATIONS,
+    )
+    violation_counter_unit: str = opt(
+        "ns",
+        "Unit of DCGM_FI_DEV_POWER_VIOLATION and DCGM_FI_DEV_THERMAL_VIOLATION: `ns` as the "
+        "exporter's help text says, or `us` as DCGM's header says.",
+        "Your exporter's counters advance 1,000 times slower or faster than wall time while throttled.",
+        choices=("ns", "us"),
+    )
+
+
+@dataclass(frozen=True)
+class Node:
+    nodename_regex: str = opt(
+        "(.+)",
+        "Regex over node_uname_info's nodename; its first group must equal the DCGM host label.",
+        "DCGM reports short host names and nodename is a FQDN: use `([^.]+).*`.",
+        kind="regex",
+    )
+
+
+@dataclass(frozen=True)
+class RatioAlert:
+    threshold: float = opt(
+        0.9, "Level (ratio 0-1) at or beyond which the alert condition holds.", "See the alert's note.", kind="ratio"
+    )
+    for_: str = opt(
+        "5m",
+        "How long the condition must hold before the alert fires.",
+        "Longer for fewer short blips, shorter for earlier warning.",
+        kind="duration",
+        yaml_name="for",
+    )
+    severity: str = opt(
+        "warning", "The alert's severity label.", "Your routing pages on a different level.", choices=SEVERITIES
+    )
+
+
+@dataclass(frozen=True)
+class PredictAlert:
+    lookback: str = opt(
+        "15m",
+        "Trend window that predict_linear fits.",
+        "Longer ignores short allocation spikes; shorter reacts to fast ramps.",
+        kind="duration",
+    )
+    horizon: str = opt(
+        "30m",
+        "Fire when exhaustion is predicted within this time.",
+        "Match the time your users need to checkpoint or resize.",
+        kind="duration",
+    )
+    min_level: float = opt(
+        0.5,
+        "Fire only above this level, so a fresh job's ramp-up does not fire.",
+        "Raise it if jobs ramp steeply to a stable plateau.",
+        kind="ratio",
+    )
+    for_: str = opt(
+        "10m",
+        "How long the prediction must hold before the alert fires.",
+        "Shorter for earlier warning on fast leaks.",
+        kind="duration",
+        yaml_name="for",
+    )
+    severity: str = opt(
+        "warning", "The alert's severity label.", "Your routing pages on a different level.", choices=SEVERITIES
+    )
+
+
+@dataclass(frozen=True)
+class TemperatureAlert:
+    threshold_celsius: float = opt(
+        85.0,
+        "GPU temperature at or above which the alert condition holds.",
+        "Set it a few degrees under your models' slowdown temperature (DCGM_FI_DEV_SLOWDOWN_TEMP).",
+        kind="positive",
+    )
+    for_: str = opt(
+        "5m",
+        "How long the condition must hold before the alert fires.",
+        "Longer to ignore short bursts.",
+        kind="duration",
+        yaml_name="for",
+    )
+    severity: str = opt(
+        "warning", "The alert's severity label.", "Your routing pages on a different level.", choices=SEVERITIES
+    )
+
+
+@dataclass(frozen=True)
+class DurationAlert:
+    for_: str = opt(
+        "10m",
+        "How long the condition must hold before the alert fires.",
+        "Longer on fleets whose exporters restart often.",
+        kind="duration",
+        yaml_name="for",
+    )
+    severity: str = opt(
+        "warning", "The alert's severity label.", "Your routing pages on a different level.", choices=SEVERITIES
+    )
+
+
+@dataclass(frozen=True)
+class WindowAlert:
+    window: str = opt(
+        "15m",
+        "A change within this window counts as a new event.",
+        "Longer keeps the alert visible longer after a single event.",
+        kind="duration",
+    )
+    severity: str = opt(
+        "warning", "The alert's severity label.", "Your routing pages on a different level.", choices=SEVERITIES
+    )
+
+
+@dataclass(frozen=True)
+class Alerts:
+    gpu_memory_high: RatioAlert = section(
+        lambda: RatioAlert(0.95, "2m", "warning"),
+        "GPU memory capacity used is high. Raise the threshold where frameworks pre-allocate "
+        "nearly all memory by design (JAX's default is 75 %, TensorFlow grows to near 100 %).",
+    )
+    gpu_memory_exhaustion: PredictAlert = section(
+        lambda: PredictAlert("15m", "30m", 0.5, "10m", "warning"),
+        "GPU memory is predicted to run out (predict_linear over the recent trend).",
+    )
+    host_memory_high: RatioAlert = section(
+        lambda: RatioAlert(0.95, "5m", "warning"),
+        "Host RAM used on a host the execution runs on is high.",
+    )
+    host_memory_exhaustion: PredictAlert = section(
+        lambda: PredictAlert("30m", "1h", 0.5, "10m", "warning"),
+        "Host RAM is predicted to run out.",
+    )
+    power_throttling: RatioAlert = section(
+        lambda: RatioAlert(0.98, "15m", "info"),
+        "Power at or near the enforced limit (ratio of power to limit). A cause, not a page: info.",
+    )
+    thermal_throttling: TemperatureAlert = section(
+        lambda: TemperatureAlert(85.0, "5m", "warning"),
+        "GPU temperature high, or thermal throttle bits set.",
+    )
+    gpu_underutilized: RatioAlert = section(
+        lambda: RatioAlert(0.15, "30m", "info"),
+        "Execution holds GPUs it barely uses (Princeton jobstats flags 15 % and 25 %).",
+    )
+    telemetry_missing: DurationAlert = section(
+        lambda: DurationAlert("10m", "warning"),
+        "An execution holds GPUs but its DCGM series stopped, or a DCGM target is down.",
+    )
+    xid_errors: WindowAlert = section(
+        lambda: WindowAlert("15m", "warning"),
+        "An Xid error was reported on an execution's GPU.",
+    )
+
+
+@dataclass(frozen=True)
+class Output:
+    rules_dir: str = opt(
+        "rules",
+        "Directory the rule files (*.rules.yml) are written to.",
+        "Your ops repo keeps Prometheus rules elsewhere.",
+        kind="path",
+    )
+    dashboards_dir: str = opt(
+        "dashboards",
+        "Directory the dashboard JSON is written to.",
+        "Your Grafana provisioning reads another directory.",
+        kind="path",
+    )
+
+
+@dataclass(frozen=True)
+class Config:
+    execution_label: str = opt(
+        "execution_id",
+        "The label that carries the execution id where it is read: on DCGM series (label mode), on the "
+        "mapping metric (mapping mode), or the pod label (kubernetes mode). Recorded series always "
+        "call it `execution_id`.",
+        "Your exporter publishes the id under another name, e.g. `hpc_job` from dcgm-exporter's --hpc-job-mapping-dir.",
+        kind="label",
+    )
+    attribution: Attribution = section(Attribution, "How DCGM series are tied to executions.")
+    selectors: Selectors = section(Selectors, "Scrape selectors for the exporters.")
+    dcgm: Dcgm = section(Dcgm, "dcgm-exporter facts that differ between installs.")
+    node: Node = section(Node, "node_exporter facts that differ between installs.")
+    rate_window: str = opt(
+        "1m",
+        "Window of rate() over counters (host CPU).",
+        "Keep it at least 4x the scrape interval: 2m for a 30 s scrape.",
+        kind="duration",
+    )
+    rule_interval: str = opt(
+        "",
+        "Evaluation interval of the rule groups; empty uses Prometheus' global evaluation_interval.",
+        "The recorded series should be finer or coarser than your global interval.",
+        kind="duration",
+    )
+    alerts: Alerts = section(Alerts, "Thresholds, `for` durations and severities of the alert rules.")
+    output: Output = section(Output, "Where generated files go.")
+
+
+# --- Loading ------------------------------------------------------------------------------
+
+
+def yaml_key(f: dataclasses.Field) -> str:
+    """The YAML spelling of a dataclass field (``for_`` is written ``for``)."""
+    return f.metadata.get("yaml_name") or f.name
+
+
+def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) -> Any:
+    """Validate one scalar; its type is the type of the default it replaces."""
+    kind, choices = f.metadata.get("kind", "text"), f.metadata.get("choices", ())
+    if isinstance(current, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        value = float(value)
+        if kind == "ratio" and not 0 < value <= 1:
+            raise ConfigError(f"{where}: {value} is not accepted; expected a ratio above 0 and at most 1")
+        if kind == "positive" and value <= 0:
+            raise ConfigError(f"{where}: {value} is not accepted; expected a number above 0")
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    if choices and value not in choices:
+        raise ConfigError(f"{where}: {value!r} is not accepted; accepted: {', '.join(choices)}")
+    checks = {
+        "duration": (
+            lambda v: DURATION_RE.match(v) and v and parse_duration_seconds(v) > 0,
+            "a Prometheus duration above zero such as 30s, 5m or 1h30m",
+        ),
+        "label": (LABEL_NAME_RE.match, "a label name ([a-zA-Z_][a-zA-Z0-9_]*)"),
+        "metric": (METRIC_NAME_RE.match, "a metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)"),
+        "matchers": (MATCHERS_RE.match, 'comma-separated label matchers such as job="dcgm", zone=~"eu-.*"'),
+        "regex": (_compiles, "a regular expression with one capture group"),
+        "path": (lambda v: v.strip() != "", "a non-empty path"),
+    }
+    if kind in checks:
+        ok, accepted = checks[kind]
+        allow_empty = kind == "duration" and f.default == ""
+        if not (allow_empty and value == "") and not ok(value):
+            raise ConfigError(f"{where}: {value!r} is not accepted; expected {accepted}")
+    return value
+
+
+def _compiles(value: str) -> bool:
+    try:
+        return re.compile(value).groups >= 1
+    except re.error:
+        return False
+
+
+def _build(cls: type, data: Any, where: str, base: Any = None) -> Any:
+    """Instantiate dataclass ``cls`` from ``data``, starting from ``base`` (its defaults)."""
+    base = base if base is not None else cls()
+    if data is None:
+        return base
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where or 'top level'}: expected a mapping of keys, got {type(data).__name__}")
+    fields = {yaml_key(f): f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(map(str, data)) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"{_join(where, unknown[0])}: unknown key; accepted keys{' in ' + where if where else ''}: "
+            + ", ".join(sorted(fields))
+        )
+    values = {}
+    for key, f in fields.items():
+        current = getattr(base, f.name)
+        if key not in data:
+            values[f.name] = current
+            continue
+        path = _join(where, key)
+        if dataclasses.is_dataclass(current):
+            values[f.name] = _build(type(current), data[key], path, current)
+        elif isinstance(current, tuple):
+            values[f.name] = _tuple(data[key], f, path)
+        else:
+            values[f.name] = _check_scalar(data[key], current, f, path)
+    return cls(**values)
+
+
+def _tuple(value: Any, f: dataclasses.Field, where: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list) or not value:
+        raise ConfigError(f"{where}: expected a non-empty list, got {value!r}")
+    choices = f.metadata.get("choices", ())
+    for item in value:
+        if not isinstance(item, str) or (choices and item not in choices):
+            raise ConfigError(f"{where}: {item!r} is not accepted; accepted: {', '.join(choices)}")
+    if choices:  # keep the catalog's order so output does not depend on how the list was written
+        return tuple(c for c in choices if c in value)
+    return tuple(value)
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _validate(cfg: Config) -> None:
+    """Checks that relate several keys."""
+    for name in ("gpu_memory_exhaustion", "host_memory_exhaustion"):
+        a: PredictAlert = getattr(cfg.alerts, name)
+        if a.min_level >= 1:
+            raise ConfigError(f"alerts.{name}.min_level: must be below 1, or the prediction can never fire")
+
+
+def config_from_mapping(data: Any, source: str = "<config>") -> Config:
+    """Validate a parsed YAML document and return the Config it describes."""
+    try:
+        cfg = _build(Config, data, "")
+        _validate(cfg)
+    except ConfigError as err:
+        raise ConfigError(f"{source}: {err}") from None
+    return cfg
+
+
+def load_config(path: str | Path | None) -> Config:
+    """Load and validate a config file; ``None`` gives the built-in defaults."""
+    if path is None:
+        return Config()
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read the config file: {err.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from None
+    return config_from_mapping(data, str(path))

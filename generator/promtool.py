@@ -1,0 +1,74 @@
+"""A small wrapper around promtool: find it, read its version, check and test rule files."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+INSTALL_HINT = (
+    "promtool was not found. Install it with Debian's prometheus package "
+    "(`sudo apt-get install prometheus`), or download a Prometheus release and put promtool on PATH, "
+    "or point PROMTOOL at it."
+)
+
+
+class PromtoolError(RuntimeError):
+    """promtool is missing, or it reported a failure; the message is promtool's own output."""
+
+
+@dataclass(frozen=True)
+class Result:
+    command: tuple[str, ...]
+    returncode: int
+    output: str
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def find() -> str:
+    """The promtool executable: $PROMTOOL if set, else the first promtool on PATH."""
+    path = os.environ.get("PROMTOOL") or shutil.which("promtool")
+    if not path or not Path(path).exists():
+        raise PromtoolError(INSTALL_HINT)
+    return path
+
+
+def version() -> tuple[int, int, int]:
+    """promtool's version, e.g. (2, 42, 0)."""
+    out = _run("--version").output
+    match = re.search(r"version (\d+)\.(\d+)\.(\d+)", out)
+    if not match:
+        raise PromtoolError(f"could not read promtool's version from: {out.strip()[:200]}")
+    return tuple(int(x) for x in match.groups())  # type: ignore[return-value]
+
+
+def check_rules(files: list[Path]) -> Result:
+    """``promtool check rules``; raises PromtoolError with promtool's findings on failure."""
+    return _checked("check rules", _run("check", "rules", *map(str, files)))
+
+
+def test_rules(files: list[Path]) -> Result:
+    """``promtool test rules``; raises PromtoolError naming the failed tests on failure."""
+    return _checked("test rules", _run("test", "rules", *map(str, files)))
+
+
+def _run(*args: str, timeout: float = 300) -> Result:
+    cmd = (find(), *args)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise PromtoolError(f"`{' '.join(cmd)}` did not finish within {timeout:.0f} s") from None
+    return Result(cmd, proc.returncode, proc.stdout + proc.stderr)
+
+
+def _checked(what: str, result: Result) -> Result:
+    if not result.ok:
+        lines = [ln for ln in result.output.splitlines() if ln.strip()]
+        raise PromtoolError(f"promtool {what} failed (exit {result.returncode}):\n" + "\n".join(lines))
+    return result

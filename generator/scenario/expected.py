@@ -1,0 +1,95 @@
+"""What every recorded series should hold at an instant of a scenario: the tests' oracle.
+
+Computed from the scenario's own model, never from the rules, so the promtool tests built
+from it can fail.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from generator.catalog import EXECUTION_LABEL, HOST_LABEL
+from generator.scenario import model
+from generator.scenario.model import STEP_SECONDS, Execution, Gpu, Scenario
+
+RATE_WINDOW_MINUTES = 1.0  # the default rate_window: host CPU must be steady over it
+
+
+@dataclass(frozen=True)
+class Sample:
+    labels: dict[str, str]
+    value: float
+
+
+def gpu_labels(execution: Execution, gpu: Gpu) -> dict[str, str]:
+    labels = {
+        EXECUTION_LABEL: execution.id,
+        HOST_LABEL: gpu.host,
+        "gpu": str(gpu.index),
+        "UUID": gpu.uuid,
+        "modelName": gpu.model,
+    }
+    if gpu.mig_instance:
+        labels |= {"GPU_I_ID": gpu.mig_instance, "GPU_I_PROFILE": gpu.mig_profile}
+    return labels
+
+
+def running(scenario: Scenario, minute: float) -> list[Execution]:
+    return [e for e in scenario.executions if e.phase_at(minute) is not None]
+
+
+def hosts_steady(scenario: Scenario, minute: float, window: float = RATE_WINDOW_MINUTES) -> bool:
+    """Whether every host's RAM and CPU are constant over the rate window ending at ``minute``."""
+    steps = int(window * 60 // STEP_SECONDS)
+    for host in scenario.hosts:
+        values = [model.host_truth(scenario, host, minute - k * STEP_SECONDS / 60) for k in range(steps + 1)]
+        if any(v != values[0] for v in values):
+            return False
+    return True
+
+
+def expected(scenario: Scenario, minute: float) -> dict[str, list[Sample]]:
+    """Expected samples of every recorded series at ``minute``, keyed by series name."""
+    out: dict[str, list[Sample]] = defaultdict(list)
+    for e in running(scenario, minute):
+        per_gpu = [(g, model.gpu_truth(scenario, e, g, minute)) for g in e.gpus]
+        for gpu, truth in per_gpu:
+            assert truth is not None
+            for key, value in truth.items():
+                out[f"execution_gpu:{key}"].append(Sample(gpu_labels(e, gpu), value))
+        hosts = sorted({g.host for g in e.gpus})
+        for host in hosts:
+            labels = {EXECUTION_LABEL: e.id, HOST_LABEL: host}
+            out["execution_node:gpu_count"].append(Sample(labels, float(sum(g.host == host for g in e.gpus))))
+            for key, value in model.host_truth(scenario, scenario.host(host), minute).items():
+                out[f"execution_node:{key}"].append(Sample(labels, value))
+        truths = [t for _, t in per_gpu if t]
+        ex = {EXECUTION_LABEL: e.id}
+        utils = [t["gpu_utilization_ratio"] for t in truths]
+        out["execution:gpu_count"].append(Sample(ex, float(len(e.gpus))))
+        out["execution:host_count"].append(Sample(ex, float(len(hosts))))
+        out["execution:gpu_utilization_ratio:avg"].append(Sample(ex, sum(utils) / len(utils)))
+        out["execution:gpu_memory_utilization_ratio:max"].append(
+            Sample(ex, max(t["gpu_memory_utilization_ratio"] for t in truths))
+        )
+        out["execution:gpu_memory_used_bytes:sum"].append(Sample(ex, sum(t["gpu_memory_used_bytes"] for t in truths)))
+        # One physical GPU counts once, however many of its MIG instances the execution holds.
+        devices = {g.device_key: model.device_power(scenario, g, minute) for g in e.gpus}
+        out["execution:gpu_power_watts:sum"].append(Sample(ex, float(sum(devices.values()))))
+        out["execution:gpu_temperature_celsius:max"].append(
+            Sample(ex, max(t["gpu_temperature_celsius"] for t in truths))
+        )
+    return out
+
+
+def eval_minutes(scenario: Scenario) -> list[float]:
+    """The middle of every phase of every execution: where each phase's values are checked."""
+    minutes = set()
+    for e in scenario.executions:
+        t = e.start_minute
+        for name in e.phases:
+            length = model.PHASES[name].minutes
+            minutes.add(t + length / 2)
+            t += length
+    return sorted(minutes)

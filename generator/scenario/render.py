@@ -1,0 +1,311 @@
+"""Render a scenario as the raw series exporters would publish, for promtool ``input_series``.
+
+Raw metric names and their units come from the catalog (that is what the rules read);
+the numbers come from the scenario's oracle (``model``), converted with the oracle's own
+unit facts. Series are rendered for one exporter generation per host and one attribution
+mode, so the same truth can be checked through every combination.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
+
+from generator import catalog
+from generator.config import Config
+from generator.scenario import model
+from generator.scenario.model import Execution, Gpu, Host, Scenario
+
+STALE = "stale"
+Sample = float | str | None  # a value, STALE, or None for no sample
+
+DRIVER_VERSION = "550.54.15"
+
+# The DCGM signals a scenario publishes; the others (throttle reasons, Xid, ...) are added by
+# the scenarios that need them.
+RENDERED_SIGNALS = (
+    "gpu_util",
+    "gr_engine_active",
+    "fb_used",
+    "fb_free",
+    "fb_reserved",
+    "fb_capacity",
+    "gpu_temp",
+    "power_usage",
+    "power_limit_enforced",
+    "power_limit_requested",
+    "sm_clock",
+    "mem_clock",
+    "pcie_rx",
+    "pcie_tx",
+)
+RESERVED_MIB = 512
+
+
+class ScenarioError(ValueError):
+    """A scenario value cannot be rendered exactly in an exporter's unit."""
+
+
+def to_unit(base: float, unit: str) -> float:
+    """Convert an oracle base-unit value to an exporter unit, exactly or not at all."""
+    if unit == "percent":
+        value = round(base * model.PERCENT_PER_RATIO, 9)
+        back = value / model.PERCENT_PER_RATIO
+    elif unit == "MiB":
+        value = base / model.BYTES_PER_MIB
+        back = value * model.BYTES_PER_MIB
+    elif unit == "MHz":
+        value = base / model.HERTZ_PER_MHZ
+        back = value * model.HERTZ_PER_MHZ
+    else:
+        return base
+    if back != base:
+        raise ScenarioError(f"{base} does not convert exactly to {unit}; choose a value that does")
+    return value
+
+
+@dataclass(frozen=True)
+class RenderedSeries:
+    metric: str
+    labels: tuple[tuple[str, str], ...]
+    samples: tuple[Sample, ...]
+
+    @property
+    def selector(self) -> str:
+        inner = ",".join(f'{k}="{v}"' for k, v in self.labels)
+        return f"{self.metric}{{{inner}}}"
+
+
+def _raw_for(signal_key: str, generation: str) -> catalog.RawMetric | None:
+    for raw in catalog.SIGNALS[signal_key].raws:
+        if generation in raw.generations:
+            return raw
+    return None
+
+
+class Renderer:
+    """Renders one scenario for one configuration (attribution mode and labels)."""
+
+    def __init__(self, scenario: Scenario, cfg: Config):
+        self.s = scenario
+        self.cfg = cfg
+        self.mode = cfg.attribution.mode
+
+    # -- time ----------------------------------------------------------------------------
+    def minutes(self) -> list[float]:
+        return [k * model.STEP_SECONDS / 60 for k in range(self.s.steps + 1)]
+
+    def while_running(self, execution: Execution | None, value: Callable[[float], float]) -> tuple[Sample, ...]:
+        """Samples while ``execution`` holds the GPU, a stale marker after it ends, nothing before."""
+        out: list[Sample] = []
+        for m in self.minutes():
+            if execution is None or execution.start_minute <= m < execution.end_minute:
+                out.append(value(m))
+            elif m >= execution.end_minute and out and out[-1] not in (None, STALE):
+                out.append(STALE)
+            else:
+                out.append(None)
+        return tuple(out)
+
+    # -- DCGM ----------------------------------------------------------------------------
+    def owner(self, gpu: Gpu) -> Execution | None:
+        return next((e for e in self.s.executions if gpu in e.gpus), None)
+
+    def gpu_labels(self, host: Host, gpu: Gpu, owner: Execution | None) -> dict[str, str]:
+        labels = {
+            "DCGM_FI_DRIVER_VERSION" if host.generation == "4.8" else "DCGM_FI_SYSTEM_DRIVER_VERSION": DRIVER_VERSION,
+            host.dcgm_host_label: host.name,
+            "UUID": gpu.uuid,
+            "device": f"nvidia{gpu.index}",
+            "gpu": str(gpu.index),
+            "instance": f"{host.name}:9400",
+            "job": "dcgm-exporter",
+            "modelName": gpu.model,
+            "pci_bus_id": f"00000000:{0x18 + gpu.index:02X}:00.0",
+        }
+        if gpu.mig_instance:
+            labels |= {"GPU_I_ID": gpu.mig_instance, "GPU_I_PROFILE": gpu.mig_profile}
+        if owner is not None and self.mode == "label":
+            labels[self.cfg.execution_label] = owner.id
+        if self.mode == "kubernetes":
+            # Behind a ServiceMonitor with honorLabels: false: pod names the exporter itself.
+            labels |= {"namespace": "gpu-operator", "pod": f"nvidia-dcgm-exporter-{host.name}"}
+            if owner is not None:
+                labels |= {"exported_namespace": owner.namespace, "exported_pod": self.pod_name(owner, host)}
+        return labels
+
+    @staticmethod
+    def pod_name(execution: Execution, host: Host) -> str:
+        return f"{execution.id}-worker-{host.name}"
+
+    def gpu_signal_value(self, key: str, gpu: Gpu, owner: Execution | None, minute: float) -> float | None:
+        """The base-unit value a GPU entry publishes for ``key`` at ``minute``."""
+        truth = model.gpu_truth(self.s, owner, gpu, minute) if owner else None
+        load = model.device_load(self.s, gpu, minute)
+        used = truth["gpu_memory_used_bytes"] if truth else model.PHASES["idle"].gpu.mem_used_mib * model.BYTES_PER_MIB
+        total = gpu.mem_total_mib * model.BYTES_PER_MIB
+        util = truth["gpu_utilization_ratio"] if truth else 0.0
+        values = {
+            # On MIG instances GPU_UTIL reads 0 and the engine activity carries the utilisation;
+            # on whole GPUs the engine activity differs, to prove GPU_UTIL is preferred.
+            "gpu_util": 0.0 if gpu.mig_instance else util,
+            "gr_engine_active": util if gpu.mig_instance else util / 2,
+            "fb_used": used,
+            "fb_free": total - used,
+            "fb_reserved": RESERVED_MIB * model.BYTES_PER_MIB,
+            "fb_capacity": total + RESERVED_MIB * model.BYTES_PER_MIB,
+            "gpu_temp": load.temp_celsius,
+            "power_usage": model.device_power(self.s, gpu, minute),
+            "power_limit_enforced": self.s.power_limit_enforced_watts,
+            "power_limit_requested": self.s.power_limit_requested_watts,
+            "sm_clock": load.sm_clock_mhz * model.HERTZ_PER_MHZ,
+            "mem_clock": load.mem_clock_mhz * model.HERTZ_PER_MHZ,
+            "pcie_rx": truth["gpu_pcie_rx_bytes_per_second"]
+            if truth and "gpu_pcie_rx_bytes_per_second" in truth
+            else 0,
+            "pcie_tx": truth["gpu_pcie_tx_bytes_per_second"]
+            if truth and "gpu_pcie_tx_bytes_per_second" in truth
+            else 0,
+        }
+        return float(values[key])
+
+    def dcgm_series(self) -> Iterator[RenderedSeries]:
+        for host in self.s.hosts:
+            for gpu in (g for g in self.s.all_gpus() if g.host == host.name):
+                owner = self.owner(gpu)
+                # The exporter attaches the execution's labels only while it runs; in mapping
+                # mode the raw series carry none and exist for the whole window.
+                labelled_span = owner if self.mode != "mapping" else None
+                labels = tuple(sorted(self.gpu_labels(host, gpu, owner).items()))
+                for key in RENDERED_SIGNALS:
+                    raw = _raw_for(key, host.generation)
+                    if raw is None or key in self.s.missing:
+                        continue
+                    if key == "fb_capacity" and host.generation == "4.8":
+                        continue  # FB_TOTAL is not collected by default
+
+                    value = partial(self.raw_value, key, gpu, owner, raw.unit)
+                    yield RenderedSeries(raw.name, labels, self.while_running(labelled_span, value))
+
+    def raw_value(self, key: str, gpu: Gpu, owner: Execution | None, unit: str, minute: float) -> float:
+        """What the exporter publishes for ``key``, in its own unit."""
+        return to_unit(self.gpu_signal_value(key, gpu, owner, minute), unit)
+
+    # -- attribution metrics -------------------------------------------------------------
+    def attribution_series(self) -> Iterator[RenderedSeries]:
+        if self.mode == "mapping":
+            for e in self.s.executions:
+                for gpu in e.gpus:
+                    labels = {
+                        self.cfg.execution_label: e.id,
+                        "UUID": gpu.uuid,
+                        "hostname": gpu.host,
+                        "instance": "scheduler:9800",
+                        "job": "scheduler-exporter",
+                    }
+                    if gpu.mig_instance:
+                        labels["GPU_I_ID"] = gpu.mig_instance
+                    yield RenderedSeries(
+                        self.cfg.attribution.mapping_metric,
+                        tuple(sorted(labels.items())),
+                        self.while_running(e, lambda m: 1.0),
+                    )
+        elif self.mode == "kubernetes":
+            label = catalog.KUBE_POD_LABEL_PREFIX + self.cfg.execution_label
+            for e in self.s.executions:
+                for host in sorted({g.host for g in e.gpus}):
+                    labels = {
+                        label: e.id,
+                        "namespace": e.namespace,
+                        "pod": self.pod_name(e, self.s.host(host)),
+                        "uid": f"uid-{e.id}-{host}",
+                        "instance": "kube-state-metrics:8080",
+                        "job": "kube-state-metrics",
+                    }
+                    yield RenderedSeries(
+                        self.cfg.attribution.kubernetes_metric,
+                        tuple(sorted(labels.items())),
+                        self.while_running(e, lambda m: 1.0),
+                    )
+
+    # -- node_exporter -------------------------------------------------------------------
+    def node_series(self) -> Iterator[RenderedSeries]:
+        for host in self.s.hosts:
+            target = (("instance", f"{host.name}:9100"), ("job", "node"))
+            truths = [model.host_truth(self.s, host, m) for m in self.minutes()]
+            yield RenderedSeries(
+                "node_uname_info", tuple(sorted((*target, ("nodename", host.name)))), tuple(1.0 for _ in truths)
+            )
+            yield RenderedSeries(
+                "node_memory_MemTotal_bytes", target, tuple(t["system_ram_total_bytes"] for t in truths)
+            )
+            yield RenderedSeries(
+                "node_memory_MemAvailable_bytes",
+                target,
+                tuple(t["system_ram_total_bytes"] - t["system_ram_used_bytes"] for t in truths),
+            )
+            # Counters: each sample adds the step's idle (or busy) seconds.
+            for mode in ("idle", "user"):
+                for cpu in range(host.cpus):
+                    total, samples = 0.0, []
+                    for t in truths:
+                        samples.append(total)
+                        busy = t["system_cpu_utilization_ratio"]
+                        total += model.STEP_SECONDS * ((1 - busy) if mode == "idle" else busy)
+                    labels = tuple(sorted((*target, ("cpu", str(cpu)), ("mode", mode))))
+                    yield RenderedSeries("node_cpu_seconds_total", labels, tuple(samples))
+
+    def all_series(self) -> list[RenderedSeries]:
+        return [*self.dcgm_series(), *self.attribution_series(), *self.node_series()]
+
+
+# -- promtool notation -----------------------------------------------------------------------
+
+
+def fmt(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def expand_notation(samples: tuple[Sample, ...]) -> str:
+    """Compress samples into promtool's notation: ``axN``, ``a+bxN``, ``_xN``, ``stale``."""
+    parts: list[str] = []
+    i, n = 0, len(samples)
+    while i < n:
+        v = samples[i]
+        if v is None:
+            j = i
+            while j < n and samples[j] is None:
+                j += 1
+            parts.append("_" if j - i == 1 else f"_x{j - i}")
+            i = j
+            continue
+        if v == STALE:
+            parts.append(STALE)
+            i += 1
+            continue
+        # The longest run with a constant step from samples[i].
+        j = i + 1
+        step = None
+        while j < n and isinstance(samples[j], float) and samples[j] is not None:
+            d = samples[j] - samples[j - 1]  # type: ignore[operator]
+            if step is None:
+                step = d
+            elif d != step or samples[i] + step * (j - i) != samples[j]:  # type: ignore[operator]
+                break
+            j += 1
+        count = j - i - 1
+        if count == 0:
+            parts.append(fmt(v))  # type: ignore[arg-type]
+        elif not step:
+            parts.append(f"{fmt(v)}x{count}")  # type: ignore[arg-type]
+        else:
+            sign = "+" if step > 0 else "-"
+            parts.append(f"{fmt(v)}{sign}{fmt(abs(step))}x{count}")  # type: ignore[arg-type]
+        i = j
+    return " ".join(parts)
+
+
+def input_series(scenario: Scenario, cfg: Config) -> list[dict[str, str]]:
+    """promtool ``input_series`` entries for ``scenario`` under ``cfg``."""
+    return [{"series": s.selector, "values": expand_notation(s.samples)} for s in Renderer(scenario, cfg).all_series()]

@@ -1,0 +1,135 @@
+"""The catalog is consistent and says what domain-notes sections 1 and 2 say."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from generator import catalog
+from generator.config import config_from_mapping
+from generator.recording import recording_groups
+
+# The contract of issue 2 / domain-notes section 1, written out here on purpose.
+CONTRACT = {
+    "gpuUtilizationPercent": "execution_gpu:gpu_utilization_ratio",
+    "gpuMemoryUtilizationPercent": "execution_gpu:gpu_memory_utilization_ratio",
+    "gpuTemperatureCelsius": "execution_gpu:gpu_temperature_celsius",
+    "gpuPowerWatt": "execution_gpu:gpu_power_watts",
+    "gpuPowerLimitWatt": "execution_gpu:gpu_power_limit_watts",
+    "gpuClockSmMhz": "execution_gpu:gpu_sm_clock_hertz",
+    "gpuClockMemMhz": "execution_gpu:gpu_memory_clock_hertz",
+    "gpuPcieThroughputRxBytesPerSec": "execution_gpu:gpu_pcie_rx_bytes_per_second",
+    "gpuPcieThroughputTxBytesPerSec": "execution_gpu:gpu_pcie_tx_bytes_per_second",
+    "systemRamTotalBytes": "execution_node:system_ram_total_bytes",
+    "systemRamUsedBytes": "execution_node:system_ram_used_bytes",
+    "systemCpuUsagePercent": "execution_node:system_cpu_utilization_ratio",
+}
+
+# Raw names and units from domain-notes 2.1, 2.4 and 3 (dcgm-exporter's counters files).
+KNOWN_RAW = {
+    "DCGM_FI_DEV_GPU_UTIL": "percent",
+    "DCGM_FI_DEV_GPU_UTIL_RATIO": "ratio",
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "ratio",
+    "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO": "ratio",
+    "DCGM_FI_DEV_FB_USED": "MiB",
+    "DCGM_FI_DEV_FB_FREE": "MiB",
+    "DCGM_FI_DEV_FB_RESERVED": "MiB",
+    "DCGM_FI_DEV_FB_CAPACITY_BYTES": "bytes",
+    "DCGM_FI_DEV_GPU_TEMP": "celsius",
+    "DCGM_FI_DEV_GPU_TEMP_CELSIUS": "celsius",
+    "DCGM_FI_DEV_POWER_USAGE": "watts",
+    "DCGM_FI_DEV_BOARD_POWER_WATTS": "watts",
+    "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": "watts",
+    "DCGM_FI_DEV_BOARD_POWER_LIMIT_ENFORCED_WATTS": "watts",
+    "DCGM_FI_DEV_POWER_MGMT_LIMIT": "watts",
+    "DCGM_FI_DEV_SM_CLOCK": "MHz",
+    "DCGM_FI_DEV_MEM_CLOCK": "MHz",
+    "DCGM_FI_PROF_PCIE_RX_BYTES": "bytes_per_second",
+    "DCGM_FI_PROF_PCIE_TX_BYTES": "bytes_per_second",
+    "DCGM_FI_PROF_PCIE_RX_BYTES_PER_SECOND": "bytes_per_second",
+    "DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND": "bytes_per_second",
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": "bitmask",
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": "bitmask",
+    "DCGM_FI_DEV_XID_ERRORS": "xid",
+    "DCGM_FI_DEV_XID_ERROR": "xid",
+    "node_memory_MemTotal_bytes": "bytes",
+    "node_memory_MemAvailable_bytes": "bytes",
+    "node_cpu_seconds_total": "seconds",
+}
+
+
+def test_every_api_series_is_recorded_under_its_contract_name():
+    assert {s.api_name: s.record for s in catalog.API_SERIES} == CONTRACT
+
+
+def test_known_raw_metrics_have_the_documented_units():
+    units = {r.name: r.unit for s in catalog.SIGNALS.values() for r in s.raws}
+    assert {name: units.get(name) for name in KNOWN_RAW} == KNOWN_RAW
+
+
+def test_unit_conversions_are_the_physical_ones():
+    assert catalog.UNITS["MiB"].apply(1) == 1048576
+    assert catalog.UNITS["MHz"].apply(1410) == 1_410_000_000
+    assert catalog.UNITS["percent"].apply(57) == 0.57
+    assert catalog.UNITS["percent"].to_base("x") == "x / 100"  # exact, unlike * 0.01
+
+
+def test_every_raw_metric_has_a_unit_that_converts_to_its_signals_base_unit():
+    for signal in catalog.SIGNALS.values():
+        assert signal.raws, signal.key
+        for raw in signal.raws:
+            assert raw.unit in catalog.UNITS, raw.name
+            assert catalog.UNITS[raw.unit].base == signal.base_unit, raw.name
+            assert set(raw.generations) <= set(catalog.GENERATIONS), raw.name
+
+
+def test_each_generation_has_at_most_one_name_per_signal_the_api_reads():
+    # Signals alerts read may list an older alias in the same generation (CLOCK_THROTTLE_REASONS).
+    used = {k for s in catalog.GPU_SERIES for f in s.formulas for k in catalog.signal_keys(f.template)}
+    assert used
+    for key in used:
+        for generation in catalog.GENERATIONS:
+            names = [r.name for r in catalog.SIGNALS[key].raws if generation in r.generations]
+            assert len(names) <= 1, (key, generation, names)
+
+
+def test_formulas_name_known_signals_of_the_right_exporter():
+    for series in catalog.GPU_SERIES:
+        for f in series.formulas:
+            for key in catalog.signal_keys(f.template):
+                assert catalog.SIGNALS[key].exporter == "dcgm", (series.record, key)
+    for series in catalog.NODE_SERIES:
+        for key in catalog.signal_keys(series.formulas[0].template):
+            assert catalog.SIGNALS[key].exporter == "node", (series.record, key)
+
+
+def test_recorded_names_follow_level_metric_operations():
+    pattern = re.compile(r"^(execution_gpu|execution_node|execution):[a-z_]+(:[a-z_]+)?$")
+    records = [s.record for s in catalog.ALL_SERIES]
+    assert len(records) == len(set(records))
+    for record in records:
+        assert pattern.match(record), record
+
+
+def test_sums_of_device_wide_series_count_each_physical_gpu_once():
+    device_wide = {f"execution_gpu:gpu_{k}" for k in ("power_watts", "power_limit_watts", "temperature_celsius")}
+    for series in catalog.EXECUTION_SERIES:
+        expr = series.formulas[0].template
+        if expr.startswith("sum") and any(name in expr for name in device_wide):
+            assert "max by (execution_id, UUID)" in expr, series.record
+
+
+@pytest.mark.parametrize("generation", catalog.GENERATIONS)
+def test_every_api_series_can_be_computed_from_one_generation_alone(generation):
+    cfg = config_from_mapping({"dcgm": {"generations": [generation]}})
+    exprs = {r.record: r.expr for g in recording_groups(cfg) for r in g.rules}
+    for record in CONTRACT.values():
+        assert record in exprs
+    assert "DCGM_FI_DEV_GPU_UTIL_RATIO" in exprs["execution_gpu:gpu_utilization_ratio"] or generation == "4.8"
+    other = [g for g in catalog.GENERATIONS if g != generation]
+    only_other = {r.name for s in catalog.SIGNALS.values() for r in s.raws if not set(r.generations) & {generation}}
+    assert other
+    for expr in exprs.values():
+        for name in only_other:
+            assert not re.search(rf"\b{name}\b", expr), (generation, name)

@@ -1,0 +1,134 @@
+"""Config loading: defaults, overrides, and a clear error for every kind of bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from generator import cli, config_docs
+from generator.config import Config, ConfigError, config_from_mapping, load_config
+
+from .conftest import REPO
+
+
+def test_no_file_gives_the_defaults():
+    cfg = load_config(None)
+    assert cfg == Config()
+    assert cfg.execution_label == "execution_id"
+    assert cfg.attribution.mode == "label"
+    assert cfg.selectors.dcgm == "" and cfg.selectors.node == ""
+    assert cfg.alerts.gpu_underutilized.threshold == 0.15
+    assert cfg.alerts.gpu_underutilized.for_ == "30m"
+
+
+def test_overrides_apply_and_keep_other_defaults(tmp_path: Path):
+    path = tmp_path / "pack.yml"
+    path.write_text(
+        "execution_label: hpc_job\n"
+        'selectors: {dcgm: \'job="dcgm", cluster=~"eu-.*"\'}\n'
+        "dcgm: {generations: ['4.10', '4.8']}\n"
+        "alerts: {gpu_memory_high: {threshold: 0.9, for: 1m}}\n"
+    )
+    cfg = load_config(path)
+    assert cfg.execution_label == "hpc_job"
+    assert cfg.selectors.dcgm == 'job="dcgm", cluster=~"eu-.*"'
+    assert cfg.selectors.node == ""
+    assert cfg.dcgm.generations == ("4.8", "4.10")  # catalog order, whatever the file's order
+    assert cfg.alerts.gpu_memory_high.threshold == 0.9
+    assert cfg.alerts.gpu_memory_high.for_ == "1m"
+    assert cfg.alerts.gpu_memory_high.severity == "warning"
+
+
+BAD = [
+    ({"colour": "red"}, "colour: unknown key; accepted keys: alerts, attribution, dcgm"),
+    (
+        {"attribution": {"mod": "label"}},
+        "attribution.mod: unknown key; accepted keys in attribution: kubernetes_metric",
+    ),
+    (
+        {"attribution": {"mode": "slurm"}},
+        "attribution.mode: 'slurm' is not accepted; accepted: label, mapping, kubernetes",
+    ),
+    ({"attribution": "label"}, "attribution: expected a mapping of keys, got str"),
+    ({"execution_label": 7}, "execution_label: expected a string, got 7"),
+    ({"execution_label": "execution-id"}, "execution_label: 'execution-id' is not accepted; expected a label name"),
+    ({"rate_window": "1 minute"}, "rate_window: '1 minute' is not accepted; expected a Prometheus duration"),
+    ({"rate_window": "0s"}, "rate_window: '0s' is not accepted; expected a Prometheus duration above zero"),
+    ({"selectors": {"dcgm": "job=dcgm"}}, "selectors.dcgm: 'job=dcgm' is not accepted; expected comma-separated label"),
+    ({"dcgm": {"generations": []}}, "dcgm.generations: expected a non-empty list"),
+    ({"dcgm": {"generations": ["4.7"]}}, "dcgm.generations: '4.7' is not accepted; accepted: 4.8, 4.9, 4.10"),
+    ({"dcgm": {"violation_counter_unit": "ms"}}, "dcgm.violation_counter_unit: 'ms' is not accepted; accepted: ns, us"),
+    (
+        {"node": {"nodename_regex": "[a-z"}},
+        "node.nodename_regex: '[a-z' is not accepted; expected a regular expression",
+    ),
+    ({"node": {"nodename_regex": ".+"}}, "expected a regular expression with one capture group"),
+    (
+        {"alerts": {"gpu_memory_high": {"threshold": 95}}},
+        "alerts.gpu_memory_high.threshold: 95.0 is not accepted; expected a ratio above 0 and at most 1",
+    ),
+    ({"alerts": {"gpu_memory_high": {"threshold": "high"}}}, "alerts.gpu_memory_high.threshold: expected a number"),
+    ({"alerts": {"gpu_memory_high": {"severity": "page"}}}, "severity: 'page' is not accepted; accepted: critical"),
+    (
+        {"alerts": {"gpu_memory_high": {"for_": "5m"}}},
+        "alerts.gpu_memory_high.for_: unknown key; accepted keys in alerts.gpu_memory_high: for, severity, threshold",
+    ),
+    ({"alerts": {"thermal_throttling": {"threshold_celsius": -3}}}, "threshold_celsius: -3.0 is not accepted"),
+    (
+        {"alerts": {"host_memory_exhaustion": {"min_level": 1}}},
+        "alerts.host_memory_exhaustion.min_level: must be below 1",
+    ),
+    ({"output": {"rules_dir": " "}}, "output.rules_dir: ' ' is not accepted; expected a non-empty path"),
+    (["a", "b"], "top level: expected a mapping of keys, got list"),
+]
+
+
+@pytest.mark.parametrize(("data", "message"), BAD, ids=[m.split(":")[0] for _, m in BAD])
+def test_bad_values_name_the_key_and_what_is_accepted(data, message):
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping(data, "pack.yml")
+    assert str(err.value).startswith("pack.yml: ")
+    assert message in str(err.value)
+
+
+def test_unreadable_and_invalid_files_are_named(tmp_path: Path):
+    with pytest.raises(ConfigError, match=r"missing\.yml: cannot read the config file"):
+        load_config(tmp_path / "missing.yml")
+    broken = tmp_path / "broken.yml"
+    broken.write_text("alerts: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"broken\.yml: not valid YAML"):
+        load_config(broken)
+
+
+def test_empty_file_means_defaults(tmp_path: Path):
+    empty = tmp_path / "empty.yml"
+    empty.write_text("# nothing set\n")
+    assert load_config(empty) == Config()
+
+
+def _leaf_fields(obj, prefix=""):
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if dataclasses.is_dataclass(value):
+            yield from _leaf_fields(value, f"{prefix}{f.name}.")
+        else:
+            yield f"{prefix}{f.name}", f
+
+
+def test_every_key_says_what_it_is_and_why_to_change_it():
+    for key, f in _leaf_fields(Config()):
+        assert len(f.metadata.get("doc", "")) > 20, key
+        assert len(f.metadata.get("why", "")) > 10, key
+
+
+def test_generated_docs_are_current():
+    for path, render in cli.DOCS.items():
+        assert (REPO / path).read_text() == render(), f"{path} is stale: run `make docs`"
+
+
+def test_defaults_yaml_round_trips_to_the_defaults():
+    import yaml
+
+    assert config_from_mapping(yaml.safe_load(config_docs.defaults_yaml())) == Config()

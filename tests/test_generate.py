@@ -1,0 +1,79 @@
+"""Generation is deterministic, the committed output is current, and failures write nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from generator import cli
+from generator.config import Config
+from generator.output import write_all
+from generator.recording import MAX_RULES_PER_GROUP
+from generator.rulefiles import all_groups
+
+from .conftest import REPO
+
+
+def test_two_generations_give_identical_bytes(tmp_path: Path):
+    cfg_file = tmp_path / "pack.yml"
+    for run in ("a", "b"):
+        cfg_file.write_text(f"output: {{rules_dir: {tmp_path / run}}}\n")
+        assert cli.main(["generate", "--config", str(cfg_file), "--with-tests"]) == 0
+    first = {p.relative_to(tmp_path / "a"): p.read_bytes() for p in (tmp_path / "a").rglob("*.yml")}
+    second = {p.relative_to(tmp_path / "b"): p.read_bytes() for p in (tmp_path / "b").rglob("*.yml")}
+    assert first and first == second
+
+
+def test_committed_output_is_current():
+    files = cli.generated_files(Config(), with_tests=True)
+    stale = [str(p) for p, text in files.items() if not (REPO / p).exists() or (REPO / p).read_text() != text]
+    assert not stale, f"stale generated files, run `make rules`: {stale}"
+
+
+def test_check_command_fails_on_stale_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    cfg_file = tmp_path / "pack.yml"
+    cfg_file.write_text(f"output: {{rules_dir: {tmp_path / 'rules'}}}\n")
+    assert cli.main(["generate", "--config", str(cfg_file)]) == 0
+    rule_file = tmp_path / "rules" / "execution-gpu.rules.yml"
+    rule_file.write_text(rule_file.read_text().replace("max by", "min by", 1))
+    assert cli.main(["check", "--config", str(cfg_file)]) == 1
+    assert "execution-gpu.rules.yml" in capsys.readouterr().err
+
+
+def test_every_rule_file_says_do_not_edit():
+    for path in cli.generated_files(Config(), with_tests=True):
+        first = path.read_text().splitlines()[0] if path.exists() else ""
+        assert "DO NOT EDIT" in first, path
+
+
+def test_groups_stay_within_mimirs_limit_and_have_unique_names():
+    groups = all_groups(Config())
+    assert len({g.name for g in groups}) == len(groups)
+    for g in groups:
+        assert 0 < len(g.rules) <= MAX_RULES_PER_GROUP, g.name
+
+
+def test_a_bad_config_leaves_previous_output_untouched(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    rules = tmp_path / "rules"
+    good = tmp_path / "good.yml"
+    good.write_text(f"output: {{rules_dir: {rules}}}\n")
+    assert cli.main(["generate", "--config", str(good)]) == 0
+    before = {p: p.read_bytes() for p in rules.iterdir()}
+    bad = tmp_path / "bad.yml"
+    bad.write_text(f"output: {{rules_dir: {rules}}}\nattribution: {{mode: slurm}}\n")
+    assert cli.main(["generate", "--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.yml: attribution.mode: 'slurm' is not accepted" in err
+    assert {p: p.read_bytes() for p in rules.iterdir()} == before
+
+
+def test_write_all_writes_nothing_when_one_file_fails(tmp_path: Path):
+    ok = tmp_path / "a.rules.yml"
+    ok.write_text("old\n")
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where a directory should be\n")
+    with pytest.raises(OSError):
+        write_all({ok: "new\n", blocker / "b.rules.yml": "new\n"})
+    assert ok.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.rules.yml", "not-a-dir"]  # no temp files left
