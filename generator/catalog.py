@@ -17,6 +17,7 @@ expands each placeholder into a normalised, attributed selector.
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass
 from typing import Literal
 
@@ -571,8 +572,6 @@ API_UNITS: dict[str, tuple[str, float]] = {
 
 def signal_keys(template: str) -> tuple[str, ...]:
     """The signal placeholders of a formula template, in order of first use."""
-    import string
-
     keys: list[str] = []
     for _, name, _, _ in string.Formatter().parse(template):
         if name and name not in keys and name != "rate_window":
