@@ -34,7 +34,13 @@ def test_committed_rule_files_pass_promtool_check():
 
 def test_committed_promtool_tests_pass():
     tests = sorted((REPO / "rules/tests").glob("*.test.yml"))
-    assert {p.stem for p in tests} == {"default.test", "mapping.test", "kubernetes.test", "hpc_job.test"}
+    assert {p.stem for p in tests} == {
+        "contract.test",
+        "default.test",
+        "mapping.test",
+        "kubernetes.test",
+        "hpc_job.test",
+    }
     result = promtool.test_rules(tests)
     assert result.output.count("SUCCESS") == len(tests)
 
