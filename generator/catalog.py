@@ -341,8 +341,6 @@ SIGNALS: dict[str, Signal] = {
 
 # --- Recorded series --------------------------------------------------------------------------
 
-Level = Literal["execution_gpu", "execution_node", "execution"]
-
 
 @dataclass(frozen=True)
 class Formula:
@@ -369,10 +367,6 @@ class Series:
     api_name: str = ""
     api_unit: str = ""
     optional: bool = False  # the raw data may be missing on a healthy install
-
-    @property
-    def level(self) -> Level:
-        return self.record.split(":", 1)[0]  # type: ignore[return-value]
 
 
 def _gpu(
@@ -558,16 +552,6 @@ EXECUTION_SERIES: tuple[Series, ...] = (
 
 API_SERIES: tuple[Series, ...] = tuple(s for s in GPU_SERIES + NODE_SERIES if s.api_name)
 ALL_SERIES: tuple[Series, ...] = (*GPU_SERIES, NODE_PRESENCE_SERIES, *NODE_SERIES, *EXECUTION_SERIES)
-
-# The API's units and how a base-unit value converts to them (issue 6 serves these).
-API_UNITS: dict[str, tuple[str, float]] = {
-    "percent": ("ratio", 100.0),
-    "MHz": ("hertz", 1e-6),
-    "celsius": ("celsius", 1.0),
-    "watts": ("watts", 1.0),
-    "bytes": ("bytes", 1.0),
-    "bytes_per_second": ("bytes_per_second", 1.0),
-}
 
 
 def signal_keys(template: str) -> tuple[str, ...]:

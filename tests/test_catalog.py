@@ -113,7 +113,14 @@ def test_recorded_names_follow_level_metric_operations():
 
 
 def test_sums_of_device_wide_series_count_each_physical_gpu_once():
-    device_wide = {f"execution_gpu:gpu_{k}" for k in ("power_watts", "power_limit_watts", "temperature_celsius")}
+    device_wide = {
+        s.record
+        for s in catalog.GPU_SERIES
+        if all(catalog.SIGNALS[k].device_wide for f in s.formulas for k in catalog.signal_keys(f.template))
+        and catalog.signal_keys(s.formulas[0].template)
+    }
+    assert {"execution_gpu:gpu_power_watts", "execution_gpu:gpu_temperature_celsius"} <= device_wide
+    assert "execution_gpu:gpu_memory_used_bytes" not in device_wide  # MIG instances have their own memory
     for series in catalog.EXECUTION_SERIES:
         expr = series.formulas[0].template
         if expr.startswith("sum") and any(name in expr for name in device_wide):

@@ -190,10 +190,6 @@ class Scenario:
     def all_gpus(self) -> list[Gpu]:
         return [g for e in self.executions for g in e.gpus] + list(self.unowned_gpus)
 
-    def instances_of(self, gpu: Gpu) -> list[Gpu]:
-        """Every GPU entry (MIG instances included) on the same physical GPU."""
-        return [g for g in self.all_gpus() if g.device_key == gpu.device_key]
-
 
 def gpu_truth(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float) -> dict[str, float] | None:
     """What each per-GPU recorded series should be, in base units; None when the execution is not running."""
