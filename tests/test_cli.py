@@ -1,0 +1,34 @@
+"""The command line: validate a user's config, print the defaults, report errors without a traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from generator import cli
+from generator.config import Config, config_from_mapping
+
+
+@pytest.mark.usefixtures("promtool_available")
+def test_validate_checks_a_config_and_its_rules_without_writing(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    cfg = tmp_path / "pack.yml"
+    cfg.write_text(f"attribution: {{mode: kubernetes}}\noutput: {{rules_dir: {tmp_path / 'out'}}}\n")
+    assert cli.main(["validate", "--config", str(cfg)]) == 0
+    assert "valid; 3 rule files pass promtool check rules" in capsys.readouterr().out
+    assert not (tmp_path / "out").exists()
+
+
+def test_defaults_prints_a_config_that_loads_as_the_defaults(capsys: pytest.CaptureFixture[str]):
+    assert cli.main(["defaults"]) == 0
+    assert config_from_mapping(yaml.safe_load(capsys.readouterr().out)) == Config()
+
+
+def test_errors_are_one_line_on_stderr_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    cfg = tmp_path / "pack.yml"
+    cfg.write_text("rate_window: often\n")
+    assert cli.main(["validate", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "rate_window: 'often' is not accepted" in err
+    assert "Traceback" not in err
