@@ -142,7 +142,7 @@ class RuleBuilder:
 
     def gpu_rule(self, series: Series) -> RecordingRule:
         if not catalog.signal_keys(series.formulas[0].template):  # reads recorded series only
-            return RecordingRule(series.record, series.formulas[0].template)
+            return verbatim_rule(series)
         alternatives = [e for e in (self.gpu_formula(f) for f in series.formulas) if e is not None]
         if len(alternatives) > 1:
             alternatives = [parens(a) if "\n" in a else a for a in alternatives]
@@ -179,7 +179,7 @@ class RuleBuilder:
         """The recording rule groups, in dependency order."""
         interval = self.cfg.rule_interval
         verbatim = [catalog.NODE_PRESENCE_SERIES, *list(catalog.EXECUTION_SERIES)]
-        by_record = {s.record: RecordingRule(s.record, s.formulas[0].template) for s in verbatim}
+        by_record = {s.record: verbatim_rule(s) for s in verbatim}
         groups = [
             RuleGroup(
                 f"{GROUP_PREFIX}.execution_gpu",
@@ -207,6 +207,11 @@ class RuleBuilder:
             if len(g.rules) > MAX_RULES_PER_GROUP:
                 raise ValueError(f"group {g.name} has {len(g.rules)} rules; keep it within {MAX_RULES_PER_GROUP}")
         return groups
+
+
+def verbatim_rule(series: Series) -> RecordingRule:
+    """A series whose formula reads recorded series only: its expression is the template as written."""
+    return RecordingRule(series.record, series.formulas[0].template)
 
 
 def _fill(template: str, values: dict[str, str]) -> str:
