@@ -9,7 +9,7 @@ scenario data, tests and docs all derive from it:
   ``RawMetric`` in the signals it renamed.
 - ``API_SERIES``: the 12 series of the per-execution API (domain-notes section 1), each with
   the series it is recorded as and the formula that computes it from signals.
-- ``EXTRA_SERIES``: further per-GPU series the alerts and dashboards need.
+- ``GPU_HEALTH_SERIES`` and ``NODE_DERIVED_SERIES``: further series the alerts and dashboards read.
 
 Formulas are PromQL templates whose ``{placeholders}`` name signals; ``generator.recording``
 expands each placeholder into a normalised, attributed selector.
@@ -110,12 +110,18 @@ UNITS: dict[str, Unit] = {
         Unit("celsius", "celsius"),
         Unit("bytes_per_second", "bytes_per_second"),
         Unit("seconds", "seconds"),
+        # DCGM's violation counters: time held down, in a unit the sources disagree on (config).
+        Unit("nanoseconds", "seconds", "/", 1_000_000_000),
+        Unit("microseconds", "seconds", "/", 1_000_000),
         Unit("count", "count"),
         Unit("bitmask", "bitmask"),
         Unit("xid", "xid"),  # an Xid code, not a quantity
         Unit("info", "info"),  # a constant-1 identity series
     )
 }
+# A raw metric whose unit is this is read in the unit dcgm.violation_counter_unit names.
+VIOLATION_UNIT = "violation_time"
+VIOLATION_UNITS: dict[str, str] = {"ns": "nanoseconds", "us": "microseconds"}
 
 # --- Raw metrics and signals ------------------------------------------------------------------
 
@@ -283,19 +289,20 @@ SIGNALS: dict[str, Signal] = {
             device_wide=True,
         ),
         # The violation counters' unit is disputed (ns in the exporter's help, us in DCGM's
-        # header): the alert config carries the divisor, so the catalog keeps the raw count.
+        # header): dcgm.violation_counter_unit says which. Counters are read as rates, so the
+        # signal is the share of wall time the clocks were held down.
         _dcgm(
             "power_violation",
-            "seconds",
-            "Time clocks were held down by the power limit (raw count).",
-            RawMetric("DCGM_FI_DEV_POWER_VIOLATION", "seconds", "counter", default_collected=False),
+            "ratio",
+            "Share of time clocks were held down by the power limit.",
+            RawMetric("DCGM_FI_DEV_POWER_VIOLATION", VIOLATION_UNIT, "counter", default_collected=False),
             device_wide=True,
         ),
         _dcgm(
             "thermal_violation",
-            "seconds",
-            "Time clocks were held down by temperature (raw count).",
-            RawMetric("DCGM_FI_DEV_THERMAL_VIOLATION", "seconds", "counter", default_collected=False),
+            "ratio",
+            "Share of time clocks were held down by temperature.",
+            RawMetric("DCGM_FI_DEV_THERMAL_VIOLATION", VIOLATION_UNIT, "counter", default_collected=False),
             device_wide=True,
         ),
         _dcgm(
@@ -463,6 +470,56 @@ GPU_SERIES: tuple[Series, ...] = (
     ),
 )
 
+# Per-GPU series the alert rules read. The exporter fields behind the optional ones are not
+# collected by default; where they are missing the alerts fall back to the series above.
+GPU_HEALTH_SERIES: tuple[Series, ...] = (
+    _gpu(
+        "execution_gpu:gpu_power_to_limit_ratio",
+        "ratio",
+        "Board power draw as a share of the power limit.",
+        Formula("execution_gpu:gpu_power_watts / (execution_gpu:gpu_power_limit_watts > 0)"),
+        optional=True,
+    ),
+    # A running maximum: the rule reads its own previous value, and the comparison with the
+    # current clock ends the series with the execution. It holds through hours of capping,
+    # where a max_over_time window would forget the unthrottled clock.
+    _gpu(
+        "execution_gpu:gpu_sm_clock_peak_hertz",
+        "hertz",
+        "The GPU's highest SM clock: its max clock where exported, else the peak seen during the execution.",
+        Formula("{max_sm_clock}", note="where DCGM_FI_DEV_MAX_SM_CLOCK is collected"),
+        Formula("execution_gpu:gpu_sm_clock_peak_hertz > execution_gpu:gpu_sm_clock_hertz", note="earlier peak"),
+        Formula("execution_gpu:gpu_sm_clock_hertz", note="first sample, or a new peak"),
+    ),
+    _gpu(
+        "execution_gpu:gpu_clocks_event_reasons",
+        "bitmask",
+        "Why the clocks are held down, as DCGM's bitmask (domain-notes 2.1).",
+        Formula("{clocks_event_reasons}"),
+        optional=True,
+    ),
+    _gpu(
+        "execution_gpu:gpu_power_violation_ratio",
+        "ratio",
+        "Share of the rate window the clocks were held down by the power limit.",
+        Formula("{power_violation}"),
+        optional=True,
+    ),
+    _gpu(
+        "execution_gpu:gpu_thermal_violation_ratio",
+        "ratio",
+        "Share of the rate window the clocks were held down by temperature.",
+        Formula("{thermal_violation}"),
+        optional=True,
+    ),
+    _gpu(
+        "execution_gpu:gpu_last_xid",
+        "xid",
+        "The last Xid code the GPU reported; sticky, so alerts look at its changes.",
+        Formula("{xid_last}"),
+    ),
+)
+
 # The series that says which GPUs an execution holds: present for every attributed GPU.
 GPU_PRESENCE_SERIES = "execution_gpu:gpu_utilization_ratio"
 
@@ -492,6 +549,16 @@ NODE_SERIES: tuple[Series, ...] = (
         "Host CPU busy share, averaged over its CPUs, 0-1.",
         "systemCpuUsagePercent",
         "percent",
+    ),
+)
+
+# Read from the host series above, once they are joined to executions.
+NODE_DERIVED_SERIES: tuple[Series, ...] = (
+    Series(
+        "execution_node:system_ram_utilization_ratio",
+        "ratio",
+        (Formula("execution_node:system_ram_used_bytes / (execution_node:system_ram_total_bytes > 0)"),),
+        "Host RAM in use, 0-1.",
     ),
 )
 
@@ -551,7 +618,14 @@ EXECUTION_SERIES: tuple[Series, ...] = (
 )
 
 API_SERIES: tuple[Series, ...] = tuple(s for s in GPU_SERIES + NODE_SERIES if s.api_name)
-ALL_SERIES: tuple[Series, ...] = (*GPU_SERIES, NODE_PRESENCE_SERIES, *NODE_SERIES, *EXECUTION_SERIES)
+ALL_SERIES: tuple[Series, ...] = (
+    *GPU_SERIES,
+    *GPU_HEALTH_SERIES,
+    NODE_PRESENCE_SERIES,
+    *NODE_SERIES,
+    *NODE_DERIVED_SERIES,
+    *EXECUTION_SERIES,
+)
 
 
 def signal_keys(template: str) -> tuple[str, ...]:

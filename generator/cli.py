@@ -7,13 +7,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-from generator import __version__, catalog_docs, config_docs, promtool
+from generator import __version__, alert_lint, catalog_docs, config_docs, promtool, runbook_docs
 from generator.config import Config, ConfigError, load_config
 from generator.output import stale_files, write_all
 from generator.rulefiles import RULE_FILE_SUFFIX, rule_files
 from generator.ruletests import promtool_test_files
 
-DOCS = {Path("docs/configuration.md"): config_docs.render, Path("docs/series.md"): catalog_docs.render}
+DOCS = {
+    Path("docs/configuration.md"): config_docs.render,
+    Path("docs/series.md"): catalog_docs.render,
+    Path("docs/runbook.md"): runbook_docs.render,
+}
 
 
 def generated_files(cfg: Config, with_tests: bool) -> dict[Path, str]:
@@ -36,17 +40,25 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Config valid, committed output up to date, and promtool accepts every rule file."""
+    """Config valid, committed output and docs up to date, alert conventions kept, promtool accepts the rules."""
     cfg = load_config(args.config)
     files = generated_files(cfg, with_tests=args.with_tests)
-    stale = [p for p, text in files.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
+    docs = {path: render() for path, render in DOCS.items()}
+    stale = [p for p, text in (files | docs).items() if not p.exists() or p.read_text(encoding="utf-8") != text]
     if stale:
-        print("stale generated files (run `make rules` and commit them):", file=sys.stderr)
+        print("stale generated files (run `make rules docs` and commit them):", file=sys.stderr)
         for p in stale:
             print(f"  {p}", file=sys.stderr)
         return 1
     rule_paths = sorted(p for p in files if p.name.endswith(RULE_FILE_SUFFIX))
+    problems = alert_lint.lint((p, files[p]) for p in rule_paths)
+    if problems:
+        print("alert rules break the pack's conventions (generator/alert_lint.py):", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 1
     print(promtool.check_rules(rule_paths).output.strip())
+    print(f"alert conventions: {len(rule_paths)} rule files pass")
     return 0
 
 
@@ -103,7 +115,9 @@ def parser() -> argparse.ArgumentParser:
     t = sub.add_parser("test", help="promtool test rules on <rules-dir>/tests/*.test.yml")
     t.add_argument("--rules-dir", default="rules")
     t.set_defaults(func=cmd_test)
-    sub.add_parser("docs", help="write docs/configuration.md and docs/series.md").set_defaults(func=cmd_docs)
+    sub.add_parser("docs", help="write docs/configuration.md, docs/series.md and docs/runbook.md").set_defaults(
+        func=cmd_docs
+    )
     sub.add_parser("defaults", help="print the default config as YAML").set_defaults(func=cmd_defaults)
     return p
 

@@ -60,6 +60,7 @@ def parse_duration_seconds(value: str) -> float:
 
 Severity = Literal["critical", "warning", "info"]
 SEVERITIES = ("critical", "warning", "info")
+CAUSE_SEVERITIES = ("warning", "info")  # alerts about causes (throttling) must not page
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,13 @@ class Selectors:
         "",
         'Label matchers added to every node_exporter selector, e.g. `job="node"`.',
         "Several jobs export node_* metrics (e.g. node_exporter on hosts and in a VM image).",
+        kind="matchers",
+    )
+    dcgm_targets: str = opt(
+        'job=~".*dcgm.*"',
+        "Label matchers that pick dcgm-exporter's scrape targets out of `up`, for the exporter-down alert. "
+        "The default matches the job names of dcgm-exporter's and the GPU operator's Helm charts.",
+        'Your scrape job for dcgm-exporter is named without `dcgm`, e.g. `job="gpu-metrics"`.',
         kind="matchers",
     )
 
@@ -180,8 +188,9 @@ class PredictAlert:
     )
     min_level: float = opt(
         0.5,
-        "Fire only above this level, so a fresh job's ramp-up does not fire.",
-        "Raise it if jobs ramp steeply to a stable plateau.",
+        "Fire only once the level has stayed at or above this for the whole trend window, so the step of "
+        "a fresh job loading its data or model does not read as a trend.",
+        "Lower it to catch leaks that start from a small footprint; raise it to hear only about nearly full ones.",
         kind="ratio",
     )
     for_: str = opt(
@@ -197,6 +206,36 @@ class PredictAlert:
 
 
 @dataclass(frozen=True)
+class ThrottleAlert:
+    threshold: float = opt(
+        0.98,
+        "Power draw, as a ratio of the enforced power limit, at or above which the GPU counts as capped.",
+        "GPUs that regulate a few percent under their limit: lower it to 0.95.",
+        kind="ratio",
+    )
+    min_throttled_share: float = opt(
+        0.5,
+        "Where the violation counters are exported: share of the rate window the GPU was held down by its "
+        "power limit, at or above which that alone counts as throttling.",
+        "Raise it to hear only about GPUs that are capped nearly all the time.",
+        kind="ratio",
+    )
+    for_: str = opt(
+        "15m",
+        "How long the GPU must stay capped before the alert fires.",
+        "Short caps during power-hungry kernels are normal; shorten it only for short jobs.",
+        kind="duration",
+        yaml_name="for",
+    )
+    severity: str = opt(
+        "info",
+        "The alert's severity label. Throttling is a cause, not a symptom: it never pages, so critical is refused.",
+        "Your routing sends info alerts nowhere and you want throttling seen: warning.",
+        choices=CAUSE_SEVERITIES,
+    )
+
+
+@dataclass(frozen=True)
 class TemperatureAlert:
     threshold_celsius: float = opt(
         85.0,
@@ -204,10 +243,68 @@ class TemperatureAlert:
         "Set it a few degrees under your models' slowdown temperature (DCGM_FI_DEV_SLOWDOWN_TEMP).",
         kind="positive",
     )
+    min_throttled_share: float = opt(
+        0.5,
+        "Where the violation counters are exported: share of the rate window the GPU was held down by "
+        "temperature, at or above which that alone counts as throttling.",
+        "Raise it to hear only about GPUs that are held down nearly all the time.",
+        kind="ratio",
+    )
     for_: str = opt(
         "5m",
         "How long the condition must hold before the alert fires.",
         "Longer to ignore short bursts.",
+        kind="duration",
+        yaml_name="for",
+    )
+    severity: str = opt(
+        "warning",
+        "The alert's severity label. Throttling is a cause, not a symptom: it never pages, so critical is refused.",
+        "Your routing shows info alerts where warnings are noise: info.",
+        choices=CAUSE_SEVERITIES,
+    )
+
+
+@dataclass(frozen=True)
+class UnderuseAlert:
+    threshold: float = opt(
+        0.15,
+        "Mean GPU utilisation (ratio 0-1) over the execution's GPUs below which the GPUs count as wasted.",
+        "Princeton jobstats flags 15 % and 25 %: raise it to 0.25 to be stricter.",
+        kind="ratio",
+    )
+    cpu_saturated: float = opt(
+        0.9,
+        "Host CPU busy share (0-1) at or above which the description calls the execution CPU-bound.",
+        "Hosts with many more cores than the job uses: lower it.",
+        kind="ratio",
+    )
+    for_: str = opt(
+        "30m",
+        "How long utilisation must stay low before the alert fires; it also covers start-up and "
+        "checkpoint pauses, so jobs that idle in their first minutes stay quiet.",
+        "Longer for jobs with long data-loading phases.",
+        kind="duration",
+        yaml_name="for",
+    )
+    severity: str = opt(
+        "info", "The alert's severity label.", "Your routing pages on a different level.", choices=SEVERITIES
+    )
+
+
+@dataclass(frozen=True)
+class MissingAlert:
+    window: str = opt(
+        "1h",
+        "How long after a GPU of an execution last reported the alert keeps looking for it; "
+        "it resolves once this has passed.",
+        "Longer to keep lost GPUs visible longer; each hour more costs a longer range read per GPU.",
+        kind="duration",
+    )
+    for_: str = opt(
+        "10m",
+        "How long the GPU must stay silent before the alert fires.",
+        "Longer on fleets whose exporters restart often.",
         kind="duration",
         yaml_name="for",
     )
@@ -245,13 +342,18 @@ class WindowAlert:
 
 @dataclass(frozen=True)
 class Alerts:
+    runbook_url: str = opt(
+        "docs/runbook.md",
+        "Where the runbook is read; each alert's runbook_url is this plus `#<its section>`.",
+        "Point it at the URL your ops repo serves docs/runbook.md from, so the link opens from Alertmanager.",
+    )
     gpu_memory_high: RatioAlert = section(
         lambda: RatioAlert(0.95, "2m", "warning"),
         "GPU memory capacity used is high. Raise the threshold where frameworks pre-allocate "
-        "nearly all memory by design (JAX's default is 75 %, TensorFlow grows to near 100 %).",
+        "nearly all memory by design (TensorFlow grows to near 100 %; JAX takes 75 % up front).",
     )
     gpu_memory_exhaustion: PredictAlert = section(
-        lambda: PredictAlert("15m", "30m", 0.5, "10m", "warning"),
+        lambda: PredictAlert("10m", "30m", 0.5, "5m", "warning"),
         "GPU memory is predicted to run out (predict_linear over the recent trend).",
     )
     host_memory_high: RatioAlert = section(
@@ -259,24 +361,28 @@ class Alerts:
         "Host RAM used on a host the execution runs on is high.",
     )
     host_memory_exhaustion: PredictAlert = section(
-        lambda: PredictAlert("30m", "1h", 0.5, "10m", "warning"),
+        lambda: PredictAlert("20m", "1h", 0.5, "10m", "warning"),
         "Host RAM is predicted to run out.",
     )
-    power_throttling: RatioAlert = section(
-        lambda: RatioAlert(0.98, "15m", "info"),
-        "Power at or near the enforced limit (ratio of power to limit). A cause, not a page: info.",
+    power_throttling: ThrottleAlert = section(
+        ThrottleAlert,
+        "GPU held at its power limit with its SM clock pulled down. A cause, not a page: info.",
     )
     thermal_throttling: TemperatureAlert = section(
-        lambda: TemperatureAlert(85.0, "5m", "warning"),
-        "GPU temperature high, or thermal throttle bits set.",
+        TemperatureAlert,
+        "GPU temperature high, or thermal clock event reasons set.",
     )
-    gpu_underutilized: RatioAlert = section(
-        lambda: RatioAlert(0.15, "30m", "info"),
+    gpu_underutilized: UnderuseAlert = section(
+        UnderuseAlert,
         "Execution holds GPUs it barely uses (Princeton jobstats flags 15 % and 25 %).",
     )
-    telemetry_missing: DurationAlert = section(
+    telemetry_missing: MissingAlert = section(
+        MissingAlert,
+        "A GPU an execution held stopped reporting to DCGM while the execution was running.",
+    )
+    dcgm_exporter_down: DurationAlert = section(
         lambda: DurationAlert("10m", "warning"),
-        "An execution holds GPUs but its DCGM series stopped, or a DCGM target is down.",
+        "A dcgm-exporter scrape target is down: none of its GPUs can be attributed or billed.",
     )
     xid_errors: WindowAlert = section(
         lambda: WindowAlert("15m", "warning"),
@@ -432,6 +538,12 @@ def _validate(cfg: Config) -> None:
         a: PredictAlert = getattr(cfg.alerts, name)
         if a.min_level >= 1:
             raise ConfigError(f"alerts.{name}.min_level: must be below 1, or the prediction can never fire")
+    missing = cfg.alerts.telemetry_missing
+    if parse_duration_seconds(missing.window) <= parse_duration_seconds(missing.for_):
+        raise ConfigError(
+            f"alerts.telemetry_missing.window: {missing.window} must be longer than its for ({missing.for_}), "
+            "or the alert resolves before it fires"
+        )
 
 
 def config_from_mapping(data: Any, source: str = "<config>") -> Config:

@@ -35,9 +35,10 @@ _Dumper.add_representer(str, _str)
 
 
 def to_yaml(data: Any) -> str:
-    """Deterministic YAML: insertion order kept, no aliases, wide lines."""
+    """Deterministic YAML: insertion order kept, no aliases, no folded lines."""
     _Dumper.ignore_aliases = lambda *_: True  # type: ignore[method-assign]
-    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)
+    # Lines are never folded: a folded PromQL or Go template is hard to read and to grep.
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=1 << 16, allow_unicode=True)
 
 
 def yaml_document(data: Any, source: str) -> str:

@@ -57,3 +57,9 @@ def any_of(alternatives: list[str]) -> str:
 def join(left: str, matching: str, right: str) -> str:
     """``left`` and ``right`` on their own lines around ``matching``, e.g. ``* on (x) group_left (y)``."""
     return f"{left}\n{matching}\n{right}"
+
+
+def duration(seconds: float) -> str:
+    """A whole number of seconds as a Prometheus duration (``90`` -> ``1m30s``)."""
+    m, s = divmod(int(seconds), 60)
+    return (f"{m}m" if m else "") + (f"{s}s" if s or not m else "")

@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from generator import catalog
 from generator.catalog import EXECUTION_LABEL, GPU_IDENTITY_LABELS, Formula, Series, Signal
 from generator.config import Config
 from generator.promql import aggregate, any_of, indent, join, label_copy, label_list, parens, selector
+
+if TYPE_CHECKING:
+    from generator.alerts import AlertRule
 
 GROUP_PREFIX = "gpu-execution-pack"
 MAX_RULES_PER_GROUP = 20  # Mimir's ruler default
@@ -39,7 +43,7 @@ class RuleGroup:
 
     name: str
     file: str
-    rules: tuple[RecordingRule, ...]
+    rules: tuple[RecordingRule | AlertRule, ...]
     interval: str = ""
 
 
@@ -119,15 +123,22 @@ class RuleBuilder:
         """One signal in its base unit, one series per GPU identity, newest exporter name first."""
         branches = []
         for raw in signal.raws_for(self.cfg.dcgm.generations):
-            expr = catalog.UNITS[raw.unit].to_base(
-                selector(raw.name, raw.matchers, self.cfg.selectors.dcgm, self.attribution.raw_matchers, where)
-            )
+            expr = selector(raw.name, raw.matchers, self.cfg.selectors.dcgm, self.attribution.raw_matchers, where)
+            if raw.type == "counter":
+                expr = f"rate({expr}[{self.cfg.rate_window}])"
+            expr = catalog.UNITS[self.unit_of(raw)].to_base(expr)
             for target, source in self.attribution.label_aliases:
                 expr = label_copy(expr, target, source)
             branches.append(aggregate("max", self.attribution.keep_labels, expr))
         if not branches:
             raise ValueError(f"signal {signal.key}: no raw metric for generations {self.cfg.dcgm.generations}")
         return any_of(branches)
+
+    def unit_of(self, raw: catalog.RawMetric) -> str:
+        """The raw metric's unit; the violation counters' unit is a config choice."""
+        if raw.unit == catalog.VIOLATION_UNIT:
+            return catalog.VIOLATION_UNITS[self.cfg.dcgm.violation_counter_unit]
+        return raw.unit
 
     def gpu_formula(self, formula: Formula) -> str | None:
         """A formula with its signals expanded; None if no configured generation emits one of them."""
@@ -141,12 +152,16 @@ class RuleBuilder:
         return _fill(formula.template, values)
 
     def gpu_rule(self, series: Series) -> RecordingRule:
-        if not catalog.signal_keys(series.formulas[0].template):  # reads recorded series only
-            return verbatim_rule(series)
-        alternatives = [e for e in (self.gpu_formula(f) for f in series.formulas) if e is not None]
+        """Formulas over signals are attributed together; those over recorded series follow as written."""
+        from_signals = [f for f in series.formulas if catalog.signal_keys(f.template)]
+        from_recorded = [f.template for f in series.formulas if not catalog.signal_keys(f.template)]
+        alternatives = [e for e in (self.gpu_formula(f) for f in from_signals) if e is not None]
         if len(alternatives) > 1:
             alternatives = [parens(a) if "\n" in a else a for a in alternatives]
-        return RecordingRule(series.record, self.attribution.attribute(any_of(alternatives)))
+        attributed = [self.attribution.attribute(any_of(alternatives))] if alternatives else []
+        if attributed and from_recorded and "\n" in attributed[0]:
+            attributed = [parens(attributed[0])]
+        return RecordingRule(series.record, any_of(attributed + from_recorded))
 
     # -- per-host --------------------------------------------------------------------------
     def node_target_expr(self, formula: Formula) -> str:
@@ -187,12 +202,20 @@ class RuleBuilder:
                 tuple(self.gpu_rule(s) for s in catalog.GPU_SERIES),
                 interval,
             ),
+            # Alert inputs, after the series they read; same file as the per-GPU series.
+            RuleGroup(
+                f"{GROUP_PREFIX}.execution_gpu_health",
+                "execution-gpu",
+                tuple(self.gpu_rule(s) for s in catalog.GPU_HEALTH_SERIES),
+                interval,
+            ),
             RuleGroup(
                 f"{GROUP_PREFIX}.execution_node",
                 "execution-node",
                 (
                     by_record[catalog.NODE_PRESENCE_SERIES.record],
                     *(self.node_rule(s) for s in catalog.NODE_SERIES),
+                    *(verbatim_rule(s) for s in catalog.NODE_DERIVED_SERIES),
                 ),
                 interval,
             ),

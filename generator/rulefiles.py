@@ -4,19 +4,32 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from generator import alerts
+from generator.alerts import AlertRule
 from generator.config import Config
 from generator.output import yaml_document
-from generator.recording import RuleGroup, recording_groups
+from generator.recording import MAX_RULES_PER_GROUP, RecordingRule, RuleGroup, recording_groups
 
 RULE_FILE_SUFFIX = ".rules.yml"
-SOURCE = "generator/recording.py and generator/catalog.py"
+SOURCE = "generator/recording.py, generator/alerts.py and generator/catalog.py"
+
+
+def rule_document(rule: RecordingRule | AlertRule) -> dict:
+    if isinstance(rule, RecordingRule):
+        return {"record": rule.record, "expr": rule.expr}
+    doc: dict = {"alert": rule.alert, "expr": rule.expr}
+    if rule.for_:
+        doc["for"] = rule.for_
+    doc["labels"] = {"severity": rule.severity, **rule.labels}
+    doc["annotations"] = {"summary": rule.summary, "description": rule.description, "runbook_url": rule.runbook_url}
+    return doc
 
 
 def group_document(group: RuleGroup) -> dict:
     doc: dict = {"name": group.name}
     if group.interval:
         doc["interval"] = group.interval
-    doc["rules"] = [{"record": r.record, "expr": r.expr} for r in group.rules]
+    doc["rules"] = [rule_document(r) for r in group.rules]
     return doc
 
 
@@ -32,6 +45,13 @@ def rule_files(cfg: Config, rules_dir: Path | None = None) -> dict[Path, str]:
     }
 
 
+def alert_group(cfg: Config) -> RuleGroup:
+    rules = alerts.alert_rules(cfg)
+    if len(rules) > MAX_RULES_PER_GROUP:
+        raise ValueError(f"group {alerts.GROUP_NAME} has {len(rules)} rules; keep it within {MAX_RULES_PER_GROUP}")
+    return RuleGroup(alerts.GROUP_NAME, alerts.GROUP_FILE, rules, cfg.rule_interval)
+
+
 def all_groups(cfg: Config) -> list[RuleGroup]:
     """Recording groups first (alerts read them), in evaluation order."""
-    return recording_groups(cfg)
+    return [*recording_groups(cfg), alert_group(cfg)]

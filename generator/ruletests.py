@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from generator import catalog
+from generator.alerttests import alert_test_file
 from generator.config import Config, config_from_mapping
 from generator.output import yaml_document
+from generator.promql import duration
 from generator.rulefiles import all_groups, rule_files
 from generator.scenario import expected, library, render
 from generator.scenario.model import STEP_SECONDS, Scenario
@@ -58,12 +60,6 @@ def variants() -> list[Variant]:
             attribution,
         ),
     ]
-
-
-def duration(seconds: float) -> str:
-    s = int(seconds)
-    m, s = divmod(s, 60)
-    return (f"{m}m" if m else "") + (f"{s}s" if s or not m else "")
 
 
 def _labels(name: str, labels: dict[str, str]) -> str:
@@ -113,9 +109,16 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
 
 def promtool_test_files(rules_dir: Path) -> dict[Path, str]:
     """Every generated test file and every variant's rule files, keyed by path."""
+    return recording_test_files(rules_dir) | alert_test_file(Config(), rules_dir)
+
+
+def recording_test_files(rules_dir: Path, only: str = "") -> dict[Path, str]:
+    """The recording rules' test file per attribution variant (or just ``only``), and the variants' rule files."""
     tests_dir = rules_dir / "tests"
     files: dict[Path, str] = {}
     for v in variants():
+        if only and v.name != only:
+            continue
         cfg = v.config
         if v.name == "default":
             rule_paths = list(rule_files(cfg, rules_dir))

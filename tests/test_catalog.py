@@ -79,9 +79,24 @@ def test_every_raw_metric_has_a_unit_that_converts_to_its_signals_base_unit():
     for signal in catalog.SIGNALS.values():
         assert signal.raws, signal.key
         for raw in signal.raws:
-            assert raw.unit in catalog.UNITS, raw.name
-            assert catalog.UNITS[raw.unit].base == signal.base_unit, raw.name
+            units = list(catalog.VIOLATION_UNITS.values()) if raw.unit == catalog.VIOLATION_UNIT else [raw.unit]
+            for unit in units:
+                assert unit in catalog.UNITS, raw.name
+                base = catalog.UNITS[unit].base
+                # A counter is read as a rate: seconds per second is a share of time.
+                want = "seconds" if raw.type == "counter" and signal.base_unit == "ratio" else signal.base_unit
+                assert base == want, raw.name
             assert set(raw.generations) <= set(catalog.GENERATIONS), raw.name
+
+
+def test_violation_counters_are_read_in_the_configured_unit():
+    for unit, per_second in (("ns", 1_000_000_000), ("us", 1_000_000)):
+        cfg = config_from_mapping({"dcgm": {"violation_counter_unit": unit}})
+        exprs = {r.record: r.expr for g in recording_groups(cfg) for r in g.rules}
+        assert (
+            f'rate(DCGM_FI_DEV_POWER_VIOLATION{{execution_id!=""}}[1m]) / {per_second}'
+            in exprs["execution_gpu:gpu_power_violation_ratio"]
+        )
 
 
 def test_each_generation_has_at_most_one_name_per_signal_the_api_reads():
@@ -95,7 +110,7 @@ def test_each_generation_has_at_most_one_name_per_signal_the_api_reads():
 
 
 def test_formulas_name_known_signals_of_the_right_exporter():
-    for series in catalog.GPU_SERIES:
+    for series in catalog.GPU_SERIES + catalog.GPU_HEALTH_SERIES:
         for f in series.formulas:
             for key in catalog.signal_keys(f.template):
                 assert catalog.SIGNALS[key].exporter == "dcgm", (series.record, key)
@@ -115,7 +130,7 @@ def test_recorded_names_follow_level_metric_operations():
 def test_sums_of_device_wide_series_count_each_physical_gpu_once():
     device_wide = {
         s.record
-        for s in catalog.GPU_SERIES
+        for s in catalog.GPU_SERIES + catalog.GPU_HEALTH_SERIES
         if all(catalog.SIGNALS[k].device_wide for f in s.formulas for k in catalog.signal_keys(f.template))
         and catalog.signal_keys(s.formulas[0].template)
     }

@@ -132,3 +132,18 @@ def test_defaults_yaml_round_trips_to_the_defaults():
     import yaml
 
     assert config_from_mapping(yaml.safe_load(config_docs.defaults_yaml())) == Config()
+
+
+def test_throttling_alerts_refuse_to_page():
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping({"alerts": {"power_throttling": {"severity": "critical"}}}, "pack.yml")
+    assert (
+        str(err.value)
+        == "pack.yml: alerts.power_throttling.severity: 'critical' is not accepted; accepted: warning, info"
+    )
+
+
+def test_telemetry_window_must_outlast_its_for():
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping({"alerts": {"telemetry_missing": {"window": "10m", "for": "10m"}}}, "pack.yml")
+    assert "alerts.telemetry_missing.window: 10m must be longer than its for (10m)" in str(err.value)

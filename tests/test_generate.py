@@ -31,6 +31,11 @@ def test_committed_output_is_current():
     assert not stale, f"stale generated files, run `make rules`: {stale}"
 
 
+def test_committed_docs_are_current():
+    stale = [str(p) for p, render in cli.DOCS.items() if (REPO / p).read_text() != render()]
+    assert not stale, f"stale docs, run `make docs`: {stale}"
+
+
 def test_check_command_fails_on_stale_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     cfg_file = tmp_path / "pack.yml"
     cfg_file.write_text(f"output: {{rules_dir: {tmp_path / 'rules'}}}\n")

@@ -12,6 +12,7 @@ percent divided by 100, dyadic CPU shares): promtool 2.42 compares sample values
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cache
 
 # Independent unit facts for the oracle (not read from the catalog on purpose).
 BYTES_PER_MIB = 1024 * 1024
@@ -34,6 +35,10 @@ class GpuLoad:
     mem_clock_mhz: int
     pcie_rx_bytes_per_second: int
     pcie_tx_bytes_per_second: int
+    # Throttle evidence, published only where a scenario exports those optional fields.
+    clock_event_reasons: int = 0
+    power_violation_share: float = 0.0  # of wall time, held down by the power limit
+    thermal_violation_share: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -42,6 +47,7 @@ class HostLoad:
 
     cpu_busy: float
     ram_used_bytes: int
+    ram_used_end_bytes: int | None = None  # a linear ramp to this value over the phase, else flat
 
 
 @dataclass(frozen=True)
@@ -77,10 +83,54 @@ PHASES: dict[str, Phase] = {
         Phase(
             "throttled",
             10,
-            GpuLoad(95, 65536, None, 699.5, 86, 1410, 2619, 400_000_000, 200_000_000),
+            # SW power cap and SW thermal slowdown bits (0x4 | 0x20).
+            GpuLoad(95, 65536, None, 699.5, 86, 1410, 2619, 400_000_000, 200_000_000, 0x24, 0.75, 0.5),
             HostLoad(0.375, 48 * 1024**3),
         ),
-        Phase("idle", 5, GpuLoad(0, 512, None, 72.25, 31, 345, 2619, 0, 0), HostLoad(0, 4 * 1024**3)),
+        Phase("idle", 5, GpuLoad(0, 512, None, 72.25, 31, 345, 2619, 0, 0, 0x1), HostLoad(0, 4 * 1024**3)),
+        # Phases the alert tests use.
+        Phase(
+            "leak",  # framebuffer grows from 60 % to 97.5 % over 15 minutes...
+            15,
+            GpuLoad(90, 49152, 79872, 610, 71, 1980, 2619, 300_000_000, 100_000_000),
+            HostLoad(0.25, 48 * 1024**3),
+        ),
+        Phase(
+            "oom",  # ... and on to 100 % over 5, when the framework gives up
+            5,
+            GpuLoad(90, 79872, 81920, 610, 71, 1980, 2619, 300_000_000, 100_000_000),
+            HostLoad(0.25, 48 * 1024**3),
+        ),
+        Phase(
+            "host_leak",  # host RAM grows from 128 GiB to 254 GiB of 256 GiB over 40 minutes
+            40,
+            GpuLoad(93, 61440, None, 630, 69, 1980, 2619, 400_000_000, 200_000_000),
+            HostLoad(0.25, 120 * 1024**3, 246 * 1024**3),
+        ),
+        Phase(
+            "capped",  # at the power limit with the SM clock pulled down (SW power cap bit)
+            30,
+            GpuLoad(96, 61440, None, 699.5, 79, 1410, 2619, 400_000_000, 200_000_000, 0x4, 0.75),
+            HostLoad(0.25, 48 * 1024**3),
+        ),
+        Phase(
+            "hot",  # at 88 °C, under the power limit
+            15,
+            GpuLoad(95, 61440, None, 560, 88, 1830, 2619, 400_000_000, 200_000_000, 0x20, 0.0, 0.625),
+            HostLoad(0.25, 48 * 1024**3),
+        ),
+        Phase(
+            "stalled",  # waiting on input, the host CPU mostly idle
+            40,
+            GpuLoad(6, 30720, None, 120, 40, 1755, 2619, 20_000_000, 1_000_000),
+            HostLoad(0.25, 24 * 1024**3),
+        ),
+        Phase(
+            "cpu_bound",  # pre-processing saturates the host CPU
+            40,
+            GpuLoad(9, 30720, None, 140, 42, 1755, 2619, 50_000_000, 1_000_000),
+            HostLoad(0.875, 24 * 1024**3),
+        ),
     )
 }
 
@@ -130,13 +180,14 @@ class Execution:
             t += phase.minutes
         return None
 
-    def phase_start(self, name: str) -> int:
+    def phase_start_at(self, minute: float) -> int:
+        """When the phase running at ``minute`` began (phases may repeat)."""
         t = self.start_minute
         for p in self.phases:
-            if p == name:
+            if t <= minute < t + PHASES[p].minutes:
                 return t
             t += PHASES[p].minutes
-        raise KeyError(name)
+        raise ValueError(f"execution {self.id} is not running at minute {minute}")
 
     def util_offset(self, gpu: Gpu) -> float:
         i = self.gpus.index(gpu)
@@ -144,10 +195,21 @@ class Execution:
 
 
 @dataclass(frozen=True)
+class XidEvent:
+    """An Xid error on a physical GPU; its exporter's gauge holds the code afterwards."""
+
+    host: str
+    index: int
+    minute: float
+    code: int
+
+
+@dataclass(frozen=True)
 class Host:
     name: str
     generation: str = "4.8"  # the dcgm-exporter generation on this host
     host_label: str = ""  # "Hostname" or "hostname"; default by generation
+    dcgm_outage: tuple[float, float] | None = None  # the host's dcgm-exporter is down from, until
     cpus: int = 2
     ram_total_bytes: int = 256 * 1024**3
     base_cpu_busy: float = 0.125
@@ -168,6 +230,9 @@ class Scenario:
     executions: tuple[Execution, ...]
     unowned_gpus: tuple[Gpu, ...] = ()
     missing: frozenset[str] = frozenset()  # catalog signal keys the exporter does not export
+    exported: frozenset[str] = frozenset()  # optional signal keys it does export (see render.OPTIONAL)
+    max_sm_clock_mhz: int = 1980
+    xid_events: tuple[XidEvent, ...] = ()
     power_limit_enforced_watts: float = 700
     power_limit_requested_watts: float = 750
     minutes: int = 0  # window length; default: until the last execution ends
@@ -215,11 +280,52 @@ def gpu_truth(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float)
     limit = power_limit(scenario)
     if limit is not None:
         out["gpu_power_limit_watts"] = limit
+        out["gpu_power_to_limit_ratio"] = out["gpu_power_watts"] / limit
+    out["gpu_sm_clock_peak_hertz"] = float(sm_clock_peak_mhz(scenario, execution, gpu, minute) * HERTZ_PER_MHZ)
+    out["gpu_last_xid"] = float(last_xid(scenario, gpu, minute))
+    if "clocks_event_reasons" in scenario.exported:
+        out["gpu_clocks_event_reasons"] = float(device.clock_event_reasons)
+    if "power_violation" in scenario.exported:
+        out["gpu_power_violation_ratio"] = device.power_violation_share
+    if "thermal_violation" in scenario.exported:
+        out["gpu_thermal_violation_ratio"] = device.thermal_violation_share
     if "pcie_rx" in scenario.missing:
         del out["gpu_pcie_rx_bytes_per_second"]
     if "pcie_tx" in scenario.missing:
         del out["gpu_pcie_tx_bytes_per_second"]
     return out
+
+
+def grid(start: float, end: float) -> list[float]:
+    """The sample minutes from ``start`` to ``end``, both included."""
+    first = -(-round(start * 60) // STEP_SECONDS)
+    return [k * STEP_SECONDS / 60 for k in range(first, int(end * 60 // STEP_SECONDS) + 1)]
+
+
+def sm_clock_peak_mhz(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float) -> int:
+    """The highest SM clock the GPU showed since the execution started (its max clock where exported)."""
+    if "max_sm_clock" in scenario.exported:
+        return scenario.max_sm_clock_mhz
+    return _clock_peaks(scenario, gpu, execution.start_minute)[minute]
+
+
+@cache
+def _clock_peaks(scenario: Scenario, gpu: Gpu, start: float) -> dict[float, int]:
+    """Running maximum of the GPU's SM clock from ``start``, at every sample minute of the scenario."""
+    peaks, peak = {}, 0
+    for m in grid(start, scenario.window_minutes):
+        peak = max(peak, device_load(scenario, gpu, m).sm_clock_mhz)
+        peaks[m] = peak
+    return peaks
+
+
+def last_xid(scenario: Scenario, gpu: Gpu, minute: float) -> int:
+    """The physical GPU's last Xid code at ``minute`` (0: none since the exporter started)."""
+    seen = sorted(
+        (e for e in scenario.xid_events if (e.host, e.index) == gpu.device_key and e.minute <= minute),
+        key=lambda e: e.minute,
+    )
+    return seen[-1].code if seen else 0
 
 
 def power_limit(scenario: Scenario) -> float | None:
@@ -230,19 +336,23 @@ def power_limit(scenario: Scenario) -> float | None:
     return None
 
 
+def ramp(phase: Phase, start: int, end: int | None, into_phase: float) -> int:
+    """A value ramping linearly from ``start`` to about ``end`` over the phase, on the 15 s sample grid."""
+    if end is None:
+        return start
+    steps = phase.minutes * 60 // STEP_SECONDS - 1
+    k = int(into_phase * 60 // STEP_SECONDS)
+    return start + k * ((end - start) // steps)
+
+
 def mem_used_mib(execution: Execution, gpu: Gpu, minute: float) -> int:
-    """Framebuffer used at ``minute``, following the phase's ramp on the 15 s sample grid."""
+    """Framebuffer used at ``minute``, following the phase's ramp."""
     phase = execution.phase_at(minute)
     assert phase is not None
     load = phase.gpu
     scale = gpu.mem_total_mib / 81920  # MIG instances hold a share of the GPU's memory
-    start = int(load.mem_used_mib * scale)
-    if load.mem_used_end_mib is None:
-        return start
-    end = int(load.mem_used_end_mib * scale)
-    steps = phase.minutes * 60 // STEP_SECONDS - 1
-    k = int((minute - execution.phase_start(phase.name)) * 60 // STEP_SECONDS)
-    return start + k * ((end - start) // steps)
+    end = None if load.mem_used_end_mib is None else int(load.mem_used_end_mib * scale)
+    return ramp(phase, int(load.mem_used_mib * scale), end, minute - execution.phase_start_at(minute))
 
 
 def device_power(scenario: Scenario, gpu: Gpu, minute: float) -> float:
@@ -272,9 +382,12 @@ def host_truth(scenario: Scenario, host: Host, minute: float) -> dict[str, float
         phase = e.phase_at(minute)
         if phase and any(g.host == host.name for g in e.gpus):
             busy += phase.host.cpu_busy
-            ram += phase.host.ram_used_bytes
+            ram += ramp(
+                phase, phase.host.ram_used_bytes, phase.host.ram_used_end_bytes, minute - e.phase_start_at(minute)
+            )
     return {
         "system_ram_total_bytes": float(host.ram_total_bytes),
         "system_ram_used_bytes": float(ram),
+        "system_ram_utilization_ratio": ram / host.ram_total_bytes,
         "system_cpu_utilization_ratio": min(busy, 1.0),
     }

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 
 from generator import catalog
 from generator.config import Config
@@ -22,8 +22,9 @@ Sample = float | str | None  # a value, STALE, or None for no sample
 
 DRIVER_VERSION = "550.54.15"
 
-# The DCGM signals a scenario publishes; the others (throttle reasons, Xid, ...) are added by
-# the scenarios that need them.
+# The DCGM signals every scenario publishes, and the optional ones a scenario publishes where
+# it says it exports them (Scenario.exported).
+OPTIONAL_SIGNALS = ("max_sm_clock", "clocks_event_reasons", "power_violation", "thermal_violation")
 RENDERED_SIGNALS = (
     "gpu_util",
     "gr_engine_active",
@@ -39,8 +40,11 @@ RENDERED_SIGNALS = (
     "mem_clock",
     "pcie_rx",
     "pcie_tx",
+    "xid_last",
 )
 RESERVED_MIB = 512
+# Exporter units of the violation counters, per dcgm.violation_counter_unit.
+VIOLATION_TICKS_PER_SECOND = {"ns": 1_000_000_000, "us": 1_000_000}
 
 
 class ScenarioError(ValueError):
@@ -91,22 +95,32 @@ class Renderer:
         self.s = scenario
         self.cfg = cfg
         self.mode = cfg.attribution.mode
+        # Every raw signal of a GPU reads the same truth: compute it once per sample.
+        self.truth = cache(partial(model.gpu_truth, scenario))
 
     # -- time ----------------------------------------------------------------------------
     def minutes(self) -> list[float]:
         return [k * model.STEP_SECONDS / 60 for k in range(self.s.steps + 1)]
 
-    def while_running(self, execution: Execution | None, value: Callable[[float], float]) -> tuple[Sample, ...]:
-        """Samples while ``execution`` holds the GPU, a stale marker after it ends, nothing before."""
+    def when(self, active: Callable[[float], bool], value: Callable[[float], float]) -> tuple[Sample, ...]:
+        """Samples while ``active``, a stale marker where it stops, nothing otherwise."""
         out: list[Sample] = []
         for m in self.minutes():
-            if execution is None or execution.start_minute <= m < execution.end_minute:
+            if active(m):
                 out.append(value(m))
-            elif m >= execution.end_minute and out and out[-1] not in (None, STALE):
+            elif out and out[-1] not in (None, STALE):
                 out.append(STALE)
             else:
                 out.append(None)
         return tuple(out)
+
+    def while_running(self, execution: Execution, value: Callable[[float], float]) -> tuple[Sample, ...]:
+        """Samples while ``execution`` holds its GPUs, a stale marker after it ends, nothing before."""
+        return self.when(lambda m: execution.start_minute <= m < execution.end_minute, value)
+
+    @staticmethod
+    def dcgm_alive(host: Host, minute: float) -> bool:
+        return host.dcgm_outage is None or not host.dcgm_outage[0] <= minute < host.dcgm_outage[1]
 
     # -- DCGM ----------------------------------------------------------------------------
     def owner(self, gpu: Gpu) -> Execution | None:
@@ -141,7 +155,7 @@ class Renderer:
 
     def gpu_signal_value(self, key: str, gpu: Gpu, owner: Execution | None, minute: float) -> float | None:
         """The base-unit value a GPU entry publishes for ``key`` at ``minute``."""
-        truth = model.gpu_truth(self.s, owner, gpu, minute) if owner else None
+        truth = self.truth(owner, gpu, minute) if owner else None
         load = model.device_load(self.s, gpu, minute)
         used = truth["gpu_memory_used_bytes"] if truth else model.PHASES["idle"].gpu.mem_used_mib * model.BYTES_PER_MIB
         total = gpu.mem_total_mib * model.BYTES_PER_MIB
@@ -167,26 +181,63 @@ class Renderer:
             "pcie_tx": truth["gpu_pcie_tx_bytes_per_second"]
             if truth and "gpu_pcie_tx_bytes_per_second" in truth
             else 0,
+            "xid_last": model.last_xid(self.s, gpu, minute),
+            "max_sm_clock": self.s.max_sm_clock_mhz * model.HERTZ_PER_MHZ,
+            "clocks_event_reasons": load.clock_event_reasons,
         }
         return float(values[key])
+
+    def violation_counter(self, key: str, gpu: Gpu) -> Callable[[float], float]:
+        """A violation counter in the configured unit: it grows by the throttled share of each step."""
+        ticks = VIOLATION_TICKS_PER_SECOND[self.cfg.dcgm.violation_counter_unit]
+        field = {"power_violation": "power_violation_share", "thermal_violation": "thermal_violation_share"}[key]
+        totals, total = {}, 0.0
+        for m in self.minutes():
+            totals[m] = total
+            total += getattr(model.device_load(self.s, gpu, m), field) * model.STEP_SECONDS * ticks
+        return totals.__getitem__
+
+    def gpu_spans(self, host: Host, gpu: Gpu) -> list[tuple[dict[str, str], Callable[[float], bool]]]:
+        """Each label set a GPU's series carry, and when.
+
+        The exporter attaches an execution's labels only while it runs and publishes the GPU
+        without them before and after; in mapping mode the raw series never carry them.
+        Nothing is published while the host's exporter is down.
+        """
+        owner = self.owner(gpu)
+        alive = partial(self.dcgm_alive, host)
+        if owner is None or self.mode == "mapping":
+            return [(self.gpu_labels(host, gpu, owner), alive)]
+
+        def running(m: float) -> bool:
+            return owner.start_minute <= m < owner.end_minute
+
+        return [
+            (self.gpu_labels(host, gpu, owner), lambda m: running(m) and alive(m)),
+            (self.gpu_labels(host, gpu, None), lambda m: not running(m) and alive(m)),
+        ]
 
     def dcgm_series(self) -> Iterator[RenderedSeries]:
         for host in self.s.hosts:
             for gpu in (g for g in self.s.all_gpus() if g.host == host.name):
                 owner = self.owner(gpu)
-                # The exporter attaches the execution's labels only while it runs; in mapping
-                # mode the raw series carry none and exist for the whole window.
-                labelled_span = owner if self.mode != "mapping" else None
-                labels = tuple(sorted(self.gpu_labels(host, gpu, owner).items()))
-                for key in RENDERED_SIGNALS:
-                    raw = _raw_for(key, host.generation)
-                    if raw is None or key in self.s.missing:
-                        continue
-                    if key == "fb_capacity" and host.generation == "4.8":
-                        continue  # FB_TOTAL is not collected by default
-
-                    value = partial(self.raw_value, key, gpu, owner, raw.unit)
-                    yield RenderedSeries(raw.name, labels, self.while_running(labelled_span, value))
+                for labels, active in self.gpu_spans(host, gpu):
+                    for key in (*RENDERED_SIGNALS, *OPTIONAL_SIGNALS):
+                        raw = _raw_for(key, host.generation)
+                        if raw is None or key in self.s.missing:
+                            continue
+                        if key in OPTIONAL_SIGNALS and key not in self.s.exported:
+                            continue
+                        if key == "fb_capacity" and host.generation == "4.8":
+                            continue  # FB_TOTAL is not collected by default
+                        if raw.type == "counter":
+                            value = self.violation_counter(key, gpu)
+                        else:
+                            value = partial(self.raw_value, key, gpu, owner, raw.unit)
+                        yield RenderedSeries(raw.name, tuple(sorted(labels.items())), self.when(active, value))
+            # The exporter's scrape target: up while it answers.
+            target = (("instance", f"{host.name}:9400"), ("job", "dcgm-exporter"))
+            yield RenderedSeries("up", target, tuple(float(self.dcgm_alive(host, m)) for m in self.minutes()))
 
     def raw_value(self, key: str, gpu: Gpu, owner: Execution | None, unit: str, minute: float) -> float:
         """What the exporter publishes for ``key``, in its own unit."""

@@ -1,0 +1,302 @@
+"""Alert rules: the conventions lint, the runbook, and the coverage and teeth of the promtool alert tests."""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from generator import alert_lint, alerts, cli, promtool
+from generator.alerts import AlertBuilder
+from generator.alerttests import alert_test_file
+from generator.config import config_from_mapping
+from generator.output import write_all
+from generator.rulefiles import rule_files
+from generator.scenario.alerting import predict_linear
+from generator.scenario.humanize import go_value, humanize, humanize_percentage
+
+from .conftest import REPO
+
+ALERT_NAMES = {
+    "GpuExecutionGpuMemoryHigh",
+    "GpuExecutionGpuMemoryFillingUp",
+    "GpuExecutionHostMemoryHigh",
+    "GpuExecutionHostMemoryFillingUp",
+    "GpuExecutionPowerThrottling",
+    "GpuExecutionThermalThrottling",
+    "GpuExecutionGpuUnderutilized",
+    "GpuExecutionTelemetryMissing",
+    "GpuExecutionDcgmExporterDown",
+    "GpuExecutionXidError",
+}
+
+GOOD_RULE = {
+    "alert": "GpuExecutionExample",
+    "expr": "execution:gpu_utilization_ratio:avg < 0.1",
+    "for": "5m",
+    "labels": {"severity": "warning"},
+    "annotations": {
+        "summary": "Something is wrong with an execution.",
+        "description": "Execution {{ $labels.execution_id }} is at {{ $value | humanizePercentage }}.",
+        "runbook_url": "docs/runbook.md#gpuexecutionexample",
+    },
+}
+ANCHORS = {"gpuexecutionexample"}
+
+
+def committed_alerts() -> list[dict]:
+    doc = yaml.safe_load((REPO / "rules/alerts.rules.yml").read_text())
+    return [r for g in doc["groups"] for r in g["rules"]]
+
+
+# --- The lint ---------------------------------------------------------------------------------
+
+
+def test_the_shipped_alerts_are_the_ones_the_issue_asks_for_and_follow_the_conventions():
+    assert {r["alert"] for r in committed_alerts()} == ALERT_NAMES
+    files = sorted((REPO / "rules").rglob("*.rules.yml"))
+    assert alert_lint.lint((p, p.read_text()) for p in files) == []
+
+
+def test_a_well_formed_alert_passes_the_lint():
+    assert alert_lint.lint_alert(GOOD_RULE, ANCHORS) == []
+
+
+def broken(path: str, value: object = None) -> dict:
+    """GOOD_RULE with the key at ``path`` (a.b) set to ``value``, or removed if value is None."""
+    rule = copy.deepcopy(GOOD_RULE)
+    *parents, key = path.split(".")
+    node = rule
+    for p in parents:
+        node = node[p]
+    if value is None:
+        del node[key]
+    else:
+        node[key] = value
+    return rule
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "problem"),
+    [
+        ("annotations.runbook_url", None, "annotations.runbook_url is missing"),
+        ("annotations.summary", "Execution {{ $labels.execution_id }} is slow.", "annotations.summary is templated"),
+        ("annotations.summary", "GPU at $value.", "annotations.summary is templated"),
+        ("annotations.description", "Something is wrong.", "annotations.description is not templated"),
+        ("annotations.description", None, "annotations.description is missing"),
+        ("labels.severity", None, "labels.severity is None; accepted: critical, warning, info"),
+        ("labels.severity", "page", "labels.severity is 'page'"),
+        ("labels.value", "{{ $value }}", "labels.value is templated"),
+        ("annotations.runbook_url", "docs/runbook.md#other", "must end with #gpuexecutionexample"),
+        ("alert", "gpuExecutionLowercase", "name must be CamelCase and start with GpuExecution"),
+        ("alert", "GpuExecution" + "VeryLong" * 4, "characters; keep it within 40"),
+    ],
+)
+def test_the_lint_rejects_each_broken_convention(path: str, value: object, problem: str):
+    problems = alert_lint.lint_alert(broken(path, value), ANCHORS)
+    assert any(problem in p for p in problems), problems
+
+
+def test_the_lint_rejects_a_runbook_url_to_a_missing_section():
+    problems = alert_lint.lint_alert(GOOD_RULE, anchors=set())
+    assert problems == [
+        "annotations.runbook_url points at #gpuexecutionexample, which docs/runbook.md has no section for"
+    ]
+
+
+def test_the_lint_rejects_a_group_over_20_rules():
+    rules = [{**GOOD_RULE, "alert": f"GpuExecutionExample{i}"} for i in range(21)]
+    text = yaml.safe_dump({"groups": [{"name": "big", "rules": rules}]})
+    assert any("21 rules; keep a group within 20" in p for p in alert_lint.lint_rule_file("x.rules.yml", text, set()))
+
+
+def test_make_check_fails_on_an_alert_with_a_templated_summary(tmp_path: Path, monkeypatch, capsys):
+    original = AlertBuilder.xid_errors
+
+    def templated(self):
+        rule = original(self)
+        return alerts.AlertRule(**{**rule.__dict__, "summary": "Xid {{ $value }} on a GPU."})
+
+    monkeypatch.setattr(AlertBuilder, "xid_errors", templated)
+    config = tmp_path / "pack.yml"
+    config.write_text(yaml.safe_dump({"output": {"rules_dir": str(tmp_path / "rules")}}))
+    assert cli.main(["generate", "--config", str(config)]) == 0
+    assert cli.main(["check", "--config", str(config)]) == 1
+    err = capsys.readouterr().err
+    assert "GpuExecutionXidError: annotations.summary is templated" in err
+
+
+# --- The runbook ------------------------------------------------------------------------------
+
+
+def test_the_runbook_has_one_complete_section_per_alert():
+    text = (REPO / "docs/runbook.md").read_text()
+    sections = re.split(r"^## ", text, flags=re.M)[1:]
+    by_name = {s.splitlines()[0].strip(): s for s in sections}
+    assert set(by_name) == ALERT_NAMES
+    for name, body in by_name.items():
+        for part in ("**Means**", "**Confirm**", "**Do**"):
+            assert part in body, (name, part)
+    for rule in committed_alerts():
+        url = rule["annotations"]["runbook_url"]
+        assert url == f"docs/runbook.md#{rule['alert'].lower()}"
+
+
+def test_the_runbook_states_the_configured_thresholds():
+    text = (REPO / "docs/runbook.md").read_text()
+    assert "at least 95 % of a GPU's usable framebuffer for 2m" in text
+    assert "averaged under 15 % utilisation for 30m" in text
+    assert "{{" not in text and "{%" not in text
+
+
+# --- The promtool alert tests -----------------------------------------------------------------
+
+
+def alert_tests() -> list[dict]:
+    return yaml.safe_load((REPO / "rules/tests/alerts.test.yml").read_text())["tests"]
+
+
+def seconds(duration: str) -> int:
+    return sum(int(n) * {"m": 60, "s": 1, "h": 3600}[u] for n, u in re.findall(r"(\d+)([hms])", duration))
+
+
+def test_every_alert_is_tested_quiet_then_firing_then_quiet_again():
+    """For each alert, some instance is absent before it fires, fires, and is absent again afterwards."""
+    covered = set()
+    for test in alert_tests():
+        for name in ALERT_NAMES:
+            checks = sorted((seconds(c["eval_time"]), c) for c in test["alert_rule_test"] if c["alertname"] == name)
+            firing: dict[str, list[int]] = {}
+            for t, c in checks:
+                for a in c["exp_alerts"]:
+                    firing.setdefault(repr(sorted(a["exp_labels"].items())), []).append(t)
+            for key, times in firing.items():
+                quiet = [
+                    t for t, c in checks if all(repr(sorted(a["exp_labels"].items())) != key for a in c["exp_alerts"])
+                ]
+                if any(t < min(times) for t in quiet) and any(t > max(times) for t in quiet):
+                    covered.add(name)
+    assert covered == ALERT_NAMES
+
+
+def test_firing_checks_pin_full_labels_and_rendered_annotations():
+    count = 0
+    for test in alert_tests():
+        for check in test["alert_rule_test"]:
+            for alert in check["exp_alerts"]:
+                count += 1
+                assert alert["exp_labels"]["severity"] in ("warning", "info")
+                if check["alertname"] != "GpuExecutionDcgmExporterDown":
+                    assert alert["exp_labels"]["execution_id"]
+                assert set(alert["exp_annotations"]) == {"summary", "description", "runbook_url"}
+                assert "{{" not in alert["exp_annotations"]["description"]
+    assert count > 50
+
+
+def test_the_edge_cases_the_issue_lists_are_scenarios():
+    names = {t["name"] for t in alert_tests()}
+    assert {
+        "GPU memory leak ending in a crash",
+        "GPUs held but barely used",
+        "host RAM filling up",
+        "mig",
+        "no power limit and no reasons: power throttling quiet",
+        "no power limit: reasons bitmask decides",
+    } <= names
+
+
+def test_the_oom_alert_fires_before_the_crash():
+    test = next(t for t in alert_tests() if t["name"] == "GPU memory leak ending in a crash")
+    crash = 25 * 60  # loading 5m + leak 15m + oom 5m, then the series end
+    for name in ("GpuExecutionGpuMemoryHigh", "GpuExecutionGpuMemoryFillingUp"):
+        fired = [
+            seconds(c["eval_time"])
+            for c in test["alert_rule_test"]
+            if c["alertname"] == name and any(a["exp_labels"]["execution_id"] == "leak-0006" for a in c["exp_alerts"])
+        ]
+        assert fired and min(fired) < crash, name
+        # The healthy job beside it on the same host is never named.
+        assert not any(
+            a["exp_labels"]["execution_id"] == "steady-0007" for c in test["alert_rule_test"] for a in c["exp_alerts"]
+        )
+
+
+def test_the_waste_alert_says_whether_the_cpu_is_saturated():
+    test = next(t for t in alert_tests() if t["name"] == "GPUs held but barely used")
+    descriptions = {
+        a["exp_labels"]["execution_id"]: a["exp_annotations"]["description"]
+        for c in test["alert_rule_test"]
+        if c["alertname"] == "GpuExecutionGpuUnderutilized"
+        for a in c["exp_alerts"]
+    }
+    assert set(descriptions) == {"stall-0016", "cpubound-0017"}  # not warmup-0018, which only idled while loading
+    assert "Its host CPU is not saturated (37.5%)" in descriptions["stall-0016"]
+    assert "Its host CPU is saturated (100%)" in descriptions["cpubound-0017"]
+
+
+def _run_alert_suite(tmp_path: Path) -> str:
+    rules = tmp_path / "rules"
+    cfg = config_from_mapping({})
+    write_all(rule_files(cfg, rules) | alert_test_file(cfg, rules))
+    with pytest.raises(promtool.PromtoolError) as err:
+        promtool.test_rules([rules / "tests" / "alerts.test.yml"])
+    return str(err.value)
+
+
+@pytest.mark.usefixtures("promtool_available")
+def test_predicting_exhaustion_without_the_level_guard_fails_the_tests(tmp_path: Path, monkeypatch):
+    original = AlertBuilder.predicted_exhaustion
+
+    def unguarded(self, a, ratio, used, total, words):
+        expr, clause = original(self, a, ratio, used, total, words)
+        return expr.replace(f"min_over_time({ratio}[{a.lookback}])", ratio), clause
+
+    monkeypatch.setattr(AlertBuilder, "predicted_exhaustion", unguarded)
+    out = _run_alert_suite(tmp_path)
+    # A fresh job's step from loading to its working set now reads as a leak.
+    assert "alertname: GpuExecutionGpuMemoryFillingUp" in out and 'execution_id="train-0002"' in out
+
+
+@pytest.mark.usefixtures("promtool_available")
+def test_alerting_on_the_sticky_xid_gauge_fails_the_tests(tmp_path: Path, monkeypatch):
+    original = AlertBuilder.xid_errors
+
+    def sticky(self):
+        rule = original(self)
+        return alerts.AlertRule(**{**rule.__dict__, "expr": "execution_gpu:gpu_last_xid > 0"})
+
+    monkeypatch.setattr(AlertBuilder, "xid_errors", sticky)
+    out = _run_alert_suite(tmp_path)
+    assert "alertname: GpuExecutionXidError" in out and 'UUID="GPU-h16-0001"' in out  # the Xid from before the job
+
+
+@pytest.mark.usefixtures("promtool_available")
+def test_power_at_the_limit_without_clock_confirmation_fails_the_tests(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(alerts, "POWER_REASON_BITS", {})  # also drops the reasons-only fallback
+    out = _run_alert_suite(tmp_path)
+    assert "alertname: GpuExecutionPowerThrottling" in out and "nolimit-0013" in out
+
+
+# --- The oracle's ports of Prometheus functions ----------------------------------------------
+
+
+def test_predict_linear_port_matches_a_hand_computed_fit():
+    # 1 unit per second over two minutes; predicted 60 s ahead of minute 2: 180.
+    samples = [(0.0, 0.0), (1.0, 60.0), (2.0, 120.0)]
+    assert predict_linear(samples, 2.0, 60) == 180.0
+    assert predict_linear(samples[:1], 0.0, 60) is None  # Prometheus needs two samples
+
+
+def test_humanize_ports_print_like_prometheus():
+    assert humanize(1_410_000_000) == "1.41G"
+    assert humanize(88) == "88"
+    assert humanize(0.5) == "500m"
+    assert humanize_percentage(699.5 / 700) == "99.93%"
+    assert humanize_percentage(0.375) == "37.5%"
+    assert go_value(79.0) == "79"
+    assert go_value(0.25) == "0.25"
+    with pytest.raises(ValueError):
+        go_value(2e6)
