@@ -138,8 +138,9 @@ class Dcgm:
     )
     violation_counter_unit: str = opt(
         "ns",
-        "Unit of DCGM_FI_DEV_POWER_VIOLATION and DCGM_FI_DEV_THERMAL_VIOLATION: `ns` as the "
-        "exporter's help text says, or `us` as DCGM's header says.",
+        "Unit of DCGM_FI_DEV_POWER_VIOLATION and DCGM_FI_DEV_THERMAL_VIOLATION: `ns`, as NVML and the "
+        "dcgm_fields.h of DCGM 3.3 and later say, or `us`, as older dcgm_fields.h and dcgm-exporter's "
+        "counters CSV say.",
         "Your exporter's counters advance 1,000 times slower or faster than wall time while throttled.",
         choices=("ns", "us"),
     )
