@@ -30,6 +30,9 @@ POWER_REASON_BITS = {0x4: "SW power cap", 0x80: "HW power brake"}
 THERMAL_REASON_BITS = {0x20: "SW thermal slowdown", 0x40: "HW thermal slowdown"}
 
 GPU_LABELS = (EXECUTION_LABEL, *GPU_IDENTITY_LABELS)
+# The signal whose raw series say DCGM reports on a GPU: collected by default in every
+# generation, on whole GPUs and MIG instances alike.
+PRESENCE_SIGNAL = "fb_used"
 
 
 @dataclass(frozen=True)
@@ -297,11 +300,6 @@ class AlertBuilder:
             self.dcgm_exporter_down(),
             self.xid_errors(),
         )
-
-
-# The signal whose raw series say DCGM reports on a GPU: collected by default in every
-# generation, on whole GPUs and MIG instances alike.
-PRESENCE_SIGNAL = "fb_used"
 
 
 def alert_rules(cfg: Config) -> tuple[AlertRule, ...]:

@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from generator import catalog
+from generator.alerts import AlertRule
 from generator.catalog import EXECUTION_LABEL, GPU_IDENTITY_LABELS, Formula, Series, Signal
 from generator.config import Config
 from generator.promql import aggregate, any_of, indent, join, label_copy, label_list, parens, selector
-
-if TYPE_CHECKING:
-    from generator.alerts import AlertRule
 
 GROUP_PREFIX = "gpu-execution-pack"
 MAX_RULES_PER_GROUP = 20  # Mimir's ruler default
