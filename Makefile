@@ -1,5 +1,5 @@
-# gpu-execution-pack. `make` sets up the venv, generates everything with the built-in
-# defaults and validates it; `make test` runs the test suite. CONFIG=path uses your config.
+# gpu-execution-pack. `make` sets up the venv, generates rules, dashboards and docs with the
+# built-in defaults and validates them; `make test` runs the test suite. CONFIG=path uses your config.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -22,20 +22,21 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# promtool comes from Debian's prometheus package; install it where we may.
+# promtool and the server (for the end-to-end tests) come from Debian's prometheus package;
+# install it where we may.
 promtool:
-	@command -v promtool >/dev/null 2>&1 || { \
+	@{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; \
 	  else \
-	    echo "promtool is missing: run 'sudo apt-get install prometheus' (or put a Prometheus release's promtool on PATH)" >&2; exit 1; \
+	    echo "promtool or prometheus is missing: run 'sudo apt-get install prometheus' (or put a Prometheus release's binaries on PATH)" >&2; exit 1; \
 	  fi; }
 
 rules: venv
 	$(CLI) generate $(CONFIG_ARG) $(TESTS_ARG)
 
 dashboards: venv
-	@echo "dashboards: none yet (issue 4)"
+	$(CLI) dashboards $(CONFIG_ARG)
 
 docs: venv
 	$(CLI) docs

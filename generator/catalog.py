@@ -617,6 +617,26 @@ EXECUTION_SERIES: tuple[Series, ...] = (
     ),
 )
 
+# What cost attribution needs, per execution and GPU model: GPU-hours are the allocated count
+# integrated over time, GPU-hours of work the summed utilisation integrated over time.
+MODEL_LABEL = "modelName"
+COST_SERIES: tuple[Series, ...] = (
+    Series(
+        "execution_model:gpu_count",
+        "count",
+        (Formula(f"count by ({EXECUTION_LABEL}, {MODEL_LABEL}) ({GPU_PRESENCE_SERIES})"),),
+        "GPUs or MIG instances of each model the execution holds: integrated over time, the GPU-hours billed.",
+    ),
+    Series(
+        "execution_model:gpu_utilization_ratio:sum",
+        "ratio",
+        (Formula(f"sum by ({EXECUTION_LABEL}, {MODEL_LABEL}) (execution_gpu:gpu_utilization_ratio)"),),
+        "Busy GPU-equivalents of each model: integrated over time, the GPU-hours of actual work.",
+    ),
+)
+# The price of a GPU-hour per model, recorded from the config (dashboards.price_per_gpu_hour).
+PRICE_SERIES = "gpu_model:price_per_gpu_hour"
+
 API_SERIES: tuple[Series, ...] = tuple(s for s in GPU_SERIES + NODE_SERIES if s.api_name)
 ALL_SERIES: tuple[Series, ...] = (
     *GPU_SERIES,
@@ -625,6 +645,7 @@ ALL_SERIES: tuple[Series, ...] = (
     *NODE_SERIES,
     *NODE_DERIVED_SERIES,
     *EXECUTION_SERIES,
+    *COST_SERIES,
 )
 
 

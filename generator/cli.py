@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from pathlib import Path
 
-from generator import __version__, alert_lint, catalog_docs, config_docs, promtool, runbook_docs
+from generator import __version__, alert_lint, catalog_docs, config_docs, dashboard_lint, promtool, runbook_docs
 from generator.config import Config, ConfigError, load_config
+from generator.dashboards import dashboard_json, provisioning
 from generator.output import stale_files, write_all
 from generator.rulefiles import RULE_FILE_SUFFIX, rule_files
 from generator.ruletests import promtool_test_files
@@ -20,45 +22,85 @@ DOCS = {
 }
 
 
-def generated_files(cfg: Config, with_tests: bool) -> dict[Path, str]:
-    """Everything ``generate`` writes for ``cfg``: rule files, and the test suite if asked."""
+def rule_outputs(cfg: Config, with_tests: bool) -> dict[Path, str]:
+    """What ``generate`` writes: rule files, their PrometheusRule objects, and the test suite if asked."""
+    rules_dir = Path(cfg.output.rules_dir)
     files = rule_files(cfg)
+    files |= provisioning.kubernetes_rules(cfg, files, rules_dir)
     if with_tests:
-        files.update(promtool_test_files(Path(cfg.output.rules_dir)))
+        files |= promtool_test_files(rules_dir)
     return files
+
+
+def dashboard_outputs(cfg: Config) -> dict[Path, str]:
+    """What ``dashboards`` writes: the dashboards, Grafana provisioning files and ConfigMaps."""
+    out = Path(cfg.output.dashboards_dir)
+    files = dashboard_json(cfg)
+    return files | provisioning.grafana_files(cfg, out) | provisioning.kubernetes_dashboards(cfg, files, out)
+
+
+def generated_files(cfg: Config, with_tests: bool) -> dict[Path, str]:
+    """Everything the pack generates for ``cfg``."""
+    return rule_outputs(cfg, with_tests) | dashboard_outputs(cfg)
+
+
+def _write(files: dict[Path, str], directory: Path, patterns: tuple[str, ...]) -> int:
+    changed = write_all(files)
+    for pattern in patterns:
+        for old in stale_files(files, directory, pattern):
+            print(f"note: {old} is not generated any more; remove it if nothing else writes it", file=sys.stderr)
+    print(f"generated {len(files)} files in {directory}/ ({len(changed)} changed)")
+    return 0
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
-    files = generated_files(cfg, with_tests=args.with_tests)
-    changed = write_all(files)
-    rules_dir = Path(cfg.output.rules_dir)
-    for old in stale_files(files, rules_dir, f"*{RULE_FILE_SUFFIX}"):
-        print(f"note: {old} is not generated any more; remove it if nothing else writes it", file=sys.stderr)
-    print(f"generated {len(files)} files in {rules_dir}/ ({len(changed)} changed)")
-    return 0
+    return _write(rule_outputs(cfg, args.with_tests), Path(cfg.output.rules_dir), (f"*{RULE_FILE_SUFFIX}",))
+
+
+def cmd_dashboards(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    return _write(dashboard_outputs(cfg), Path(cfg.output.dashboards_dir), ("*.json",))
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Config valid, committed output and docs up to date, alert conventions kept, promtool accepts the rules."""
+    """Committed output and docs up to date, alert and dashboard conventions kept, promtool accepts it all."""
     cfg = load_config(args.config)
     files = generated_files(cfg, with_tests=args.with_tests)
     docs = {path: render() for path, render in DOCS.items()}
     stale = [p for p, text in (files | docs).items() if not p.exists() or p.read_text(encoding="utf-8") != text]
     if stale:
-        print("stale generated files (run `make rules docs` and commit them):", file=sys.stderr)
+        print("stale generated files (run `make rules dashboards docs` and commit them):", file=sys.stderr)
         for p in stale:
             print(f"  {p}", file=sys.stderr)
         return 1
     rule_paths = sorted(p for p in files if p.name.endswith(RULE_FILE_SUFFIX))
     problems = alert_lint.lint((p, files[p]) for p in rule_paths)
+    dashboards = {p: json.loads(files[p]) for p in dashboard_json(cfg)}
+    for path, dashboard in dashboards.items():
+        problems += dashboard_lint.lint(path.name, dashboard)
+    if dashboard_lint.SCHEMAS_DIR.exists():
+        for path, dashboard in dashboards.items():
+            problems += dashboard_lint.schema_problems(path.name, dashboard)
+    else:
+        print(
+            f"note: no Grafana schemas at {dashboard_lint.SCHEMAS_DIR}; dashboards not schema-checked", file=sys.stderr
+        )
+    variables = {"execution_id": "example"}
+    problems += dashboard_lint.promql_problems(
+        [
+            (f"{p.name}: panel {title!r}", dashboard_lint.substitute(expr, variables))
+            for p, d in dashboards.items()
+            for title, expr in dashboard_lint.queries(d)
+        ]
+    )
     if problems:
-        print("alert rules break the pack's conventions (generator/alert_lint.py):", file=sys.stderr)
+        print("generated output breaks the pack's conventions:", file=sys.stderr)
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
         return 1
     print(promtool.check_rules(rule_paths).output.strip())
-    print(f"alert conventions: {len(rule_paths)} rule files pass")
+    print(f"conventions: {len(rule_paths)} rule files and {len(dashboards)} dashboards pass")
     return 0
 
 
@@ -106,6 +148,9 @@ def parser() -> argparse.ArgumentParser:
     g = with_config(sub.add_parser("generate", help="write the rule files"))
     g.add_argument("--with-tests", action="store_true", help="also write the promtool test suite (rules/tests)")
     g.set_defaults(func=cmd_generate)
+    with_config(sub.add_parser("dashboards", help="write the dashboards and their provisioning files")).set_defaults(
+        func=cmd_dashboards
+    )
     c = with_config(sub.add_parser("check", help="fail if generated files are stale; promtool check rules"))
     c.add_argument("--with-tests", action="store_true", help="also compare the promtool test suite")
     c.set_defaults(func=cmd_check)

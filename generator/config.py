@@ -32,7 +32,12 @@ METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _MATCHER = r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
 MATCHERS_RE = re.compile(rf"^(?:{_MATCHER}(?:,{_MATCHER})*)?$")
 
-Kind = Literal["text", "duration", "label", "metric", "matchers", "regex", "ratio", "positive", "path"]
+Kind = Literal[
+    "text", "duration", "label", "metric", "matchers", "regex", "ratio", "positive", "path", "prices", "labels"
+]
+# Mapping keys (these kinds) are held as sorted (key, value) pairs, so the config stays
+# hashable and its output does not depend on how the YAML was ordered.
+MAPPING_KINDS = ("prices", "labels")
 
 
 def opt(
@@ -392,6 +397,67 @@ class Alerts:
 
 
 @dataclass(frozen=True)
+class Dashboards:
+    title_prefix: str = opt(
+        "GPU executions",
+        "Prefix of every dashboard title; dashboard uids are derived from the titles.",
+        "Several packs (clusters, tenants) share one Grafana.",
+    )
+    folder: str = opt(
+        "GPU executions",
+        "Grafana folder the file provider puts the dashboards in.",
+        "Your Grafana organises dashboards by team.",
+    )
+    datasource_name: str = opt(
+        "Prometheus",
+        "Name of the Prometheus datasource the provisioning file defines and the dashboards select by default.",
+        "Your Grafana already has a Prometheus datasource under another name.",
+    )
+    datasource_url: str = opt(
+        "http://prometheus:9090",
+        "URL of Prometheus in the provisioned datasource.",
+        "Grafana reaches Prometheus (or Thanos, Mimir) at another address.",
+    )
+    currency: str = opt("USD", "Currency of the prices, shown in the cost panels.", "You bill in another currency.")
+    default_price_per_gpu_hour: float = opt(
+        2.0,
+        "Price of one GPU-hour (or MIG-instance-hour) of a model not listed in price_per_gpu_hour.",
+        "Set your list price for models you do not list.",
+        kind="positive",
+    )
+    price_per_gpu_hour: tuple[tuple[str, float], ...] = opt(
+        (("NVIDIA A100-SXM4-80GB", 1.8), ("NVIDIA H100 80GB HBM3", 3.0)),
+        "Price of one GPU-hour per GPU model, keyed by DCGM's modelName label.",
+        "These are examples: set your own prices per model.",
+        kind="prices",
+    )
+
+
+@dataclass(frozen=True)
+class Kubernetes:
+    namespace: str = opt(
+        "monitoring",
+        "Namespace of the generated ConfigMaps and PrometheusRule objects.",
+        "Your Prometheus operator and Grafana run in another namespace.",
+        kind="label",
+    )
+    rule_labels: tuple[tuple[str, str], ...] = opt(
+        (("release", "kube-prometheus-stack"),),
+        "Labels on the PrometheusRule objects; kube-prometheus-stack picks up rules whose labels match "
+        "its ruleSelector (by default release: <helm release>).",
+        "Your Helm release has another name, or your ruleSelector matches other labels.",
+        kind="labels",
+    )
+    dashboard_labels: tuple[tuple[str, str], ...] = opt(
+        (("grafana_dashboard", "1"),),
+        "Labels on the dashboard ConfigMaps; the Grafana sidecar of kube-prometheus-stack loads "
+        'ConfigMaps labelled grafana_dashboard: "1".',
+        "Your sidecar watches another label.",
+        kind="labels",
+    )
+
+
+@dataclass(frozen=True)
 class Output:
     rules_dir: str = opt(
         "rules",
@@ -434,6 +500,8 @@ class Config:
         kind="duration",
     )
     alerts: Alerts = section(Alerts, "Thresholds, `for` durations and severities of the alert rules.")
+    dashboards: Dashboards = section(Dashboards, "Grafana dashboards, their provisioning, and GPU-hour prices.")
+    kubernetes: Kubernetes = section(Kubernetes, "The Kubernetes objects that wrap the rules and dashboards.")
     output: Output = section(Output, "Where generated files go.")
 
 
@@ -510,6 +578,8 @@ def _build(cls: type, data: Any, where: str, base: Any = None) -> Any:
         path = _join(where, key)
         if dataclasses.is_dataclass(current):
             values[f.name] = _build(type(current), data[key], path, current)
+        elif f.metadata.get("kind") in MAPPING_KINDS:
+            values[f.name] = _mapping(data[key], f, path)
         elif isinstance(current, tuple):
             values[f.name] = _tuple(data[key], f, path)
         else:
@@ -527,6 +597,26 @@ def _tuple(value: Any, f: dataclasses.Field, where: str) -> tuple[str, ...]:
     if choices:  # keep the catalog's order so output does not depend on how the list was written
         return tuple(c for c in choices if c in value)
     return tuple(value)
+
+
+def _mapping(value: Any, f: dataclasses.Field, where: str) -> tuple[tuple[str, Any], ...]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+    pairs = []
+    for key, item in value.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"{where}: {key!r} is not accepted; keys must be non-empty strings")
+        if f.metadata["kind"] == "prices":
+            if isinstance(item, bool) or not isinstance(item, (int, float)) or item < 0:
+                raise ConfigError(f"{where}.{key}: {item!r} is not accepted; expected a price of 0 or more")
+            item = float(item)
+        else:
+            if not LABEL_NAME_RE.match(key):
+                raise ConfigError(f"{where}: {key!r} is not accepted; expected a label name ([a-zA-Z_][a-zA-Z0-9_]*)")
+            if not isinstance(item, str):
+                raise ConfigError(f"{where}.{key}: {item!r} is not accepted; label values are strings (quote them)")
+        pairs.append((key, item))
+    return tuple(sorted(pairs))
 
 
 def _join(where: str, key: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from generator.config import Config, yaml_key
+from generator.config import MAPPING_KINDS, Config, yaml_key
 from generator.output import to_yaml
 
 INTRO = """\
@@ -25,6 +25,8 @@ def _rows(obj: Any, prefix: str = "") -> list[tuple[str, Any, str, str]]:
     for f in dataclasses.fields(obj):
         key = f"{prefix}{yaml_key(f)}"
         value = getattr(obj, f.name)
+        if f.metadata.get("kind") in MAPPING_KINDS:
+            value = dict(value)
         if dataclasses.is_dataclass(value):
             rows.append((key, None, f.metadata["doc"], ""))
             rows.extend(_rows(value, key + "."))
@@ -35,7 +37,11 @@ def _rows(obj: Any, prefix: str = "") -> list[tuple[str, Any, str, str]]:
 
 def _plain(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj):
-        return {yaml_key(f): _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {
+            yaml_key(f): dict(value) if f.metadata.get("kind") in MAPPING_KINDS else _plain(value)
+            for f in dataclasses.fields(obj)
+            for value in [getattr(obj, f.name)]
+        }
     if isinstance(obj, tuple):
         return list(obj)
     return obj

@@ -1,4 +1,4 @@
-"""A small wrapper around promtool: find it, read its version, check and test rule files."""
+"""A small wrapper around promtool: find it, read its version, check and test rule files, backfill."""
 
 from __future__ import annotations
 
@@ -56,6 +56,11 @@ def check_rules(files: list[Path]) -> Result:
 def test_rules(files: list[Path]) -> Result:
     """``promtool test rules``; raises PromtoolError naming the failed tests on failure."""
     return _checked("test rules", _run("test", "rules", *map(str, files)))
+
+
+def run(args: list[str]) -> Result:
+    """Any promtool command (e.g. ``tsdb create-blocks-from``); raises PromtoolError with its output on failure."""
+    return _checked(" ".join(args[:2]), _run(*args))
 
 
 def _run(*args: str, timeout: float = 300) -> Result:

@@ -186,6 +186,18 @@ class RuleBuilder:
         hosts = aggregate("group", (EXECUTION_LABEL, catalog.HOST_LABEL), catalog.NODE_PRESENCE_SERIES.record)
         return RecordingRule(series.record, join(hosts, f"* on ({catalog.HOST_LABEL}) group_left ()", per_host))
 
+    # -- cost ------------------------------------------------------------------------------
+    def price_rule(self) -> RecordingRule:
+        """Listed models at their price, and every other model in use at the default price."""
+        d = self.cfg.dashboards
+        model = catalog.MODEL_LABEL
+        listed = [
+            f'label_replace(vector({price:g}), "{model}", "{_escape(name)}", "", "")'
+            for name, price in d.price_per_gpu_hour
+        ]
+        others = f"group by ({model}) ({catalog.COST_SERIES[0].record}) * 0 + {d.default_price_per_gpu_hour:g}"
+        return RecordingRule(catalog.PRICE_SERIES, any_of([*listed, others]))
+
     # -- groups ----------------------------------------------------------------------------
     def groups(self) -> list[RuleGroup]:
         """The recording rule groups, in dependency order."""
@@ -223,6 +235,14 @@ class RuleBuilder:
                 interval,
             ),
         ]
+        groups.append(
+            RuleGroup(
+                f"{GROUP_PREFIX}.cost",
+                "cost",
+                (*(verbatim_rule(s) for s in catalog.COST_SERIES), self.price_rule()),
+                interval,
+            )
+        )
         for g in groups:
             if len(g.rules) > MAX_RULES_PER_GROUP:
                 raise ValueError(f"group {g.name} has {len(g.rules)} rules; keep it within {MAX_RULES_PER_GROUP}")
@@ -232,6 +252,11 @@ class RuleBuilder:
 def verbatim_rule(series: Series) -> RecordingRule:
     """A series whose formula reads recorded series only: its expression is the template as written."""
     return RecordingRule(series.record, series.formulas[0].template)
+
+
+def _escape(value: str) -> str:
+    """A label value as a PromQL double-quoted string's contents."""
+    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _fill(template: str, values: dict[str, str]) -> str:

@@ -23,10 +23,11 @@ from generator.scenario.model import STEP_SECONDS, Scenario
 
 SOURCE = "generator/ruletests.py and generator/scenario/"
 
-# Series whose value is a float mean: Prometheus 2.x accumulates means incrementally and 3.x
-# with compensated sums, so the last bit differs between versions and from the exact mean.
-# They are compared rounded to ROUND_TO, which still tells any real error apart.
-AVERAGED = frozenset({"execution:gpu_utilization_ratio:avg"})
+# Series whose value is a mean or sum of fractions: Prometheus 2.x accumulates means
+# incrementally and 3.x uses compensated sums, and the order of a sum is its own, so the last
+# bit differs between versions and from Python's. They are compared rounded to ROUND_TO,
+# which still tells any real error apart.
+AVERAGED = frozenset({"execution:gpu_utilization_ratio:avg", "execution_model:gpu_utilization_ratio:sum"})
 ROUND_TO = 1e-9
 
 
@@ -90,6 +91,15 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
                     "exp_samples": [{"labels": _labels(record, s.labels), "value": s.value} for s in samples],
                 }
             )
+        d = cfg.dashboards
+        price = expected.prices(scenario, minute, dict(d.price_per_gpu_hour), d.default_price_per_gpu_hour)
+        checks.append(
+            {
+                "expr": catalog.PRICE_SERIES,
+                "eval_time": duration(minute * 60),
+                "exp_samples": [{"labels": _labels(catalog.PRICE_SERIES, s.labels), "value": s.value} for s in price],
+            }
+        )
         for gpu in scenario.unowned_gpus:  # a GPU nobody holds has no execution_gpu: series
             instance = f', GPU_I_ID="{gpu.mig_instance}"' if gpu.mig_instance else ""
             checks.append(

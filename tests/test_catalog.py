@@ -120,7 +120,7 @@ def test_formulas_name_known_signals_of_the_right_exporter():
 
 
 def test_recorded_names_follow_level_metric_operations():
-    pattern = re.compile(r"^(execution_gpu|execution_node|execution):[a-z_]+(:[a-z_]+)?$")
+    pattern = re.compile(r"^(execution_gpu|execution_node|execution_model|execution):[a-z_]+(:[a-z_]+)?$")
     records = [s.record for s in catalog.ALL_SERIES]
     assert len(records) == len(set(records))
     for record in records:

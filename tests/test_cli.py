@@ -16,7 +16,7 @@ def test_validate_checks_a_config_and_its_rules_without_writing(tmp_path: Path, 
     cfg = tmp_path / "pack.yml"
     cfg.write_text(f"attribution: {{mode: kubernetes}}\noutput: {{rules_dir: {tmp_path / 'out'}}}\n")
     assert cli.main(["validate", "--config", str(cfg)]) == 0
-    assert "valid; 4 rule files pass promtool check rules" in capsys.readouterr().out
+    assert "valid; 5 rule files pass promtool check rules" in capsys.readouterr().out
     assert not (tmp_path / "out").exists()
 
 

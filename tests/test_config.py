@@ -42,7 +42,7 @@ def test_overrides_apply_and_keep_other_defaults(tmp_path: Path):
 
 
 BAD = [
-    ({"colour": "red"}, "colour: unknown key; accepted keys: alerts, attribution, dcgm"),
+    ({"colour": "red"}, "colour: unknown key; accepted keys: alerts, attribution, dashboards, dcgm"),
     (
         {"attribution": {"mod": "label"}},
         "attribution.mod: unknown key; accepted keys in attribution: kubernetes_metric",

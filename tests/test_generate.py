@@ -18,11 +18,13 @@ from .conftest import REPO
 def test_two_generations_give_identical_bytes(tmp_path: Path):
     cfg_file = tmp_path / "pack.yml"
     for run in ("a", "b"):
-        cfg_file.write_text(f"output: {{rules_dir: {tmp_path / run}}}\n")
+        cfg_file.write_text(f"output: {{rules_dir: {tmp_path / run}, dashboards_dir: {tmp_path / run / 'dash'}}}\n")
         assert cli.main(["generate", "--config", str(cfg_file), "--with-tests"]) == 0
-    first = {p.relative_to(tmp_path / "a"): p.read_bytes() for p in (tmp_path / "a").rglob("*.yml")}
-    second = {p.relative_to(tmp_path / "b"): p.read_bytes() for p in (tmp_path / "b").rglob("*.yml")}
+        assert cli.main(["dashboards", "--config", str(cfg_file)]) == 0
+    first = {p.relative_to(tmp_path / "a"): p.read_bytes() for p in (tmp_path / "a").rglob("*.*")}
+    second = {p.relative_to(tmp_path / "b"): p.read_bytes() for p in (tmp_path / "b").rglob("*.*")}
     assert first and first == second
+    assert any(p.suffix == ".json" for p in first) and any(p.name.endswith(".rules.yml") for p in first)
 
 
 def test_committed_output_is_current():
@@ -46,8 +48,9 @@ def test_check_command_fails_on_stale_output(tmp_path: Path, capsys: pytest.Capt
     assert "execution-gpu.rules.yml" in capsys.readouterr().err
 
 
-def test_every_rule_file_says_do_not_edit():
-    for path in cli.generated_files(Config(), with_tests=True):
+def test_every_generated_yaml_file_says_do_not_edit():
+    # JSON has no comments: dashboards are provisioned read-only instead (allowUiUpdates: false).
+    for path in (p for p in cli.generated_files(Config(), with_tests=True) if p.suffix != ".json"):
         first = path.read_text().splitlines()[0] if path.exists() else ""
         assert "DO NOT EDIT" in first, path
 
@@ -64,13 +67,13 @@ def test_a_bad_config_leaves_previous_output_untouched(tmp_path: Path, capsys: p
     good = tmp_path / "good.yml"
     good.write_text(f"output: {{rules_dir: {rules}}}\n")
     assert cli.main(["generate", "--config", str(good)]) == 0
-    before = {p: p.read_bytes() for p in rules.iterdir()}
+    before = {p: p.read_bytes() for p in rules.rglob("*") if p.is_file()}
     bad = tmp_path / "bad.yml"
     bad.write_text(f"output: {{rules_dir: {rules}}}\nattribution: {{mode: slurm}}\n")
     assert cli.main(["generate", "--config", str(bad)]) == 2
     err = capsys.readouterr().err
     assert "bad.yml: attribution.mode: 'slurm' is not accepted" in err
-    assert {p: p.read_bytes() for p in rules.iterdir()} == before
+    assert {p: p.read_bytes() for p in rules.rglob("*") if p.is_file()} == before
 
 
 def test_write_all_writes_nothing_when_one_file_fails(tmp_path: Path):

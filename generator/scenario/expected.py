@@ -80,7 +80,21 @@ def expected(scenario: Scenario, minute: float) -> dict[str, list[Sample]]:
         out["execution:gpu_temperature_celsius:max"].append(
             Sample(ex, max(t["gpu_temperature_celsius"] for t in truths))
         )
+        for gpu_model in sorted({g.model for g in e.gpus}):
+            of_model = [t for g, t in per_gpu if g.model == gpu_model and t]
+            labels = {EXECUTION_LABEL: e.id, "modelName": gpu_model}
+            out["execution_model:gpu_count"].append(Sample(labels, float(len(of_model))))
+            out["execution_model:gpu_utilization_ratio:sum"].append(
+                Sample(labels, sum(t["gpu_utilization_ratio"] for t in of_model))
+            )
     return out
+
+
+def prices(scenario: Scenario, minute: float, listed: dict[str, float], default: float) -> list[Sample]:
+    """The price series: every listed model, and each other model some running execution holds."""
+    in_use = {g.model for e in running(scenario, minute) for g in e.gpus}
+    models = {**listed, **{m: default for m in in_use if m not in listed}}
+    return [Sample({"modelName": m}, float(p)) for m, p in sorted(models.items())]
 
 
 def eval_minutes(scenario: Scenario) -> list[float]:
