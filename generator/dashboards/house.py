@@ -172,7 +172,7 @@ def table(title: str, queries: list[Query], description: str, columns: list[str]
 
 
 def layout(sections: list[Section]) -> list[Any]:
-    """Rows and their panels with grid positions, top to bottom."""
+    """Each section's row followed by its panels, with grid positions and ids (1, 2, ... in order)."""
     out: list[Any] = []
     y = 0
     for section in sections:
@@ -180,25 +180,16 @@ def layout(sections: list[Section]) -> list[Any]:
         y += 1
         x = row_height = 0
         for panel, width, height in section.panels:
-            if x + width > GRID_WIDTH:
-                x, y = 0, y + row_height
-                row_height = 0
+            if x + width > GRID_WIDTH:  # wrap onto a new line of panels
+                x, y, row_height = 0, y + row_height, 0
             panel.gridPos = core.GridPos(h=height, w=width, x=x, y=y)
+            out.append(panel)
             x += width
             row_height = max(row_height, height)
         y += row_height
-    return out_with_ids(out, sections)
-
-
-def out_with_ids(rows: list[Any], sections: list[Section]) -> list[Any]:
-    """Rows interleaved with their panels, numbered from 1 in order (stable panel links)."""
-    panels: list[Any] = []
-    for row, section in zip(rows, sections, strict=True):
-        panels.append(row)
-        panels.extend(p for p, _, _ in section.panels)
-    for i, panel in enumerate(panels, start=1):
+    for i, panel in enumerate(out, start=1):
         panel.id = i
-    return panels
+    return out
 
 
 def uid_for(title: str) -> str:
