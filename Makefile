@@ -9,7 +9,7 @@ CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG),)
 # With your own config, the pack's own test suite (built for the defaults) is left alone.
 TESTS_ARG := $(if $(CONFIG),,--with-tests)
 
-.PHONY: all venv promtool rules dashboards docs check lint test clean
+.PHONY: all venv promtool rules dashboards docs check lint test bench clean
 .DEFAULT_GOAL := all
 
 all: rules dashboards docs check
@@ -50,6 +50,10 @@ check: venv promtool lint
 
 test: venv promtool
 	$(VENV)/bin/pytest
+
+# Not part of `make test`: measures, and rewrites docs/benchmarks.md.
+bench: venv promtool
+	$(PY) tests/bench_api.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

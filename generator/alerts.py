@@ -29,7 +29,6 @@ GROUP_FILE = "alerts"
 POWER_REASON_BITS = {0x4: "SW power cap", 0x80: "HW power brake"}
 THERMAL_REASON_BITS = {0x20: "SW thermal slowdown", 0x40: "HW thermal slowdown"}
 
-GPU_LABELS = (EXECUTION_LABEL, *GPU_IDENTITY_LABELS)
 # The signal whose raw series say DCGM reports on a GPU: collected by default in every
 # generation, on whole GPUs and MIG instances alike.
 PRESENCE_SIGNAL = "fb_used"
@@ -48,8 +47,9 @@ class AlertRule:
 
 
 # --- Template snippets ------------------------------------------------------------------------
-# Go templates, rendered by Prometheus at each evaluation. $labels of a per-GPU alert are the
-# GPU_LABELS; GPU_I_ID is empty on whole GPUs, which a selector reads as "label absent".
+# Go templates, rendered by Prometheus at each evaluation. A per-GPU alert's $labels are
+# execution_id, the tenant label and the GPU's identity; GPU_I_ID is empty on whole GPUs,
+# which a selector reads as "label absent".
 
 GPU_NAME = (
     "GPU {{ $labels.gpu }}{{ if $labels.GPU_I_ID }} (MIG instance {{ $labels.GPU_I_ID }}){{ end }}"
@@ -246,7 +246,8 @@ class AlertBuilder:
         a = self.a.telemetry_missing
         # GPUs an execution held within the window, less the GPUs DCGM reports on now, with or
         # without an execution label: a job that ended leaves its GPU reporting unlabelled.
-        held = aggregate("group", GPU_LABELS, f"last_over_time({catalog.GPU_PRESENCE_SERIES}[{a.window}])")
+        labels = (EXECUTION_LABEL, self.cfg.api.tenant_label, *GPU_IDENTITY_LABELS)
+        held = aggregate("group", labels, f"last_over_time({catalog.GPU_PRESENCE_SERIES}[{a.window}])")
         raws = [
             selector(r.name, self.cfg.selectors.dcgm)
             for r in catalog.SIGNALS[PRESENCE_SIGNAL].raws_for(self.cfg.dcgm.generations)

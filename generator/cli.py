@@ -124,6 +124,54 @@ def cmd_test(args: argparse.Namespace) -> int:
     return 0
 
 
+API_EXTRA_HINT = "the metrics endpoint needs the api extra: pip install '.[api]'"
+
+
+def _api_modules():
+    try:
+        import httpx  # noqa: F401
+        import starlette  # noqa: F401
+    except ImportError:
+        raise ConfigError(API_EXTRA_HINT) from None
+    from generator.api import app, metrics, prometheus
+
+    return app, metrics, prometheus
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """Print one execution's metrics as the endpoint would answer (every tenant)."""
+    import asyncio
+
+    _, metrics, prometheus = _api_modules()
+    cfg = load_config(args.config)
+
+    async def run() -> dict:
+        client = prometheus.PrometheusClient(args.prometheus or cfg.api.prometheus_url, cfg.api.timeout_seconds)
+        try:
+            return await metrics.ExecutionMetrics(cfg, client).fetch(args.execution_id, args.start, args.end, args.step)
+        finally:
+            await client.close()
+
+    try:
+        body = asyncio.run(run())
+    except (metrics.RequestError, prometheus.PrometheusError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2 if getattr(err, "status", 500) < 500 else 3
+    json.dump(body, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    app, _, _ = _api_modules()
+    try:
+        import uvicorn
+    except ImportError:
+        raise ConfigError(API_EXTRA_HINT) from None
+    uvicorn.run(app.create_app(load_config(args.config)), host=args.host, port=args.port, log_level="info")
+    return 0
+
+
 def cmd_docs(args: argparse.Namespace) -> int:
     changed = write_all({path: render() for path, render in DOCS.items()})
     for path in DOCS:
@@ -164,6 +212,17 @@ def parser() -> argparse.ArgumentParser:
         func=cmd_docs
     )
     sub.add_parser("defaults", help="print the default config as YAML").set_defaults(func=cmd_defaults)
+    q = with_config(sub.add_parser("query", help="print an execution's metrics as JSON, read from Prometheus"))
+    q.add_argument("execution_id")
+    q.add_argument("--prometheus", help="Prometheus URL (default: api.prometheus_url)")
+    q.add_argument("--start", help="ISO 8601 (default: the execution's first sample)")
+    q.add_argument("--end", help="ISO 8601 (default: its last sample, or now while it reports)")
+    q.add_argument("--step", help="Prometheus duration (default 15s)")
+    q.set_defaults(func=cmd_query)
+    sv = with_config(sub.add_parser("serve", help="serve GET /api/v2/external/execution/{id}/metrics"))
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8080)
+    sv.set_defaults(func=cmd_serve)
     return p
 
 

@@ -458,6 +458,52 @@ class Kubernetes:
 
 
 @dataclass(frozen=True)
+class Api:
+    prometheus_url: str = opt(
+        "http://127.0.0.1:9090",
+        "Prometheus (or a compatible query API) the metrics endpoint reads the recorded series from.",
+        "Your Prometheus, Thanos Query or Mimir query frontend listens elsewhere.",
+    )
+    keys_file: str = opt(
+        "",
+        "File of API keys, one `<key> <tenant>` per line (`*` as tenant: every tenant); "
+        "GPU_PACK_API_KEYS holds the same, comma-separated, when no file is set.",
+        "Keep keys out of the config and mount them as a secret file.",
+    )
+    tenant_label: str = opt(
+        "namespace",
+        "Label on the recorded per-GPU series that names an execution's tenant; a key scoped to one tenant "
+        "sees only executions whose series carry its tenant.",
+        "Your executions are owned by another label, e.g. `project` or `account`.",
+        kind="label",
+    )
+    execution_id_pattern: str = opt(
+        "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$",
+        "Regex an execution id must match, else 400.",
+        "Your scheduler's ids use other characters.",
+        kind="text",
+    )
+    max_points: float = opt(
+        250000.0,
+        "Most points per series one request may ask for, else 400 (30 days at 15 s is 172,800).",
+        "Longer executions, or a tighter bound on response size.",
+        kind="positive",
+    )
+    lookback: str = opt(
+        "35d",
+        "How far back the endpoint looks for an execution's first sample when start is not given.",
+        "Executions run longer than this, or your retention is shorter.",
+        kind="duration",
+    )
+    timeout_seconds: float = opt(
+        30.0,
+        "Timeout of each query to Prometheus; past it the endpoint answers 504.",
+        "Your Prometheus is slow on long ranges.",
+        kind="positive",
+    )
+
+
+@dataclass(frozen=True)
 class Output:
     rules_dir: str = opt(
         "rules",
@@ -502,6 +548,7 @@ class Config:
     alerts: Alerts = section(Alerts, "Thresholds, `for` durations and severities of the alert rules.")
     dashboards: Dashboards = section(Dashboards, "Grafana dashboards, their provisioning, and GPU-hour prices.")
     kubernetes: Kubernetes = section(Kubernetes, "The Kubernetes objects that wrap the rules and dashboards.")
+    api: Api = section(Api, "The per-execution metrics endpoint (`gpu-execution-pack serve` and `query`).")
     output: Output = section(Output, "Where generated files go.")
 
 
@@ -629,6 +676,10 @@ def _validate(cfg: Config) -> None:
         a: PredictAlert = getattr(cfg.alerts, name)
         if a.min_level >= 1:
             raise ConfigError(f"alerts.{name}.min_level: must be below 1, or the prediction can never fire")
+    try:
+        re.compile(cfg.api.execution_id_pattern)
+    except re.error as err:
+        raise ConfigError(f"api.execution_id_pattern: not a regular expression ({err})") from None
     missing = cfg.alerts.telemetry_missing
     if parse_duration_seconds(missing.window) <= parse_duration_seconds(missing.for_):
         raise ConfigError(

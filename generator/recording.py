@@ -55,16 +55,22 @@ class Attribution:
             self.source = catalog.KUBE_POD_LABEL_PREFIX + cfg.execution_label
 
     @property
+    def tenant(self) -> tuple[str, ...]:
+        """The tenant label the endpoint scopes keys by, kept on every per-GPU series where the source has it."""
+        return (self.cfg.api.tenant_label,)
+
+    @property
     def final_labels(self) -> tuple[str, ...]:
-        return (EXECUTION_LABEL, *GPU_IDENTITY_LABELS)
+        return (EXECUTION_LABEL, *self.tenant, *GPU_IDENTITY_LABELS)
 
     @property
     def keep_labels(self) -> tuple[str, ...]:
         """Labels a normalised raw series keeps: the GPU's identity and what the join needs."""
         if self.mode == "label":
-            return (self.source, *GPU_IDENTITY_LABELS)
+            return (self.source, *self.tenant, *GPU_IDENTITY_LABELS)
         if self.mode == "kubernetes":
-            return GPU_IDENTITY_LABELS + catalog.KUBERNETES_JOIN_LABELS
+            keys = catalog.KUBERNETES_JOIN_LABELS
+            return GPU_IDENTITY_LABELS + keys + tuple(t for t in self.tenant if t not in keys)
         return GPU_IDENTITY_LABELS
 
     @property
@@ -91,7 +97,7 @@ class Attribution:
             mapping = selector(a.mapping_metric, f'{self.source}!=""', a.mapping_selector)
             if self.source != EXECUTION_LABEL:
                 mapping = label_copy(mapping, EXECUTION_LABEL, self.source)
-            owners = aggregate("group", (EXECUTION_LABEL, *catalog.GPU_JOIN_LABELS), mapping)
+            owners = aggregate("group", (EXECUTION_LABEL, *self.tenant, *catalog.GPU_JOIN_LABELS), mapping)
             copied = [lbl for lbl in GPU_IDENTITY_LABELS if lbl not in catalog.GPU_JOIN_LABELS]
             matching = f"* on ({label_list(catalog.GPU_JOIN_LABELS)}) group_left ({label_list(copied)})"
             return join(owners, matching, parens(expr))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -28,3 +29,32 @@ def env_without_promtool() -> dict[str, str]:
     env["PATH"] = "/nonexistent"
     env.pop("PROMTOOL", None)
     return env
+
+
+EXECUTION = "train-0001"  # of the training scenario: 4 GPUs on h1 and h2, namespace "research"
+
+
+@pytest.fixture(scope="session")
+def prometheus(tmp_path_factory: pytest.TempPathFactory):
+    """A real Prometheus holding the training scenario (raw and recorded series), ending a minute ago.
+
+    Yields (server, start, end, window); the server is stopped at the end, also after a failure.
+    """
+    from generator.config import Config
+    from generator.rulefiles import all_groups
+    from generator.scenario import library
+    from generator.scenario.render import Renderer
+
+    from .prometheus_harness import Prometheus
+
+    cfg = Config()
+    scenario = library.training_in("4.8")
+    end = int(time.time()) // 60 * 60 - 60
+    start = end - scenario.window_minutes * 60
+    server = Prometheus(tmp_path_factory.mktemp("prometheus"))
+    server.data.mkdir()
+    try:
+        server.load(Renderer(scenario, cfg).all_series(), all_groups(cfg), start, end)
+        yield server, start, end, f"{scenario.window_minutes}m"
+    finally:
+        server.stop()

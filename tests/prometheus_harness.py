@@ -98,7 +98,7 @@ class Prometheus:
                 f"--config.file={config}",
                 f"--storage.tsdb.path={self.data}",
                 f"--web.listen-address=127.0.0.1:{self.port}",
-                "--storage.tsdb.retention.time=30d",
+                "--storage.tsdb.retention.time=400d",  # backfilled data may be weeks old
                 "--log.level=warn",
             ],
             stdout=subprocess.DEVNULL,

@@ -42,7 +42,7 @@ def test_overrides_apply_and_keep_other_defaults(tmp_path: Path):
 
 
 BAD = [
-    ({"colour": "red"}, "colour: unknown key; accepted keys: alerts, attribution, dashboards, dcgm"),
+    ({"colour": "red"}, "colour: unknown key; accepted keys: alerts, api, attribution, dashboards, dcgm"),
     (
         {"attribution": {"mod": "label"}},
         "attribution.mod: unknown key; accepted keys in attribution: kubernetes_metric",
@@ -147,3 +147,9 @@ def test_telemetry_window_must_outlast_its_for():
     with pytest.raises(ConfigError) as err:
         config_from_mapping({"alerts": {"telemetry_missing": {"window": "10m", "for": "10m"}}}, "pack.yml")
     assert "alerts.telemetry_missing.window: 10m must be longer than its for (10m)" in str(err.value)
+
+
+def test_api_execution_id_pattern_must_compile():
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping({"api": {"execution_id_pattern": "[a-"}}, "pack.yml")
+    assert str(err.value).startswith("pack.yml: api.execution_id_pattern: not a regular expression")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -16,13 +15,9 @@ from generator import catalog, dashboard_lint
 from generator.config import Config, config_from_mapping
 from generator.dashboards import DASHBOARDS, dashboard_json, house, provisioning
 from generator.rulefiles import all_groups, rule_files
-from generator.scenario import library
-from generator.scenario.render import Renderer
 
-from .conftest import REPO
+from .conftest import EXECUTION, REPO
 from .prometheus_harness import Prometheus, dependency_rounds
-
-EXECUTION = "train-0001"  # of the training scenario: 4 GPUs on h1 and h2
 
 
 def committed() -> dict[str, dict]:
@@ -165,22 +160,6 @@ def test_backfill_rounds_follow_the_rules_dependencies():
     later = next(i for i, r in enumerate(rounds) if "execution_node:gpu_count" in r)
     last = next(i for i, r in enumerate(rounds) if "execution_node:system_ram_utilization_ratio" in r)
     assert first == 0 < later < last
-
-
-@pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory):
-    """A real Prometheus holding the training scenario (raw and recorded series), ending a minute ago."""
-    cfg = Config()
-    scenario = library.training_in("4.8")
-    end = int(time.time()) // 60 * 60 - 60
-    start = end - scenario.window_minutes * 60
-    server = Prometheus(tmp_path_factory.mktemp("prometheus"))
-    server.data.mkdir()
-    try:
-        server.load(Renderer(scenario, cfg).all_series(), all_groups(cfg), start, end)
-        yield server, start, end, f"{scenario.window_minutes}m"
-    finally:
-        server.stop()
 
 
 def panel_queries(cfg: Config, window: str) -> list[tuple[str, str, str]]:

@@ -14,6 +14,7 @@ from generator.scenario import model
 from generator.scenario.model import STEP_SECONDS, Execution, Gpu, Scenario
 
 RATE_WINDOW_MINUTES = 1.0  # the default rate_window: host CPU must be steady over it
+TENANT_LABEL = "namespace"  # the default api.tenant_label, which every test variant keeps
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class Sample:
 def gpu_labels(execution: Execution, gpu: Gpu) -> dict[str, str]:
     labels = {
         EXECUTION_LABEL: execution.id,
+        TENANT_LABEL: execution.namespace,  # every attribution mode carries the tenant (api.tenant_label)
         HOST_LABEL: gpu.host,
         "gpu": str(gpu.index),
         "UUID": gpu.uuid,

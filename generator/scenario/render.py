@@ -141,7 +141,8 @@ class Renderer:
         if gpu.mig_instance:
             labels |= {"GPU_I_ID": gpu.mig_instance, "GPU_I_PROFILE": gpu.mig_profile}
         if owner is not None and self.mode == "label":
-            labels[self.cfg.execution_label] = owner.id
+            # With its pod mapping, dcgm-exporter also attaches the workload's namespace: the tenant.
+            labels |= {self.cfg.execution_label: owner.id, self.cfg.api.tenant_label: owner.namespace}
         if self.mode == "kubernetes":
             # Behind a ServiceMonitor with honorLabels: false: pod names the exporter itself.
             labels |= {"namespace": "gpu-operator", "pod": f"nvidia-dcgm-exporter-{host.name}"}
@@ -250,6 +251,7 @@ class Renderer:
                 for gpu in e.gpus:
                     labels = {
                         self.cfg.execution_label: e.id,
+                        self.cfg.api.tenant_label: e.namespace,
                         "UUID": gpu.uuid,
                         "hostname": gpu.host,
                         "instance": "scheduler:9800",

@@ -1,0 +1,1 @@
+"""The per-execution metrics endpoint (GET /api/v2/external/execution/{execution_id}/metrics)."""

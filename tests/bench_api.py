@@ -1,0 +1,136 @@
+"""``make bench``: the metrics endpoint under concurrent clients, over real HTTP, written to docs/benchmarks.md.
+
+A real Prometheus holds the training scenario (as the tests load it); ``gpu-execution-pack
+serve`` runs as its own process on a loopback port; clients send requests at a fixed
+concurrency. Figures are medians and percentiles of one run on this machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from generator.api.app import PATH  # noqa: E402
+from generator.config import Config  # noqa: E402
+from generator.rulefiles import all_groups  # noqa: E402
+from generator.scenario import library  # noqa: E402
+from generator.scenario.render import Renderer  # noqa: E402
+from tests.prometheus_harness import Prometheus, free_port  # noqa: E402
+
+KEY = "bench-key-0123456789"
+REQUESTS = 1000
+CONCURRENCY = 16
+CASES = (("whole execution at 15 s (40 min, 165 points per series)", "15s"), ("whole execution at 5 m", "5m"))
+
+
+async def load(url: str, step: str) -> tuple[list[float], float, int]:
+    latencies: list[float] = []
+    errors = 0
+    limit = asyncio.Semaphore(CONCURRENCY)
+    async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+
+        async def one(i: int) -> None:
+            nonlocal errors
+            async with limit:
+                t = time.perf_counter()
+                r = await client.get(
+                    PATH.format(execution_id="train-0001" if i % 2 else "train-0002"),
+                    params={"step": step},
+                    headers={"Authorization": f"Bearer {KEY}"},
+                )
+                latencies.append(time.perf_counter() - t)
+                errors += r.status_code != 200
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(i) for i in range(REQUESTS)))
+        return latencies, time.perf_counter() - t0, errors
+
+
+def main() -> int:
+    cfg = Config()
+    scenario = library.training_in("4.8")
+    end = int(time.time()) // 60 * 60 - 60
+    start = end - scenario.window_minutes * 60
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Prometheus(Path(tmp))
+        server.data.mkdir()
+        api = None
+        try:
+            print("bench: loading the training scenario into a real Prometheus", flush=True)
+            server.load(Renderer(scenario, cfg).all_series(), all_groups(cfg), start, end)
+            config = Path(tmp) / "pack.yml"
+            config.write_text(f"api: {{prometheus_url: '{server.url}'}}\n")
+            port = free_port()
+            env = {**os.environ, "GPU_PACK_API_KEYS": f"{KEY}:*"}
+            api = subprocess.Popen(
+                [sys.executable, "-m", "generator", "serve", "--config", str(config), "--port", str(port)],
+                cwd=REPO,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            url = f"http://127.0.0.1:{port}"
+            for _ in range(100):
+                try:
+                    httpx.get(f"{url}/openapi.json", timeout=1)
+                    break
+                except httpx.HTTPError:
+                    time.sleep(0.1)
+            for name, step in CASES:
+                print(f"bench: {REQUESTS} requests, {CONCURRENCY} concurrent: {name}", flush=True)
+                latencies, wall, errors = asyncio.run(load(url, step))
+                q = statistics.quantiles(latencies, n=100)
+                rows.append((name, statistics.median(latencies), q[94], q[98], REQUESTS / wall, errors))
+        finally:
+            if api is not None:
+                api.terminate()
+                api.wait(timeout=30)
+            server.stop()
+    write_report(rows)
+    return 0 if all(r[-1] == 0 for r in rows) else 1
+
+
+def write_report(rows: list[tuple]) -> None:
+    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+    prometheus = subprocess.run(["prometheus", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+    lines = [
+        "<!-- Written by `make bench` (tests/bench_api.py). -->",
+        "# Benchmarks",
+        "",
+        "## Metrics endpoint under concurrent clients",
+        "",
+        f"Method: a real Prometheus ({prometheus}) on loopback holds the training scenario (two",
+        "executions, 6 GPUs, 2 hosts, 40 minutes at 15 s: raw series backfilled, recorded series",
+        "backfilled from the rules). `gpu-execution-pack serve` runs as its own process; an async",
+        f"client sends {REQUESTS} requests, {CONCURRENCY} at a time, alternating the two executions,",
+        "each answered with all 12 series. Every request makes 15 queries to Prometheus (3 to",
+        f"resolve the span, 12 for the series). One run on this machine ({machine}); the",
+        "machine is shared and noisy, so read the medians and the ratio between rows.",
+        "",
+        "| case | median | p95 | p99 | requests/s | errors |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, median, p95, p99, rate, errors in rows:
+        lines.append(
+            f"| {name} | {median * 1000:.0f} ms | {p95 * 1000:.0f} ms | {p99 * 1000:.0f} ms | {rate:.0f} | {errors} |"
+        )
+    out = REPO / "docs" / "benchmarks.md"
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"bench: wrote {out.relative_to(REPO)}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
