@@ -95,6 +95,8 @@ def test_values_and_units_match_the_scenario(api):
         assert value_at(hosts[name], ts) == truth["system_cpu_utilization_ratio"] * 100
         ram = {e["labels"]["hostname"]: e for e in body["series"]["systemRamUsedBytes"]["entries"]}
         assert value_at(ram[name], ts) == truth["system_ram_used_bytes"]
+        total = {e["labels"]["hostname"]: e for e in body["series"]["systemRamTotalBytes"]["entries"]}
+        assert value_at(total[name], ts) == 256 * 1024**3
 
 
 def test_defaults_resolve_to_the_executions_span(api):
