@@ -50,6 +50,16 @@ def opt(
     return field(default=default, metadata=meta)
 
 
+def severity(default: str) -> Any:
+    """An alert's severity key."""
+    return opt(default, "The alert's severity label.", "Your routing pages on a different level.", choices=SEVERITIES)
+
+
+def for_duration(default: str, doc: str, why: str) -> Any:
+    """An alert's ``for`` key (``for_`` in Python, where ``for`` is reserved)."""
+    return opt(default, doc, why, kind="duration", yaml_name="for")
+
+
 def section(factory: Any, doc: str) -> Any:
     """Declare a nested section of keys."""
     return field(default_factory=factory, metadata={"doc": doc, "why": "", "kind": "section"})
@@ -166,16 +176,12 @@ class RatioAlert:
     threshold: float = opt(
         0.9, "Level (ratio 0-1) at or beyond which the alert condition holds.", "See the alert's note.", kind="ratio"
     )
-    for_: str = opt(
+    for_: str = for_duration(
         "5m",
         "How long the condition must hold before the alert fires.",
         "Longer for fewer short blips, shorter for earlier warning.",
-        kind="duration",
-        yaml_name="for",
     )
-    severity: str = opt(
-        "warning", "The alert's severity label.", "Your routing pages on a different level.", choices=SEVERITIES
-    )
+    severity: str = severity("warning")
 
 
 @dataclass(frozen=True)
@@ -199,16 +205,12 @@ class PredictAlert:
         "Lower it to catch leaks that start from a small footprint; raise it to hear only about nearly full ones.",
         kind="ratio",
     )
-    for_: str = opt(
+    for_: str = for_duration(
         "10m",
         "How long the prediction must hold before the alert fires.",
         "Shorter for earlier warning on fast leaks.",
-        kind="duration",
-        yaml_name="for",
     )
-    severity: str = opt(
-        "warning", "The alert's severity label.", "Your routing pages on a different level.", choices=SEVERITIES
-    )
+    severity: str = severity("warning")
 
 
 @dataclass(frozen=True)
@@ -226,12 +228,10 @@ class ThrottleAlert:
         "Raise it to hear only about GPUs that are capped nearly all the time.",
         kind="ratio",
     )
-    for_: str = opt(
+    for_: str = for_duration(
         "15m",
         "How long the GPU must stay capped before the alert fires.",
         "Short caps during power-hungry kernels are normal; shorten it only for short jobs.",
-        kind="duration",
-        yaml_name="for",
     )
     severity: str = opt(
         "info",
@@ -256,12 +256,10 @@ class TemperatureAlert:
         "Raise it to hear only about GPUs that are held down nearly all the time.",
         kind="ratio",
     )
-    for_: str = opt(
+    for_: str = for_duration(
         "5m",
         "How long the condition must hold before the alert fires.",
         "Longer to ignore short bursts.",
-        kind="duration",
-        yaml_name="for",
     )
     severity: str = opt(
         "warning",
@@ -285,17 +283,13 @@ class UnderuseAlert:
         "Hosts with many more cores than the job uses: lower it.",
         kind="ratio",
     )
-    for_: str = opt(
+    for_: str = for_duration(
         "30m",
         "How long utilisation must stay low before the alert fires; it also covers start-up and "
         "checkpoint pauses, so jobs that idle in their first minutes stay quiet.",
         "Longer for jobs with long data-loading phases.",
-        kind="duration",
-        yaml_name="for",
     )
-    severity: str = opt(
-        "info", "The alert's severity label.", "Your routing pages on a different level.", choices=SEVERITIES
-    )
+    severity: str = severity("info")
 
 
 @dataclass(frozen=True)
@@ -307,30 +301,22 @@ class MissingAlert:
         "Longer to keep lost GPUs visible longer; each hour more costs a longer range read per GPU.",
         kind="duration",
     )
-    for_: str = opt(
+    for_: str = for_duration(
         "10m",
         "How long the GPU must stay silent before the alert fires.",
         "Longer on fleets whose exporters restart often.",
-        kind="duration",
-        yaml_name="for",
     )
-    severity: str = opt(
-        "warning", "The alert's severity label.", "Your routing pages on a different level.", choices=SEVERITIES
-    )
+    severity: str = severity("warning")
 
 
 @dataclass(frozen=True)
 class DurationAlert:
-    for_: str = opt(
+    for_: str = for_duration(
         "10m",
         "How long the condition must hold before the alert fires.",
         "Longer on fleets whose exporters restart often.",
-        kind="duration",
-        yaml_name="for",
     )
-    severity: str = opt(
-        "warning", "The alert's severity label.", "Your routing pages on a different level.", choices=SEVERITIES
-    )
+    severity: str = severity("warning")
 
 
 @dataclass(frozen=True)
@@ -341,9 +327,7 @@ class WindowAlert:
         "Longer keeps the alert visible longer after a single event.",
         kind="duration",
     )
-    severity: str = opt(
-        "warning", "The alert's severity label.", "Your routing pages on a different level.", choices=SEVERITIES
-    )
+    severity: str = severity("warning")
 
 
 @dataclass(frozen=True)
