@@ -35,6 +35,10 @@ def render() -> str:
     for s in catalog.ALL_SERIES:
         if not s.api_name:
             out.append(f"| `{s.record}` | {s.unit} | {s.doc} | {_formulas(s)} |\n")
+    out.append(
+        f"| `{catalog.PRICE_SERIES}` | `dashboards.currency` per GPU-hour | Price of a GPU-hour per `modelName`. | "
+        "`dashboards.price_per_gpu_hour` in the config; other models in use at `default_price_per_gpu_hour` |\n"
+    )
     out.append("\n## Signals: one measurement, its raw metric in each exporter generation\n\n")
     out.append("| signal | exporter | base unit | raw metric | unit | type | generations | collected by default |\n")
     out.append("|---|---|---|---|---|---|---|---|\n")
