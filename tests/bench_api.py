@@ -61,7 +61,7 @@ async def load(url: str, step: str) -> tuple[list[float], float, int]:
 def main() -> int:
     cfg = Config()
     scenario = library.training_in("4.8")
-    end = int(time.time()) // 60 * 60 - 60
+    end = int(time.time()) // 60 * 60 - 15 * 60  # finished: its window is fixed (see tests/conftest.py)
     start = end - scenario.window_minutes * 60
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

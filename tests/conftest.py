@@ -36,7 +36,10 @@ EXECUTION = "train-0001"  # of the training scenario: 4 GPUs on h1 and h2, names
 
 @pytest.fixture(scope="session")
 def prometheus(tmp_path_factory: pytest.TempPathFactory):
-    """A real Prometheus holding the training scenario (raw and recorded series), ending a minute ago.
+    """A real Prometheus holding the training scenario (raw and recorded series), ended 15 minutes ago.
+
+    Backfilled series read for the 5-minute lookback after they end (no stale markers), so the
+    data must end well before now for the executions to count as finished, not still reporting.
 
     Yields (server, start, end, window); the server is stopped at the end, also after a failure.
     """
@@ -49,7 +52,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory):
 
     cfg = Config()
     scenario = library.training_in("4.8")
-    end = int(time.time()) // 60 * 60 - 60
+    end = int(time.time()) // 60 * 60 - 15 * 60
     start = end - scenario.window_minutes * 60
     server = Prometheus(tmp_path_factory.mktemp("prometheus"))
     server.data.mkdir()

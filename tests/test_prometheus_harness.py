@@ -1,0 +1,46 @@
+"""The harness itself: a real Prometheus starts, holds the backfilled data, and is stopped."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from generator.config import Config
+from generator.rulefiles import all_groups
+from generator.scenario import library
+from generator.scenario.render import Renderer
+
+from .prometheus_harness import Prometheus, openmetrics
+
+pytestmark = pytest.mark.usefixtures("promtool_available")
+
+
+def test_openmetrics_drops_missing_and_stale_samples_and_ends_with_eof():
+    series = Renderer(library.missing_optional(frozenset(), "x"), Config()).all_series()
+    text = openmetrics(series, start=1_000_000)
+    assert text.endswith("# EOF\n")
+    assert "stale" not in text and " None " not in text
+    assert "DCGM_FI_DEV_GPU_UTIL{" in text and " 1000000\n" in text
+
+
+def test_the_server_starts_loads_answers_and_stops(tmp_path: Path):
+    scenario = library.missing_optional(frozenset(), "harness")  # one execution, 2 GPUs, 15 minutes
+    end = int(time.time()) // 60 * 60 - 15 * 60
+    start = end - scenario.window_minutes * 60
+    server = Prometheus(tmp_path)
+    server.data.mkdir()
+    try:
+        server.load(Renderer(scenario, Config()).all_series(), all_groups(Config()), start, end)
+        process = server.process
+        assert process is not None and process.poll() is None
+        raw = server.query_range('DCGM_FI_DEV_GPU_UTIL{execution_id="solo-0005"}', start, end)
+        recorded = server.query_range('execution:gpu_count{execution_id="solo-0005"}', start, end)
+        assert len(raw) == 2 and len(recorded) == 1
+        assert {float(v) for _, v in recorded[0]["values"]} == {2.0}
+        # Series recorded from recorded series need the later rounds.
+        assert server.query_range('execution_node:system_ram_utilization_ratio{execution_id="solo-0005"}', start, end)
+    finally:
+        server.stop()
+    assert process.poll() is not None  # stopped, also when an assertion above had failed
