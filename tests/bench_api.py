@@ -1,4 +1,5 @@
-"""``make bench``: the metrics endpoint under concurrent clients, over real HTTP, written to docs/benchmarks.md.
+"""``make bench``: the metrics endpoint under concurrent clients, and the rules' cost on a live
+Prometheus (tests/bench_rules.py), written to docs/benchmarks.md.
 
 A real Prometheus holds the training scenario (as the tests load it); ``gpu-execution-pack
 serve`` runs as its own process on a loopback port; clients send requests at a fixed
@@ -103,15 +104,17 @@ def main() -> int:
                 api.terminate()
                 api.wait(timeout=30)
             server.stop()
-    write_report(rows)
+    from tests.bench_rules import report as rule_report
+
+    write_report(rows, rule_report())
     return 0 if all(r[-1] == 0 for r in rows) else 1
 
 
-def write_report(rows: list[tuple]) -> None:
+def write_report(rows: list[tuple], more: list[str]) -> None:
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
     prometheus = subprocess.run(["prometheus", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
     lines = [
-        "<!-- Written by `make bench` (tests/bench_api.py). -->",
+        "<!-- Written by `make bench` (tests/bench_api.py and tests/bench_rules.py). -->",
         "# Benchmarks",
         "",
         "## Metrics endpoint under concurrent clients",
@@ -131,7 +134,7 @@ def write_report(rows: list[tuple]) -> None:
         ms = " | ".join(f"{x * 1000:.0f} ms" for x in (median, p95, p99))
         lines.append(f"| {name} | {n} | {ms} | {rate:.0f} | {errors} |")
     out = REPO / "docs" / "benchmarks.md"
-    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out.write_text("\n".join(lines + more) + "\n", encoding="utf-8")
     print(f"bench: wrote {out.relative_to(REPO)}", flush=True)
 
 

@@ -85,10 +85,12 @@ class Prometheus:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    config_text: str = "global:\n  scrape_interval: 15s\n"
+
     def start(self) -> None:
         config = self.workdir / "prometheus.yml"
-        config.write_text("global:\n  scrape_interval: 15s\n")
-        self.port = free_port()
+        config.write_text(self.config_text)
+        self.port = self.port or free_port()
         binary = shutil.which("prometheus")
         if binary is None:
             raise RuntimeError("prometheus is not on PATH: run 'sudo apt-get install prometheus'")
@@ -116,6 +118,19 @@ class Prometheus:
                 break
             time.sleep(0.2)
         raise RuntimeError(f"prometheus did not become ready; see {self.workdir / 'prometheus.log'}")
+
+    def own_metrics(self, by_label: str = "") -> dict[str, float]:
+        """Prometheus' own /metrics, summed per metric name (and per ``by_label`` value, as ``name/value``)."""
+        with urllib.request.urlopen(f"{self.url}/metrics", timeout=30) as r:
+            text = r.read().decode()
+        out: dict[str, float] = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name = re.split(r"[{ ]", line, maxsplit=1)[0]
+                if by_label and (m := re.search(rf'{by_label}="([^"]*)"', line)):
+                    name = f"{name}/{m.group(1)}"
+                out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+        return out
 
     def stop(self) -> None:
         if self.process is not None:
