@@ -25,9 +25,7 @@ sys.path.insert(0, str(REPO))
 
 from generator.api.app import PATH  # noqa: E402
 from generator.config import Config  # noqa: E402
-from generator.rulefiles import all_groups  # noqa: E402
 from generator.scenario import library  # noqa: E402
-from generator.scenario.render import Renderer  # noqa: E402
 from tests.prometheus_harness import Prometheus, free_port  # noqa: E402
 
 KEY = "bench-key-0123456789"
@@ -67,15 +65,13 @@ def main() -> int:
     cfg = Config()
     scenario = library.training_in("4.8")
     end = int(time.time()) // 60 * 60 - 15 * 60  # finished: its window is fixed (see tests/conftest.py)
-    start = end - scenario.window_minutes * 60
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         server = Prometheus(Path(tmp))
-        server.data.mkdir()
         api = None
         try:
             print("bench: loading the training scenario into a real Prometheus", flush=True)
-            server.load(Renderer(scenario, cfg).all_series(), all_groups(cfg), start, end)
+            server.load_scenario(scenario, cfg, end)
             config = Path(tmp) / "pack.yml"
             config.write_text(f"api: {{prometheus_url: '{server.url}'}}\n")
             port = free_port()

@@ -52,7 +52,6 @@ def run(gpus: int, executions: int, rules: bool) -> dict[str, float]:
         exporter_port = free_port()
         server = Prometheus(Path(tmp), port=free_port())
         server.config_text = config(exporter_port, server.port, rules)
-        server.data.mkdir()
         placed = fleet(gpus, executions)
         with FleetExporter(placed, exporter_port):
             server.start()

@@ -44,20 +44,15 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory):
     Yields (server, start, end, window); the server is stopped at the end, also after a failure.
     """
     from generator.config import Config
-    from generator.rulefiles import all_groups
     from generator.scenario import library
-    from generator.scenario.render import Renderer
 
     from .prometheus_harness import Prometheus
 
-    cfg = Config()
     scenario = library.training_in("4.8")
     end = int(time.time()) // 60 * 60 - 15 * 60
-    start = end - scenario.window_minutes * 60
     server = Prometheus(tmp_path_factory.mktemp("prometheus"))
-    server.data.mkdir()
     try:
-        server.load(Renderer(scenario, cfg).all_series(), all_groups(cfg), start, end)
+        start = server.load_scenario(scenario, Config(), end)
         yield server, start, end, f"{scenario.window_minutes}m"
     finally:
         server.stop()

@@ -22,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from generator import promtool
+from generator.config import Config
 from generator.output import to_yaml
 from generator.recording import RecordingRule, RuleGroup
-from generator.scenario.model import STEP_SECONDS
-from generator.scenario.render import STALE, RenderedSeries
+from generator.rulefiles import all_groups
+from generator.scenario.model import STEP_SECONDS, Scenario
+from generator.scenario.render import STALE, RenderedSeries, Renderer
 
 
 def free_port() -> int:
@@ -76,6 +78,9 @@ class Prometheus:
     workdir: Path
     port: int = 0
     process: subprocess.Popen | None = None
+
+    def __post_init__(self) -> None:
+        self.data.mkdir(parents=True, exist_ok=True)
 
     @property
     def data(self) -> Path:
@@ -145,6 +150,12 @@ class Prometheus:
         if body.get("status") != "success":
             raise RuntimeError(f"query failed: {expr}: {body}")
         return body["data"]["result"]
+
+    def load_scenario(self, scenario: Scenario, cfg: Config, end: int) -> int:
+        """Backfill ``scenario`` (its raw series and every recording rule of ``cfg``) to end at ``end``; its start."""
+        start = end - scenario.window_minutes * 60
+        self.load(Renderer(scenario, cfg).all_series(), all_groups(cfg), start, end)
+        return start
 
     def load(self, series: list[RenderedSeries], groups: list[RuleGroup], start: int, end: int) -> None:
         """Backfill raw ``series`` from ``start``, then every recording rule of ``groups`` over [start, end]."""

@@ -149,7 +149,6 @@ def long_execution(tmp_path_factory: pytest.TempPathFactory):
         for k in range(30 * 86400 // 15 + 1)
     ]
     server = Prometheus(tmp_path_factory.mktemp("long"))
-    server.data.mkdir()
     (server.workdir / "long.om").write_text("\n".join(lines) + "\n# EOF\n")
     from generator import promtool
 

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from generator.config import Config
-from generator.rulefiles import all_groups
 from generator.scenario import library
 from generator.scenario.render import Renderer
 
@@ -28,11 +27,9 @@ def test_openmetrics_drops_missing_and_stale_samples_and_ends_with_eof():
 def test_the_server_starts_loads_answers_and_stops(tmp_path: Path):
     scenario = library.missing_optional(frozenset(), "harness")  # one execution, 2 GPUs, 15 minutes
     end = int(time.time()) // 60 * 60 - 15 * 60
-    start = end - scenario.window_minutes * 60
     server = Prometheus(tmp_path)
-    server.data.mkdir()
     try:
-        server.load(Renderer(scenario, Config()).all_series(), all_groups(Config()), start, end)
+        start = server.load_scenario(scenario, Config(), end)
         process = server.process
         assert process is not None and process.poll() is None
         raw = server.query_range('DCGM_FI_DEV_GPU_UTIL{execution_id="solo-0005"}', start, end)
