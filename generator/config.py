@@ -525,8 +525,20 @@ class Config:
     )
     rule_interval: str = opt(
         "",
-        "Evaluation interval of the rule groups; empty uses Prometheus' global evaluation_interval.",
-        "The recorded series should be finer or coarser than your global interval.",
+        "Evaluation interval of the groups that record the per-execution series the endpoint serves "
+        "(per GPU and per host); empty uses Prometheus' global evaluation_interval.",
+        "The served series should be finer or coarser than your global interval (15s gives the "
+        "contract's default step).",
+        kind="duration",
+    )
+    derived_rule_interval: str = opt(
+        "1m",
+        "Evaluation interval of the groups that read the recorded series: throttling inputs, "
+        "per-execution rollups, cost, and the alerts; empty uses `rule_interval`.",
+        "Each rule over per-GPU series costs Prometheus about the same per GPU, whatever it computes "
+        "(docs/benchmarks.md); these groups feed alerts whose `for` is minutes and dashboards over hours, "
+        "so 1m (Prometheus' default) costs a quarter of 15s. Set it empty for alerts that go pending "
+        "within one scrape.",
         kind="duration",
     )
     alerts: Alerts = section(Alerts, "Thresholds, `for` durations and severities of the alert rules.")
@@ -534,6 +546,11 @@ class Config:
     kubernetes: Kubernetes = section(Kubernetes, "The Kubernetes objects that wrap the rules and dashboards.")
     api: Api = section(Api, "The per-execution metrics endpoint (`gpu-execution-pack serve` and `query`).")
     output: Output = section(Output, "Where generated files go.")
+
+    @property
+    def derived_interval(self) -> str:
+        """The interval of the groups that read recorded series (empty: Prometheus' global one)."""
+        return self.derived_rule_interval or self.rule_interval
 
 
 # --- Loading ------------------------------------------------------------------------------

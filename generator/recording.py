@@ -207,7 +207,7 @@ class RuleBuilder:
     # -- groups ----------------------------------------------------------------------------
     def groups(self) -> list[RuleGroup]:
         """The recording rule groups, in dependency order."""
-        interval = self.cfg.rule_interval
+        interval, derived = self.cfg.rule_interval, self.cfg.derived_interval
         verbatim = [catalog.NODE_PRESENCE_SERIES, *list(catalog.EXECUTION_SERIES)]
         by_record = {s.record: verbatim_rule(s) for s in verbatim}
         groups = [
@@ -222,7 +222,7 @@ class RuleBuilder:
                 f"{GROUP_PREFIX}.execution_gpu_health",
                 "execution-gpu",
                 tuple(self.gpu_rule(s) for s in catalog.GPU_HEALTH_SERIES),
-                interval,
+                derived,
             ),
             RuleGroup(
                 f"{GROUP_PREFIX}.execution_node",
@@ -238,7 +238,7 @@ class RuleBuilder:
                 f"{GROUP_PREFIX}.execution",
                 "execution",
                 tuple(by_record[s.record] for s in catalog.EXECUTION_SERIES),
-                interval,
+                derived,
             ),
         ]
         groups.append(
@@ -246,7 +246,7 @@ class RuleBuilder:
                 f"{GROUP_PREFIX}.cost",
                 "cost",
                 (*(verbatim_rule(s) for s in catalog.COST_SERIES), self.price_rule()),
-                interval,
+                derived,
             )
         )
         for g in groups:

@@ -49,7 +49,7 @@ def alert_group(cfg: Config) -> RuleGroup:
     rules = alerts.alert_rules(cfg)
     if len(rules) > MAX_RULES_PER_GROUP:
         raise ValueError(f"group {alerts.GROUP_NAME} has {len(rules)} rules; keep it within {MAX_RULES_PER_GROUP}")
-    return RuleGroup(alerts.GROUP_NAME, alerts.GROUP_FILE, rules, cfg.rule_interval)
+    return RuleGroup(alerts.GROUP_NAME, alerts.GROUP_FILE, rules, cfg.derived_interval)
 
 
 def all_groups(cfg: Config) -> list[RuleGroup]:

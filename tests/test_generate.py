@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from generator import cli
 from generator.config import Config
 from generator.output import write_all
 from generator.recording import MAX_RULES_PER_GROUP
-from generator.rulefiles import all_groups
+from generator.rulefiles import all_groups, rule_files
 
 from .conftest import REPO
 
@@ -85,3 +86,18 @@ def test_write_all_writes_nothing_when_one_file_fails(tmp_path: Path):
         write_all({ok: "new\n", blocker / "b.rules.yml": "new\n"})
     assert ok.read_text() == "old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.rules.yml", "not-a-dir"]  # no temp files left
+
+
+def test_served_series_follow_rule_interval_and_readers_of_recorded_series_the_derived_one():
+    """The served per-GPU and per-host groups run at rule_interval; the rest at derived_rule_interval."""
+    served = {"gpu-execution-pack.execution_gpu", "gpu-execution-pack.execution_node"}
+    for cfg, fast, slow in (
+        (Config(), None, "1m"),
+        (Config(rule_interval="15s", derived_rule_interval="2m"), "15s", "2m"),
+        (Config(rule_interval="30s", derived_rule_interval=""), "30s", "30s"),
+    ):
+        files = rule_files(cfg, Path("rules"))
+        groups = [g for text in files.values() for g in yaml.safe_load(text)["groups"]]
+        assert len(groups) == 6
+        for g in groups:
+            assert g.get("interval") == (fast if g["name"] in served else slow), (cfg, g["name"])
