@@ -1,5 +1,4 @@
-"""``make bench``: the metrics endpoint under concurrent clients, and the rules' cost on a live
-Prometheus (tests/bench_rules.py), written to docs/benchmarks.md.
+"""``make bench``, endpoint part: the metrics endpoint under concurrent clients.
 
 A real Prometheus holds the training scenario (as the tests load it); ``gpu-execution-pack
 serve`` runs as its own process on a loopback port; clients send requests at a fixed
@@ -10,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -61,7 +59,8 @@ async def load(url: str, step: str, requests: int, concurrency: int) -> tuple[li
         return latencies, time.perf_counter() - t0, errors
 
 
-def main() -> int:
+def measure() -> list[tuple]:
+    """One row per case: (case, requests, median, p95, p99, requests/s, errors)."""
     cfg = Config()
     scenario = library.training_in("4.8")
     end = int(time.time()) // 60 * 60 - 15 * 60  # finished: its window is fixed (see tests/conftest.py)
@@ -100,39 +99,4 @@ def main() -> int:
                 api.terminate()
                 api.wait(timeout=30)
             server.stop()
-    from tests.bench_rules import report as rule_report
-
-    write_report(rows, rule_report())
-    return 0 if all(r[-1] == 0 for r in rows) else 1
-
-
-def write_report(rows: list[tuple], more: list[str]) -> None:
-    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
-    prometheus = subprocess.run(["prometheus", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    lines = [
-        "<!-- Written by `make bench` (tests/bench_api.py and tests/bench_rules.py). -->",
-        "# Benchmarks",
-        "",
-        "## Metrics endpoint under concurrent clients",
-        "",
-        f"Method: a real Prometheus ({prometheus}) on loopback holds the training scenario (two",
-        "executions, 6 GPUs, 2 hosts, 40 minutes at 15 s: raw series backfilled, recorded series",
-        "backfilled from the rules). `gpu-execution-pack serve` runs as its own process; an async",
-        "client sends requests, one or 16 at a time, alternating the two executions, each answered",
-        "with all 12 series. Every request makes 15 queries to Prometheus (3 to resolve the span,",
-        f"12 for the series). One run on this machine ({machine}); the machine is shared and",
-        "noisy, so read the medians and the ratio between rows.",
-        "",
-        "| case | requests | median | p95 | p99 | requests/s | errors |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for name, n, median, p95, p99, rate, errors in rows:
-        ms = " | ".join(f"{x * 1000:.0f} ms" for x in (median, p95, p99))
-        lines.append(f"| {name} | {n} | {ms} | {rate:.0f} | {errors} |")
-    out = REPO / "docs" / "benchmarks.md"
-    out.write_text("\n".join(lines + more) + "\n", encoding="utf-8")
-    print(f"bench: wrote {out.relative_to(REPO)}", flush=True)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return rows

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -96,6 +97,9 @@ class Prometheus:
         config = self.workdir / "prometheus.yml"
         config.write_text(self.config_text)
         self.port = self.port or free_port()
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", self.port)) == 0:  # its /-/ready would pass for ours
+                raise RuntimeError(f"127.0.0.1:{self.port} is taken: another server answers there")
         binary = shutil.which("prometheus")
         if binary is None:
             raise RuntimeError("prometheus is not on PATH: run 'sudo apt-get install prometheus'")
@@ -124,6 +128,12 @@ class Prometheus:
             time.sleep(0.2)
         raise RuntimeError(f"prometheus did not become ready; see {self.workdir / 'prometheus.log'}")
 
+    def reload(self) -> None:
+        """Write ``config_text`` and have the running server read it again (and its rule files)."""
+        assert self.process is not None
+        (self.workdir / "prometheus.yml").write_text(self.config_text)
+        self.process.send_signal(signal.SIGHUP)
+
     def own_metrics(self, by_label: str = "") -> dict[str, float]:
         """Prometheus' own /metrics, summed per metric name (and per ``by_label`` value, as ``name/value``)."""
         with urllib.request.urlopen(f"{self.url}/metrics", timeout=30) as r:
@@ -143,12 +153,19 @@ class Prometheus:
             self.process.wait(timeout=30)
             self.process = None
 
-    def query_range(self, expr: str, start: int, end: int, step: int = 60) -> list[dict[str, Any]]:
-        params = urllib.parse.urlencode({"query": expr, "start": start, "end": end, "step": step})
-        with urllib.request.urlopen(f"{self.url}/api/v1/query_range?{params}", timeout=30) as r:
+    def query(self, expr: str, at: float) -> list[dict[str, Any]]:
+        """An instant query's result at unix time ``at``."""
+        return self._api("query", {"query": expr, "time": at})
+
+    def query_range(self, expr: str, start: int, end: int, step: int = 60, timeout: float = 30) -> list[dict[str, Any]]:
+        return self._api("query_range", {"query": expr, "start": start, "end": end, "step": step}, timeout)
+
+    def _api(self, endpoint: str, params: dict[str, Any], timeout: float = 30) -> list[dict[str, Any]]:
+        url = f"{self.url}/api/v1/{endpoint}?{urllib.parse.urlencode(params)}"
+        with urllib.request.urlopen(url, timeout=timeout) as r:
             body = json.load(r)
         if body.get("status") != "success":
-            raise RuntimeError(f"query failed: {expr}: {body}")
+            raise RuntimeError(f"query failed: {params['query']}: {body}")
         return body["data"]["result"]
 
     def load_scenario(self, scenario: Scenario, cfg: Config, end: int) -> int:
@@ -159,9 +176,20 @@ class Prometheus:
 
     def load(self, series: list[RenderedSeries], groups: list[RuleGroup], start: int, end: int) -> None:
         """Backfill raw ``series`` from ``start``, then every recording rule of ``groups`` over [start, end]."""
+        self.load_openmetrics(openmetrics(series, start), groups, start, end)
+
+    def load_openmetrics(self, text: str, groups: list[RuleGroup], start: int, end: int, max_block: str = "2h") -> None:
+        """Backfill raw samples given as OpenMetrics, then every recording rule of ``groups`` over [start, end].
+
+        Leaves the server running. ``max_block`` longer than 2h makes promtool read a long
+        history's file fewer times (it reads it once per block).
+        """
         raw = self.workdir / "raw.om"
-        raw.write_text(openmetrics(series, start))
-        promtool.run(["tsdb", "create-blocks-from", "openmetrics", str(raw), str(self.data)])
+        raw.write_text(text)
+        promtool.run(
+            ["tsdb", "create-blocks-from", "openmetrics", f"--max-block-duration={max_block}", str(raw), str(self.data)]
+        )
+        raw.unlink()
         self.start()
         for i, rules in enumerate(dependency_rounds(groups)):
             rule_file = self.workdir / f"round-{i}.rules.yml"

@@ -11,8 +11,9 @@ percent divided by 100, dyadic CPU shares): promtool 2.42 compares sample values
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, replace
-from functools import cache
+from functools import cache, cached_property
 
 # Independent unit facts for the oracle (not read from the catalog on purpose).
 BYTES_PER_MIB = 1024 * 1024
@@ -167,27 +168,33 @@ class Execution:
     util_offsets: tuple[float, ...] = ()
     namespace: str = "research"
 
+    @cached_property
+    def phase_starts(self) -> tuple[int, ...]:
+        """The minute each phase begins, then the end: a fleet's day-long executions have hundreds."""
+        starts = [self.start_minute]
+        for name in self.phases:
+            starts.append(starts[-1] + PHASES[name].minutes)
+        return tuple(starts)
+
     @property
     def end_minute(self) -> int:
-        return self.start_minute + sum(PHASES[p].minutes for p in self.phases)
+        return self.phase_starts[-1]
+
+    def _phase_index(self, minute: float) -> int | None:
+        if not self.start_minute <= minute < self.end_minute:
+            return None
+        return bisect_right(self.phase_starts, minute) - 1
 
     def phase_at(self, minute: float) -> Phase | None:
-        t = self.start_minute
-        for name in self.phases:
-            phase = PHASES[name]
-            if t <= minute < t + phase.minutes:
-                return phase
-            t += phase.minutes
-        return None
+        i = self._phase_index(minute)
+        return None if i is None else PHASES[self.phases[i]]
 
     def phase_start_at(self, minute: float) -> int:
         """When the phase running at ``minute`` began (phases may repeat)."""
-        t = self.start_minute
-        for p in self.phases:
-            if t <= minute < t + PHASES[p].minutes:
-                return t
-            t += PHASES[p].minutes
-        raise ValueError(f"execution {self.id} is not running at minute {minute}")
+        i = self._phase_index(minute)
+        if i is None:
+            raise ValueError(f"execution {self.id} is not running at minute {minute}")
+        return self.phase_starts[i]
 
     def util_offset(self, gpu: Gpu) -> float:
         i = self.gpus.index(gpu)

@@ -81,7 +81,8 @@ class RenderedSeries:
         return f"{self.metric}{{{inner}}}"
 
 
-def _raw_for(signal_key: str, generation: str) -> catalog.RawMetric | None:
+def raw_for(signal_key: str, generation: str) -> catalog.RawMetric | None:
+    """The raw metric an exporter generation publishes for a signal, if any."""
     for raw in catalog.SIGNALS[signal_key].raws:
         if generation in raw.generations:
             return raw
@@ -224,7 +225,7 @@ class Renderer:
                 owner = self.owner(gpu)
                 for labels, active in self.gpu_spans(host, gpu):
                     for key in (*RENDERED_SIGNALS, *OPTIONAL_SIGNALS):
-                        raw = _raw_for(key, host.generation)
+                        raw = raw_for(key, host.generation)
                         if raw is None or key in self.s.missing:
                             continue
                         if key in OPTIONAL_SIGNALS and key not in self.s.exported:

@@ -1,0 +1,198 @@
+"""The fleet harness: the synthetic fleet, its exposition, and a real Prometheus scraping it live."""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from generator.config import Config
+from generator.rulefiles import all_groups
+from generator.scenario.fleet import MIG_EVERY, FleetExposition, fleet_scenario
+from generator.scenario.model import PHASES, STEP_SECONDS
+
+from .bench_fleet import fetch_queries, measured_execution
+from .fleet_exporter import FleetExporter, scrape_config
+from .prometheus_harness import Prometheus, free_port
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def sample(text: str, metric: str, **labels: str) -> float:
+    """The value of the one line of ``metric`` carrying ``labels`` in an exposition."""
+    found = [
+        line
+        for line in text.splitlines()
+        if line.startswith(metric + "{") and all(f'{k}="{v}"' in line for k, v in labels.items())
+    ]
+    assert len(found) == 1, (metric, labels, found[:3])
+    return float(found[0].rsplit(" ", 1)[1])
+
+
+def test_a_fleet_has_the_asked_gpus_and_executions_of_mixed_sizes():
+    s = fleet_scenario(10_000, 1_000, minutes=60)
+    hosts = {g.host for g in s.all_gpus()}
+    assert len(s.hosts) == len(hosts) == 1_250
+    physical = {g.device_key for g in s.all_gpus()}
+    assert len(physical) == 10_000
+    mig = [g for g in s.all_gpus() if g.mig_instance]
+    assert len({g.host for g in mig}) == 1_250 // MIG_EVERY and len(mig) == 2 * 8 * (1_250 // MIG_EVERY)
+    sizes = Counter(len(e.gpus) for e in s.executions)
+    assert 900 <= len(s.executions) <= 1_000 and min(sizes) == 1 and max(sizes) == 64
+    assert any(len({g.host for g in e.gpus}) > 1 for e in s.executions)  # some span hosts
+    owners_per_host = Counter(h for e in s.executions for h in {g.host for g in e.gpus})
+    assert max(owners_per_host.values()) > 1  # some hosts hold several executions
+    assert s.unowned_gpus  # and some GPUs nobody holds
+    assert any(g.mig_instance for e in s.executions for g in e.gpus)  # MIG instances are held too
+    assert all(e.end_minute >= 60 for e in s.executions)  # every execution runs the whole window
+
+
+def test_the_exposition_publishes_the_phase_values_of_the_model():
+    s = fleet_scenario(256, 40, minutes=120)
+    fleet = FleetExposition(s, start=1_000_000)
+    whole = next(e for e in s.executions if not e.gpus[0].mig_instance)
+    gpu, minute = whole.gpus[0], 17.25
+    elapsed = 0
+    for name in whole.phases:  # the phase at ``minute``, counted out here rather than asked of the model
+        if minute < elapsed + PHASES[name].minutes:
+            phase = PHASES[name]
+            break
+        elapsed += PHASES[name].minutes
+    dcgm = fleet.dcgm_text(1_000_000 + minute * 60)
+    labels = {"UUID": gpu.uuid, "execution_id": whole.id}
+    assert sample(dcgm, "DCGM_FI_DEV_GPU_UTIL", **labels) == phase.gpu.util_percent + whole.util_offset(gpu)
+    assert sample(dcgm, "DCGM_FI_DEV_MEM_CLOCK", **labels) == phase.gpu.mem_clock_mhz
+    used = sample(dcgm, "DCGM_FI_DEV_FB_USED", **labels)
+    assert used + sample(dcgm, "DCGM_FI_DEV_FB_FREE", **labels) == 81920  # MiB usable on an H100 80GB
+    # On a MIG instance GPU_UTIL reads 0 and the engine activity carries the utilisation.
+    mig = next(e for e in s.executions if e.gpus[0].mig_instance)
+    mig_phase = mig.phase_at(minute)
+    assert mig_phase is not None
+    labels = {"UUID": mig.gpus[0].uuid, "GPU_I_ID": mig.gpus[0].mig_instance}
+    assert sample(dcgm, "DCGM_FI_DEV_GPU_UTIL", **labels) == 0
+    engine = (mig_phase.gpu.util_percent + mig.util_offset(mig.gpus[0])) / 100
+    assert sample(dcgm, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", **labels) == engine
+    # One line per GPU entry and metric; every family under its TYPE line.
+    assert len(re.findall(r"^DCGM_FI_DEV_SM_CLOCK\{", dcgm, re.M)) == len(s.all_gpus())
+    assert dcgm.count("# TYPE DCGM_FI_DEV_SM_CLOCK gauge\n") == 1
+
+
+def test_live_cpu_counters_agree_with_the_backfilled_ones_and_only_grow():
+    s = fleet_scenario(64, 6, minutes=120)
+    start = 1_000_000
+    live, history = FleetExposition(s, start), FleetExposition(s, start)
+    execution = s.executions[0]
+    host = execution.gpus[0].host
+    om = history.openmetrics(start, start + 3600, execution.id)
+    counters = [
+        float(line.rsplit(" ", 2)[1])
+        for line in om.splitlines()
+        if line.startswith(f'node_cpu_seconds_total{{instance="{host}:9100",job="node",cpu="0"')
+    ]
+    assert len(counters) == 3600 // STEP_SECONDS
+    assert all(b >= a for a, b in itertools.pairwise(counters)) and counters[-1] > counters[0]
+    for k in (10, 11, 200):  # scraped out of order of the history, and skipping ahead
+        node = live.node_text(start + k * STEP_SECONDS)
+        assert sample(node, "node_cpu_seconds_total", instance=f"{host}:9100", cpu="0") == counters[k]
+
+
+def test_openmetrics_holds_one_execution_series_by_series_in_time_order():
+    s = fleet_scenario(64, 6, minutes=120)
+    execution = next(e for e in s.executions if len(e.gpus) > 1)
+    om = FleetExposition(s, 1_000_000).openmetrics(1_000_000, 1_000_000 + 600, execution.id)
+    assert om.endswith("# EOF\n")
+    lines = om.splitlines()[:-1]
+    assert {m for line in lines for m in re.findall(r'execution_id="([^"]+)"', line)} == {execution.id}
+    assert {m for line in lines for m in re.findall(r'UUID="([^"]+)"', line)} == {g.uuid for g in execution.gpus}
+    last: dict[str, int] = {}
+    order: list[str] = []
+    for line in lines:
+        series, _, stamp = line.rpartition(" ")
+        series = series.rpartition(" ")[0]
+        assert int(stamp) > last.get(series, 0)
+        if series not in last:
+            order.append(series)
+        last[series] = int(stamp)
+    assert len(order) == len(last)  # no series comes back after another began
+    assert Counter(int(line.rpartition(" ")[2]) for line in lines).keys() == set(range(1_000_000, 1_000_600, 15))
+
+
+def eventually(server: Prometheus, expr: str, count: int, seconds: float = 60) -> list[dict]:
+    """The instant result of ``expr`` once it has ``count`` series (or whatever it has after ``seconds``)."""
+    deadline, result = time.monotonic() + seconds, []
+    while time.monotonic() < deadline and len(result) < count:
+        time.sleep(1)
+        result = server.query(expr, time.time())
+    return result
+
+
+def values_at(server: Prometheus, expr: str, at: float) -> dict[tuple, float]:
+    """An instant query's values by label set, the metric name left out."""
+    return {
+        tuple(sorted((k, v) for k, v in r["metric"].items() if k != "__name__")): float(r["value"][1])
+        for r in server.query(expr, at)
+    }
+
+
+def test_openmetrics_of_the_whole_fleet_holds_every_gpu_and_host():
+    s = fleet_scenario(24, 4, minutes=30)
+    om = FleetExposition(s, 1_000_000).openmetrics(1_000_000, 1_000_060)
+    lines = om.splitlines()[:-1]
+    gpu_lines = [line for line in lines if line.startswith("DCGM_FI_DEV_GPU_TEMP{")]
+    assert len(gpu_lines) == len(s.all_gpus()) * 4  # 4 samples a minute
+    assert {re.search(r'nodename="([^"]+)"', line)[1] for line in lines if "node_uname_info" in line} == {
+        h.name for h in s.hosts
+    }
+
+
+@pytest.mark.usefixtures("promtool_available")
+def test_prometheus_holds_the_history_scrapes_the_fleet_live_records_and_stops(tmp_path: Path):
+    """The harness end to end: history backfilled, the fleet scraped live with the rules, then stopped.
+
+    Also checks the benchmark's raw path: the raw expressions give what the recorded series hold.
+    """
+    cfg = Config()
+    now = int(time.time()) // STEP_SECONDS * STEP_SECONDS
+    start = now - 3600
+    # 17 hosts, so the 16th is partitioned into MIG instances.
+    s = fleet_scenario(17 * 8, 30, minutes=120)
+    fleet = FleetExposition(s, start)
+    execution = measured_execution(s)
+    server = Prometheus(tmp_path)
+    try:
+        server.load_openmetrics(fleet.openmetrics(start, now, execution.id), all_groups(cfg), start, now)
+        queries = fetch_queries(cfg, execution)
+        at = now - 20 * 60 + 14.9  # after the recorded sample of a grid step, before the next raw one
+        for recorded, raw in zip(queries.recorded, queries.raw, strict=True):
+            want, got = values_at(server, recorded, at), values_at(server, raw, at)
+            assert len(want) == (8 if recorded.startswith("execution_gpu:") else 1)
+            assert want.keys() == got.keys(), recorded
+            if "cpu" not in recorded:  # rate() extrapolates to its window, which the recorded sample saw earlier
+                assert [got[k] for k in want] == pytest.approx(list(want.values()), rel=1e-9), recorded
+            assert server.query_range(recorded, start, now, STEP_SECONDS), recorded
+        server.stop()
+
+        exporter_port = free_port()
+        server.config_text = scrape_config(exporter_port, server.port, f"{REPO / 'rules'}/*.rules.yml", interval=5)
+        with FleetExporter(fleet, exporter_port):
+            server.start()
+            process = server.process
+            live = next(e for e in s.executions if e.gpus[0].mig_instance)
+            got = eventually(server, f'execution_gpu:gpu_utilization_ratio{{execution_id="{live.id}"}}', len(live.gpus))
+            assert {r["metric"]["GPU_I_ID"] for r in got} == {g.mig_instance for g in live.gpus}
+            # Each instance's utilisation is one of its phases' (plus its offset), read from GR_ENGINE_ACTIVE.
+            phases = {PHASES[p].gpu.util_percent for p in live.phases}
+            for r in got:
+                gpu = next(g for g in live.gpus if g.mig_instance == r["metric"]["GPU_I_ID"])
+                assert round(float(r["value"][1]) * 100 - live.util_offset(gpu), 6) in phases
+            # Host series join the one live target's node_uname_info per host.
+            hosts = eventually(server, f'execution_node:system_ram_total_bytes{{execution_id="{live.id}"}}', 1)
+            assert {r["metric"]["hostname"] for r in hosts} == {g.host for g in live.gpus}
+            assert server.query("count(count by (nodename) (node_uname_info))", time.time())[0]["value"][1] == "17"
+    finally:
+        server.stop()
+    assert process.poll() is not None
