@@ -535,10 +535,10 @@ class Config:
         "1m",
         "Evaluation interval of the groups that read the recorded series: throttling inputs, "
         "per-execution rollups, cost, and the alerts; empty uses `rule_interval`.",
-        "Each rule over per-GPU series costs Prometheus about the same per GPU, whatever it computes "
-        "(docs/benchmarks.md); these groups feed alerts whose `for` is minutes and dashboards over hours, "
-        "so 1m (Prometheus' default) costs a quarter of 15s. Set it empty for alerts that go pending "
-        "within one scrape.",
+        "At fleet scale every rule over per-GPU series costs Prometheus time in proportion to the GPUs "
+        "it reads, even a bare selector (docs/benchmarks.md); these groups feed alerts whose `for` is "
+        "minutes and dashboards over hours, so 1m (Prometheus' default) costs a quarter of 15s. Set it "
+        "empty for alerts that go pending within one scrape.",
         kind="duration",
     )
     alerts: Alerts = section(Alerts, "Thresholds, `for` durations and severities of the alert rules.")
