@@ -158,6 +158,7 @@ class Prometheus:
         return self._api("query", {"query": expr, "time": at})
 
     def query_range(self, expr: str, start: int, end: int, step: int = 60, timeout: float = 30) -> list[dict[str, Any]]:
+        """A range query's result over [start, end] (unix seconds) at ``step`` seconds."""
         return self._api("query_range", {"query": expr, "start": start, "end": end, "step": step}, timeout)
 
     def _api(self, endpoint: str, params: dict[str, Any], timeout: float = 30) -> list[dict[str, Any]]:
