@@ -72,7 +72,8 @@ def fleet_section(fleet: list[tuple[int, dict, dict]], interval: int = bench_fle
         "Method (`tests/bench_fleet.py`): a synthetic fleet (`generator/scenario/fleet.py`: hosts of 8",
         "GPUs, every 16th partitioned into two MIG instances per GPU; executions of 1 to 64 GPUs on",
         "consecutive GPUs, some spanning hosts, some sharing one; each cycling through the scenario",
-        "model's phases; dcgm-exporter 4.8 and node_exporter formats) is scraped every 15 s by a real",
+        "model's phases; dcgm-exporter 4.8 and node_exporter formats, served in scrape targets of 32",
+        "hosts as per-host exporters spread their scrapes) is scraped every 15 s by a real",
         "Prometheus that evaluates the generated rules (built-in defaults: the served per-GPU and",
         "per-host groups at the 15 s global interval, the groups reading recorded series at",
         "`derived_rule_interval`, 1m). Before the live scrape, 24 hours of one 8-GPU execution (its",
@@ -84,17 +85,19 @@ def fleet_section(fleet: list[tuple[int, dict, dict]], interval: int = bench_fle
         f"Rule cost: after {bench_fleet.WARMUP_S} s of warm-up, `prometheus_rule_group_last_duration_seconds`",
         f"is read every 15 s for {bench_fleet.MEASURE_S} s; each group's median over its own interval,",
         "summed, is the share of Prometheus' time the rules take (groups run concurrently, on 2 cores).",
-        "The same fleet scraped without the rules is the baseline for head series and memory.",
+        "The same fleet scraped without the rules is the baseline for head series and memory. Failed",
+        "scrapes (over the 15 s timeout) are counted: each leaves the rules one evaluation without data.",
         "",
-        "| GPUs (slots, held) | executions | rule time per second | missed iterations "
+        "| GPUs (slots, held) | executions | rule time per second | missed iterations | failed scrapes "
         "| head series with / without rules | series added per execution | RSS with / without rules |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for gpus, r, b in fleet:
         added = (r["head_series"] - b["head_series"]) / r["executions"]
         lines.append(
             f"| {gpus:,} ({r['slots']:,}, {r['held']:,}) | {r['executions']:,} | {100 * r['share']:.1f} % | "
-            f"{r['missed']:.0f} | {r['head_series']:,.0f} / {b['head_series']:,.0f} | {added:.0f} | "
+            f"{r['missed']:.0f} | {r['failed_scrapes']:.0f} | {r['head_series']:,.0f} / {b['head_series']:,.0f} | "
+            f"{added:.0f} | "
             f"{r['rss_bytes'] / 2**20:,.0f} / {b['rss_bytes'] / 2**20:,.0f} MiB |"
         )
     floors = [(gpus, r["floor_cost"]) for gpus, r, _ in fleet]

@@ -147,12 +147,17 @@ def rule_cost(server: Prometheus) -> dict:
             elif name == "prometheus_rule_group_interval_seconds":
                 intervals[group] = value
     after = server.own_metrics()
+    window = f"[{MEASURE_S}s]"
+    scrapes = server.query(f"sum(count_over_time(up{window}))", time.time())
+    answered = server.query(f"sum(sum_over_time(up{window}))", time.time())
     medians = {g: statistics.median(v) for g, v in sorted(per_group.items())}
     missed = "prometheus_rule_group_iterations_missed_total"
     return {
         "groups": {g: (s, intervals[g]) for g, s in medians.items()},
         "share": sum(s / intervals[g] for g, s in medians.items()),
         "missed": after.get(missed, 0.0) - before.get(missed, 0.0),
+        # A failed scrape leaves the rules without its series: a cheaper evaluation, not a real one.
+        "failed_scrapes": float(scrapes[0]["value"][1]) - float(answered[0]["value"][1]),
         "head_series": after.get("prometheus_tsdb_head_series", 0.0),
         "rss_bytes": after.get("process_resident_memory_bytes", 0.0),
     }
@@ -173,7 +178,7 @@ def with_rules(gpus: int, executions: int, cfg: Config) -> dict:
             server.load_openmetrics(fleet.openmetrics(start, now, execution.id), all_groups(cfg), start, now, "24h")
             server.stop()
             exporter_port = free_port()
-            server.config_text = scrape_config(exporter_port, server.port, f"{REPO / 'rules'}/*.rules.yml")
+            server.config_text = scrape_config(fleet, exporter_port, server.port, f"{REPO / 'rules'}/*.rules.yml")
             with FleetExporter(fleet, exporter_port):
                 server.start()
                 log(f"{gpus} GPUs live with the rules: {WARMUP_S} s warm-up, then {MEASURE_S} s of rule cost")
@@ -185,7 +190,7 @@ def with_rules(gpus: int, executions: int, cfg: Config) -> dict:
                     out[path] = time_fetches(server, getattr(queries, path), end - HISTORY_S, end, times)
                 floor = Path(tmp) / "floor.rules.yml"
                 out["floor_rules"] = floor_rules(floor)
-                server.config_text = scrape_config(exporter_port, server.port, str(floor))
+                server.config_text = scrape_config(fleet, exporter_port, server.port, str(floor))
                 server.reload()
                 log(f"{gpus} GPUs: the floor, {out['floor_rules']} bare per-GPU rules, for {MEASURE_S} s")
                 time.sleep(2 * STEP_SECONDS)
@@ -205,7 +210,7 @@ def without_rules(gpus: int, executions: int) -> dict:
         server = Prometheus(Path(tmp))
         exporter_port = free_port()
         server.port = free_port()
-        server.config_text = scrape_config(exporter_port, server.port, "")
+        server.config_text = scrape_config(fleet, exporter_port, server.port, "")
         with FleetExporter(fleet, exporter_port):
             server.start()
             try:

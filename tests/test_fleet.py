@@ -15,6 +15,7 @@ from generator.rulefiles import all_groups
 from generator.scenario.fleet import MIG_EVERY, FleetExposition, fleet_scenario
 from generator.scenario.model import PHASES, STEP_SECONDS
 
+from . import fleet_exporter
 from .bench_fleet import fetch_queries, measured_execution
 from .fleet_exporter import FleetExporter, scrape_config
 from .prometheus_harness import Prometheus, free_port
@@ -150,7 +151,9 @@ def test_openmetrics_of_the_whole_fleet_holds_every_gpu_and_host():
 
 
 @pytest.mark.usefixtures("promtool_available")
-def test_prometheus_holds_the_history_scrapes_the_fleet_live_records_and_stops(tmp_path: Path):
+def test_prometheus_holds_the_history_scrapes_the_fleet_live_records_and_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     """The harness end to end: history backfilled, the fleet scraped live with the rules, then stopped.
 
     Also checks the benchmark's raw path: the raw expressions give what the recorded series hold.
@@ -162,6 +165,7 @@ def test_prometheus_holds_the_history_scrapes_the_fleet_live_records_and_stops(t
     s = fleet_scenario(17 * 8, 30, minutes=120)
     fleet = FleetExposition(s, start)
     execution = measured_execution(s)
+    monkeypatch.setattr(fleet_exporter, "HOSTS_PER_SHARD", 8)  # 17 hosts in 3 scrape targets
     server = Prometheus(tmp_path)
     try:
         server.load_openmetrics(fleet.openmetrics(start, now, execution.id), all_groups(cfg), start, now)
@@ -177,7 +181,9 @@ def test_prometheus_holds_the_history_scrapes_the_fleet_live_records_and_stops(t
         server.stop()
 
         exporter_port = free_port()
-        server.config_text = scrape_config(exporter_port, server.port, f"{REPO / 'rules'}/*.rules.yml", interval=5)
+        server.config_text = scrape_config(
+            fleet, exporter_port, server.port, f"{REPO / 'rules'}/*.rules.yml", interval=5
+        )
         with FleetExporter(fleet, exporter_port):
             server.start()
             process = server.process
@@ -193,6 +199,9 @@ def test_prometheus_holds_the_history_scrapes_the_fleet_live_records_and_stops(t
             hosts = eventually(server, f'execution_node:system_ram_total_bytes{{execution_id="{live.id}"}}', 1)
             assert {r["metric"]["hostname"] for r in hosts} == {g.host for g in live.gpus}
             assert server.query("count(count by (nodename) (node_uname_info))", time.time())[0]["value"][1] == "17"
+            # Every dcgm shard is its own scrape target, and each answered.
+            up = server.query('up{job="dcgm-exporter"}', time.time())
+            assert sorted(float(r["value"][1]) for r in up) == [1.0] * 3
     finally:
         server.stop()
     assert process.poll() is not None

@@ -181,9 +181,10 @@ class FleetExposition:
                     lines[self.names[key].name].append(f"{self.names[key].name}{{{slot.labels}}} {fmt(value)}{suffix}")
         return lines
 
-    def dcgm_text(self, t: float) -> str:
-        """dcgm-exporter's /metrics at unix time ``t``."""
-        return exposition(self.dcgm_samples(self.slots, (t,), stamp=False))
+    def dcgm_text(self, t: float, hosts: frozenset[str] | None = None) -> str:
+        """dcgm-exporter's /metrics at unix time ``t``, of every host or of ``hosts``."""
+        slots = self.slots if hosts is None else [s for s in self.slots if s.gpu.host in hosts]
+        return exposition(self.dcgm_samples(slots, (t,), stamp=False))
 
     # -- node_exporter -----------------------------------------------------------------------
     def host_truth(self, host: Host, t: float) -> dict[str, float]:
