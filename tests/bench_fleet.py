@@ -77,6 +77,14 @@ def inline(record: str, exprs: dict[str, str]) -> str:
     return re.sub(r"[a-zA-Z_:][a-zA-Z0-9_:]*(?![a-zA-Z0-9_:]*\()", swap, exprs[record])
 
 
+def first_raw_metric(series: catalog.Series) -> str:
+    """The fleet's raw metric behind a per-GPU series' first formula (FB_USED for the memory ratio)."""
+    keys = catalog.signal_keys(series.formulas[0].template) or ("fb_used",)
+    raw = raw_for(keys[0], GENERATION)
+    assert raw is not None
+    return raw.name
+
+
 def fetch_queries(cfg: Config, execution: Execution) -> Fetch:
     """The recorded, raw and floor queries for ``execution``'s 12 served series."""
     matcher = f'{cfg.execution_label}="{execution.id}"'
@@ -91,10 +99,7 @@ def fetch_queries(cfg: Config, execution: Execution) -> Fetch:
         recorded.append(f'{series.record}{{execution_id="{execution.id}"}}')
         raw.append(inline(series.record, exprs))
         if series.record.startswith("execution_gpu:"):
-            keys = catalog.signal_keys(series.formulas[0].template) or ("fb_used",)
-            raw_metric = raw_for(keys[0], GENERATION)
-            assert raw_metric is not None
-            floor.append(f"{raw_metric.name}{{{matcher}}}")  # the same 8 GPUs' samples
+            floor.append(f"{first_raw_metric(series)}{{{matcher}}}")  # the same 8 GPUs' samples
         else:
             floor.append(f'node_memory_MemTotal_bytes{{instance="{host}:9100"}}')  # the host's
     return Fetch(tuple(recorded), tuple(raw), tuple(floor))
@@ -122,10 +127,8 @@ def floor_rules(path: Path) -> int:
     """
     rules = []
     for i, series in enumerate(catalog.GPU_SERIES):
-        keys = catalog.signal_keys(series.formulas[0].template) or ("fb_used",)
-        raw = raw_for(keys[0], GENERATION)
-        assert raw is not None
-        rules.append({"record": f"bench_floor:series_{i:02d}", "expr": f'{raw.name}{{execution_id!=""}}'})
+        expr = f'{first_raw_metric(series)}{{execution_id!=""}}'
+        rules.append({"record": f"bench_floor:series_{i:02d}", "expr": expr})
     path.write_text(json.dumps({"groups": [{"name": "bench-floor", "rules": rules}]}))
     return len(rules)
 
