@@ -64,7 +64,8 @@ def plot(fleet: list[tuple[int, dict, dict]]) -> None:
     plt.close(fig)
 
 
-def fleet_section(fleet: list[tuple[int, dict, dict]], interval: int = bench_fleet.STEP_SECONDS) -> list[str]:
+def fleet_section(fleet: list[tuple[int, dict, dict]]) -> list[str]:
+    """The fleet part of the report: method, rule cost, the floor, per group, and the fetch."""
     lines = [
         "",
         "## The fleet: what the recorded series buy, and what they cost",
