@@ -3,11 +3,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-CLI := $(PY) -m generator
+CLI := $(PY) -m gpu_execution_pack
 CONFIG ?=
 CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG),)
-# With your own config, the pack's own test suite (built for the defaults) is left alone.
-TESTS_ARG := $(if $(CONFIG),,--with-tests)
 
 .PHONY: all venv promtool rules dashboards docs check lint test bench clean
 .DEFAULT_GOAL := all
@@ -33,7 +31,7 @@ promtool:
 	  fi; }
 
 rules: venv
-	$(CLI) generate $(CONFIG_ARG) $(TESTS_ARG)
+	$(CLI) generate $(CONFIG_ARG)
 
 dashboards: venv
 	$(CLI) dashboards $(CONFIG_ARG)
@@ -42,11 +40,11 @@ docs: venv
 	$(CLI) docs
 
 lint: venv
-	$(VENV)/bin/ruff check generator tests
-	$(VENV)/bin/ruff format --check generator tests
+	$(VENV)/bin/ruff check generator tests bench
+	$(VENV)/bin/ruff format --check generator tests bench
 
 check: venv promtool lint
-	$(CLI) check $(CONFIG_ARG) $(TESTS_ARG)
+	$(CLI) check $(CONFIG_ARG)
 
 test: venv promtool
 	$(VENV)/bin/pytest
@@ -56,9 +54,9 @@ $(VENV)/.bench-installed: $(VENV)/.installed
 	touch $@
 
 # Not part of `make test`: measures (about 16 minutes), and rewrites docs/benchmarks.md, its plot and
-# docs/benchmarks.json (the figures; `$(PY) tests/bench.py --render` rewrites the report from them).
+# docs/benchmarks.json (the figures; `$(PY) -m bench.run --render` rewrites the report from them).
 bench: venv promtool $(VENV)/.bench-installed
-	$(PY) tests/bench.py
+	$(PY) -m bench.run
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache build

@@ -19,7 +19,7 @@ def _in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def promtool_available() -> None:
-    from generator import promtool
+    from gpu_execution_pack import promtool
 
     promtool.find()  # raises with the install hint rather than skipping: CI must have it
 
@@ -43,8 +43,8 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory):
 
     Yields (server, start, end, window); the server is stopped at the end, also after a failure.
     """
-    from generator.config import Config
-    from generator.scenario import library
+    from gpu_execution_pack.config import Config
+    from gpu_execution_pack.scenario import library
 
     from .prometheus_harness import Prometheus
 

@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from generator import promtool
-from generator.config import Config
-from generator.output import to_yaml
-from generator.recording import RecordingRule, RuleGroup
-from generator.rulefiles import all_groups
-from generator.scenario.model import STEP_SECONDS, Scenario
-from generator.scenario.render import STALE, RenderedSeries, Renderer
+from gpu_execution_pack import promtool
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.output import to_yaml
+from gpu_execution_pack.rules.files import all_groups
+from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
+from gpu_execution_pack.scenario.model import STEP_SECONDS, Scenario
+from gpu_execution_pack.scenario.render import STALE, RenderedSeries, Renderer
 
 
 def free_port() -> int:
@@ -61,7 +61,7 @@ def dependency_rounds(groups: list[RuleGroup]) -> list[list[RecordingRule]]:
 
     def level_of(rule: RecordingRule) -> int:
         if rule.record not in level:
-            reads = {n for n in re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", rule.expr) if n in records} - {rule.record}
+            reads = (rule.inputs & records) - {rule.record}
             level[rule.record] = 1 + max((level_of(by_record[n]) for n in reads), default=0)
         return level[rule.record]
 

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import re
+from functools import cache
 from pathlib import Path
 
 import pytest
 import yaml
-
-from generator import alert_lint, alerts, cli, promtool
-from generator.alerts import AlertBuilder
-from generator.alerttests import alert_test_file
-from generator.config import config_from_mapping
-from generator.output import write_all
-from generator.rulefiles import rule_files
-from generator.scenario.alerting import predict_linear
-from generator.scenario.humanize import go_value, humanize, humanize_percentage
+from gpu_execution_pack import cli, promtool, testsuites
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.output import write_all
+from gpu_execution_pack.promql import Call, transform
+from gpu_execution_pack.rules import alerts, catalog
+from gpu_execution_pack.rules import lint as alert_lint
+from gpu_execution_pack.rules.alerts import AlertBuilder
+from gpu_execution_pack.scenario import library
+from gpu_execution_pack.scenario.alerting import predict_linear
+from gpu_execution_pack.scenario.humanize import go_value, humanize, humanize_percentage
+from gpu_execution_pack.testsuites.alerts import alert_suite
 
 from .conftest import REPO
 
@@ -35,7 +39,7 @@ ALERT_NAMES = {
 
 GOOD_RULE = {
     "alert": "GpuExecutionExample",
-    "expr": "execution:gpu_utilization_ratio:avg < 0.1",
+    "expr": f"{catalog.EXECUTION_GPU_UTILIZATION_AVG.name} < 0.1",
     "for": "5m",
     "labels": {"severity": "warning"},
     "annotations": {
@@ -118,7 +122,7 @@ def test_make_check_fails_on_an_alert_with_a_templated_summary(tmp_path: Path, m
 
     def templated(self):
         rule = original(self)
-        return alerts.AlertRule(**{**rule.__dict__, "summary": "Xid {{ $value }} on a GPU."})
+        return dataclasses.replace(rule, summary="Xid {{ $value }} on a GPU.")
 
     monkeypatch.setattr(AlertBuilder, "xid_errors", templated)
     config = tmp_path / "pack.yml"
@@ -155,8 +159,10 @@ def test_the_runbook_states_the_configured_thresholds():
 # --- The promtool alert tests -----------------------------------------------------------------
 
 
+@cache
 def alert_tests() -> list[dict]:
-    return yaml.safe_load((REPO / "rules/tests/alerts.test.yml").read_text())["tests"]
+    """The alert suite of the built-in defaults, as `gpu-execution-pack test` builds it."""
+    return alert_suite(Config(), library.alert_suite())
 
 
 def seconds(duration: str) -> int:
@@ -238,11 +244,10 @@ def test_the_waste_alert_says_whether_the_cpu_is_saturated():
 
 
 def _run_alert_suite(tmp_path: Path) -> str:
-    rules = tmp_path / "rules"
-    cfg = config_from_mapping({})
-    write_all(rule_files(cfg, rules) | alert_test_file(cfg, rules))
+    files = testsuites.suite_files(testsuites.default_variants()[:1], tmp_path, only="default-alerts")
+    write_all(files)
     with pytest.raises(promtool.PromtoolError) as err:
-        promtool.test_rules([rules / "tests" / "alerts.test.yml"])
+        promtool.test_rules(testsuites.suite_test_paths(files))
     return str(err.value)
 
 
@@ -252,7 +257,10 @@ def test_predicting_exhaustion_without_the_level_guard_fails_the_tests(tmp_path:
 
     def unguarded(self, a, ratio, used, total, words):
         expr, clause = original(self, a, ratio, used, total, words)
-        return expr.replace(f"min_over_time({ratio}[{a.lookback}])", ratio), clause
+        level = ratio.select()
+        return transform(
+            expr, lambda n: level if isinstance(n, Call) and n.function == "min_over_time" else None
+        ), clause
 
     monkeypatch.setattr(AlertBuilder, "predicted_exhaustion", unguarded)
     out = _run_alert_suite(tmp_path)
@@ -266,7 +274,7 @@ def test_alerting_on_the_sticky_xid_gauge_fails_the_tests(tmp_path: Path, monkey
 
     def sticky(self):
         rule = original(self)
-        return alerts.AlertRule(**{**rule.__dict__, "expr": "execution_gpu:gpu_last_xid > 0"})
+        return dataclasses.replace(rule, tree=catalog.GPU_LAST_XID.select().gt(0))
 
     monkeypatch.setattr(AlertBuilder, "xid_errors", sticky)
     out = _run_alert_suite(tmp_path)

@@ -15,13 +15,13 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from gpu_execution_pack.api import metrics
+from gpu_execution_pack.api.app import PATH, create_app
+from gpu_execution_pack.api.metrics import Window, iso
+from gpu_execution_pack.config import config_from_mapping
+from gpu_execution_pack.rules import catalog
+from gpu_execution_pack.scenario import library, model
 from starlette.testclient import TestClient
-
-from generator.api import metrics
-from generator.api.app import PATH, create_app
-from generator.api.metrics import Window, iso
-from generator.config import config_from_mapping
-from generator.scenario import library, model
 
 from .conftest import EXECUTION, REPO
 from .prometheus_harness import Prometheus
@@ -77,9 +77,9 @@ def test_values_and_units_match_the_scenario(api):
             return e
 
         # The API's units: percent 0-100, MHz, W, degrees C, bytes/s.
-        assert value_at(entry("gpuUtilizationPercent"), ts) == truth["gpu_utilization_ratio"] * 100
+        assert value_at(entry("gpuUtilizationPercent"), ts) == truth[catalog.GPU_UTILIZATION] * 100
         assert value_at(entry("gpuMemoryUtilizationPercent"), ts) == 75
-        assert value_at(entry("gpuTemperatureCelsius"), ts) == truth["gpu_temperature_celsius"]
+        assert value_at(entry("gpuTemperatureCelsius"), ts) == truth[catalog.GPU_TEMPERATURE]
         assert value_at(entry("gpuPowerWatt"), ts) == 650.25
         assert value_at(entry("gpuPowerLimitWatt"), ts) == 700
         assert value_at(entry("gpuClockSmMhz"), ts) == 1980
@@ -92,9 +92,9 @@ def test_values_and_units_match_the_scenario(api):
     assert set(hosts) == {"h1", "h2"}
     for name, host in (("h1", scenario.hosts[0]), ("h2", scenario.hosts[1])):
         truth = model.host_truth(scenario, host, minute)
-        assert value_at(hosts[name], ts) == truth["system_cpu_utilization_ratio"] * 100
+        assert value_at(hosts[name], ts) == truth[catalog.NODE_CPU_UTILIZATION] * 100
         ram = {e["labels"]["hostname"]: e for e in body["series"]["systemRamUsedBytes"]["entries"]}
-        assert value_at(ram[name], ts) == truth["system_ram_used_bytes"]
+        assert value_at(ram[name], ts) == truth[catalog.NODE_RAM_USED]
         total = {e["labels"]["hostname"]: e for e in body["series"]["systemRamTotalBytes"]["entries"]}
         assert value_at(total[name], ts) == 256 * 1024**3
 
@@ -145,12 +145,12 @@ def long_execution(tmp_path_factory: pytest.TempPathFactory):
     start = end - 30 * 86400
     labels = 'execution_id="long-0030",namespace="research",hostname="h9",gpu="0",UUID="GPU-h9-0000",modelName="X"'
     lines = [
-        f"execution_gpu:gpu_utilization_ratio{{{labels}}} {0.25 + (k % 4) / 8} {start + 15 * k}"
+        f"{catalog.GPU_UTILIZATION.name}{{{labels}}} {0.25 + (k % 4) / 8} {start + 15 * k}"
         for k in range(30 * 86400 // 15 + 1)
     ]
     server = Prometheus(tmp_path_factory.mktemp("long"))
     (server.workdir / "long.om").write_text("\n".join(lines) + "\n# EOF\n")
-    from generator import promtool
+    from gpu_execution_pack import promtool
 
     promtool.run(
         ["tsdb", "create-blocks-from", "openmetrics", "--quiet", str(server.workdir / "long.om"), str(server.data)]
@@ -300,7 +300,7 @@ def test_the_query_command_prints_what_the_endpoint_answers(api, prometheus):
     client, _, _ = api
     server, _, _, _ = prometheus
     proc = subprocess.run(
-        [sys.executable, "-m", "generator", "query", EXECUTION, "--prometheus", server.url],
+        [sys.executable, "-m", "gpu_execution_pack", "query", EXECUTION, "--prometheus", server.url],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -340,7 +340,7 @@ def test_a_thousand_concurrent_requests_all_succeed(prometheus):
 
 def test_without_the_api_extra_the_commands_say_how_to_install_it(tmp_path: Path):
     code = (
-        "import sys; sys.modules['starlette'] = None; from generator import cli; "
+        "import sys; sys.modules['starlette'] = None; from gpu_execution_pack import cli; "
         "sys.exit(cli.main(['query', 'x', '--prometheus', 'http://127.0.0.1:1']))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from .bench import DOC, PLOT, RESULTS, report
+from bench.run import DOC, PLOT, RESULTS, report
 
 
 def test_the_benchmark_report_is_rendered_from_its_figures():

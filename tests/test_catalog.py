@@ -5,10 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from generator import catalog
-from generator.config import config_from_mapping
-from generator.recording import recording_groups
+from gpu_execution_pack.config import config_from_mapping
+from gpu_execution_pack.promql import Aggregate, render, selector
+from gpu_execution_pack.rules import catalog
+from gpu_execution_pack.rules.recording import recording_groups
 
 # The contract of issue 2 / domain-notes section 1, written out here on purpose.
 CONTRACT = {
@@ -60,7 +60,7 @@ KNOWN_RAW = {
 
 
 def test_every_api_series_is_recorded_under_its_contract_name():
-    assert {s.api_name: s.record for s in catalog.API_SERIES} == CONTRACT
+    assert {s.api_name: s.name for s in catalog.API_SERIES} == CONTRACT
 
 
 def test_known_raw_metrics_have_the_documented_units():
@@ -72,7 +72,7 @@ def test_unit_conversions_are_the_physical_ones():
     assert catalog.UNITS["MiB"].apply(1) == 1048576
     assert catalog.UNITS["MHz"].apply(1410) == 1_410_000_000
     assert catalog.UNITS["percent"].apply(57) == 0.57
-    assert catalog.UNITS["percent"].to_base("x") == "x / 100"  # exact, unlike * 0.01
+    assert render(catalog.UNITS["percent"].to_base(selector("x"))) == "x / 100"  # exact, unlike * 0.01
 
 
 def test_every_raw_metric_has_a_unit_that_converts_to_its_signals_base_unit():
@@ -101,7 +101,7 @@ def test_violation_counters_are_read_in_the_configured_unit():
 
 def test_each_generation_has_at_most_one_name_per_signal_the_api_reads():
     # Signals alerts read may list an older alias in the same generation (CLOCK_THROTTLE_REASONS).
-    used = {k for s in catalog.GPU_SERIES for f in s.formulas for k in catalog.signal_keys(f.template)}
+    used = {k for s in catalog.GPU_SERIES for f in s.formulas for k in f.signals}
     assert used
     for key in used:
         for generation in catalog.GENERATIONS:
@@ -112,16 +112,16 @@ def test_each_generation_has_at_most_one_name_per_signal_the_api_reads():
 def test_formulas_name_known_signals_of_the_right_exporter():
     for series in catalog.GPU_SERIES + catalog.GPU_HEALTH_SERIES:
         for f in series.formulas:
-            for key in catalog.signal_keys(f.template):
-                assert catalog.SIGNALS[key].exporter == "dcgm", (series.record, key)
+            for key in f.signals:
+                assert catalog.SIGNALS[key].exporter == "dcgm", (series.name, key)
     for series in catalog.NODE_SERIES:
-        for key in catalog.signal_keys(series.formulas[0].template):
-            assert catalog.SIGNALS[key].exporter == "node", (series.record, key)
+        for key in series.formulas[0].signals:
+            assert catalog.SIGNALS[key].exporter == "node", (series.name, key)
 
 
 def test_recorded_names_follow_level_metric_operations():
-    pattern = re.compile(r"^(execution_gpu|execution_node|execution_model|execution):[a-z_]+(:[a-z_]+)?$")
-    records = [s.record for s in catalog.ALL_SERIES]
+    pattern = re.compile(r"^(execution_gpu|execution_node|execution_model|execution|gpu_model):[a-z_]+(:[a-z_]+)?$")
+    records = [s.name for s in catalog.ALL_SERIES]
     assert len(records) == len(set(records))
     for record in records:
         assert pattern.match(record), record
@@ -129,17 +129,18 @@ def test_recorded_names_follow_level_metric_operations():
 
 def test_sums_of_device_wide_series_count_each_physical_gpu_once():
     device_wide = {
-        s.record
+        s.name
         for s in catalog.GPU_SERIES + catalog.GPU_HEALTH_SERIES
-        if all(catalog.SIGNALS[k].device_wide for f in s.formulas for k in catalog.signal_keys(f.template))
-        and catalog.signal_keys(s.formulas[0].template)
+        if all(catalog.SIGNALS[k].device_wide for f in s.formulas for k in f.signals) and s.formulas[0].signals
     }
-    assert {"execution_gpu:gpu_power_watts", "execution_gpu:gpu_temperature_celsius"} <= device_wide
-    assert "execution_gpu:gpu_memory_used_bytes" not in device_wide  # MIG instances have their own memory
+    assert {catalog.GPU_POWER.name, catalog.GPU_TEMPERATURE.name} <= device_wide
+    assert catalog.GPU_MEMORY_USED.name not in device_wide  # MIG instances have their own memory
     for series in catalog.EXECUTION_SERIES:
-        expr = series.formulas[0].template
-        if expr.startswith("sum") and any(name in expr for name in device_wide):
-            assert "max by (execution_id, UUID)" in expr, series.record
+        expr = series.formulas[0].expr
+        if isinstance(expr, Aggregate) and expr.op == "sum" and expr.metric_names() & device_wide:
+            # the sum is over a max per physical GPU (UUID), not over instances
+            assert isinstance(expr.expr, Aggregate) and expr.expr.op == "max", series.name
+            assert expr.expr.by == (catalog.EXECUTION_LABEL, "UUID"), series.name
 
 
 @pytest.mark.parametrize("generation", catalog.GENERATIONS)
@@ -148,7 +149,7 @@ def test_every_api_series_can_be_computed_from_one_generation_alone(generation):
     exprs = {r.record: r.expr for g in recording_groups(cfg) for r in g.rules}
     for record in CONTRACT.values():
         assert record in exprs
-    assert "DCGM_FI_DEV_GPU_UTIL_RATIO" in exprs["execution_gpu:gpu_utilization_ratio"] or generation == "4.8"
+    assert "DCGM_FI_DEV_GPU_UTIL_RATIO" in exprs[catalog.GPU_UTILIZATION.name] or generation == "4.8"
     other = [g for g in catalog.GENERATIONS if g != generation]
     only_other = {r.name for s in catalog.SIGNALS.values() for r in s.raws if not set(r.generations) & {generation}}
     assert other

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from generator import cli
-from generator.config import Config, config_from_mapping
+from gpu_execution_pack import cli
+from gpu_execution_pack.config import Config, config_from_mapping
 
 
 @pytest.mark.usefixtures("promtool_available")

@@ -6,9 +6,9 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-
-from generator import cli, config_docs
-from generator.config import Config, ConfigError, config_from_mapping, load_config
+from gpu_execution_pack import build
+from gpu_execution_pack.config import Config, ConfigError, config_from_mapping, load_config
+from gpu_execution_pack.docs import configuration as config_docs
 
 from .conftest import REPO
 
@@ -124,7 +124,7 @@ def test_every_key_says_what_it_is_and_why_to_change_it():
 
 
 def test_generated_docs_are_current():
-    for path, render in cli.DOCS.items():
+    for path, render in build.DOCS.items():
         assert (REPO / path).read_text() == render(), f"{path} is stale: run `make docs`"
 
 

@@ -9,15 +9,16 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.rules import catalog
+from gpu_execution_pack.rules.files import all_groups
+from gpu_execution_pack.scenario.model import PHASES, STEP_SECONDS
 
-from generator.config import Config
-from generator.rulefiles import all_groups
-from generator.scenario.fleet import MIG_EVERY, FleetExposition, fleet_scenario
-from generator.scenario.model import PHASES, STEP_SECONDS
+from bench import exporter as fleet_exporter
+from bench.exporter import FleetExporter, scrape_config
+from bench.fleet import MIG_EVERY, FleetExposition, fleet_scenario
+from bench.fleet_rules import fetch_queries, measured_execution
 
-from . import fleet_exporter
-from .bench_fleet import fetch_queries, measured_execution
-from .fleet_exporter import FleetExporter, scrape_config
 from .prometheus_harness import Prometheus, free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -188,7 +189,7 @@ def test_prometheus_holds_the_history_scrapes_the_fleet_live_records_and_stops(
             server.start()
             process = server.process
             live = next(e for e in s.executions if e.gpus[0].mig_instance)
-            got = eventually(server, f'execution_gpu:gpu_utilization_ratio{{execution_id="{live.id}"}}', len(live.gpus))
+            got = eventually(server, f'{catalog.GPU_UTILIZATION.name}{{execution_id="{live.id}"}}', len(live.gpus))
             assert {r["metric"]["GPU_I_ID"] for r in got} == {g.mig_instance for g in live.gpus}
             # Each instance's utilisation is one of its phases' (plus its offset), read from GR_ENGINE_ACTIVE.
             phases = {PHASES[p].gpu.util_percent for p in live.phases}
@@ -196,11 +197,11 @@ def test_prometheus_holds_the_history_scrapes_the_fleet_live_records_and_stops(
                 gpu = next(g for g in live.gpus if g.mig_instance == r["metric"]["GPU_I_ID"])
                 assert round(float(r["value"][1]) * 100 - live.util_offset(gpu), 6) in phases
             # Host series join the one live target's node_uname_info per host.
-            hosts = eventually(server, f'execution_node:system_ram_total_bytes{{execution_id="{live.id}"}}', 1)
+            hosts = eventually(server, f'{catalog.NODE_RAM_TOTAL.name}{{execution_id="{live.id}"}}', 1)
             assert {r["metric"]["hostname"] for r in hosts} == {g.host for g in live.gpus}
             assert server.query("count(count by (nodename) (node_uname_info))", time.time())[0]["value"][1] == "17"
             # Every dcgm shard is its own scrape target, and each answered.
-            up = server.query('up{job="dcgm-exporter"}', time.time())
+            up = eventually(server, 'up{job="dcgm-exporter"}', 3)  # the third shard may not be scraped yet
             assert sorted(float(r["value"][1]) for r in up) == [1.0] * 3
     finally:
         server.stop()

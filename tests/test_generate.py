@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from generator import cli
-from generator.config import Config
-from generator.output import write_all
-from generator.recording import MAX_RULES_PER_GROUP
-from generator.rulefiles import all_groups, rule_files
+from gpu_execution_pack import build, cli
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.output import write_all
+from gpu_execution_pack.rules.files import all_groups, rule_files
+from gpu_execution_pack.rules.groups import MAX_RULES_PER_GROUP
 
 from .conftest import REPO
 
@@ -20,7 +19,7 @@ def test_two_generations_give_identical_bytes(tmp_path: Path):
     cfg_file = tmp_path / "pack.yml"
     for run in ("a", "b"):
         cfg_file.write_text(f"output: {{rules_dir: {tmp_path / run}, dashboards_dir: {tmp_path / run / 'dash'}}}\n")
-        assert cli.main(["generate", "--config", str(cfg_file), "--with-tests"]) == 0
+        assert cli.main(["generate", "--config", str(cfg_file)]) == 0
         assert cli.main(["dashboards", "--config", str(cfg_file)]) == 0
     first = {p.relative_to(tmp_path / "a"): p.read_bytes() for p in (tmp_path / "a").rglob("*.*")}
     second = {p.relative_to(tmp_path / "b"): p.read_bytes() for p in (tmp_path / "b").rglob("*.*")}
@@ -29,13 +28,13 @@ def test_two_generations_give_identical_bytes(tmp_path: Path):
 
 
 def test_committed_output_is_current():
-    files = cli.generated_files(Config(), with_tests=True)
+    files = build.generated_files(Config())
     stale = [str(p) for p, text in files.items() if not (REPO / p).exists() or (REPO / p).read_text() != text]
     assert not stale, f"stale generated files, run `make rules`: {stale}"
 
 
 def test_committed_docs_are_current():
-    stale = [str(p) for p, render in cli.DOCS.items() if (REPO / p).read_text() != render()]
+    stale = [str(p) for p, render in build.DOCS.items() if (REPO / p).read_text() != render()]
     assert not stale, f"stale docs, run `make docs`: {stale}"
 
 
@@ -51,7 +50,7 @@ def test_check_command_fails_on_stale_output(tmp_path: Path, capsys: pytest.Capt
 
 def test_every_generated_yaml_file_says_do_not_edit():
     # JSON has no comments: dashboards are provisioned read-only instead (allowUiUpdates: false).
-    for path in (p for p in cli.generated_files(Config(), with_tests=True) if p.suffix != ".json"):
+    for path in (p for p in build.generated_files(Config()) if p.suffix != ".json"):
         first = path.read_text().splitlines()[0] if path.exists() else ""
         assert "DO NOT EDIT" in first, path
 

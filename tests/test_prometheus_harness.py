@@ -6,10 +6,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from generator.config import Config
-from generator.scenario import library
-from generator.scenario.render import Renderer
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.rules import catalog
+from gpu_execution_pack.scenario import library
+from gpu_execution_pack.scenario.render import Renderer
 
 from .prometheus_harness import Prometheus, openmetrics
 
@@ -33,11 +33,11 @@ def test_the_server_starts_loads_answers_and_stops(tmp_path: Path):
         process = server.process
         assert process is not None and process.poll() is None
         raw = server.query_range('DCGM_FI_DEV_GPU_UTIL{execution_id="solo-0005"}', start, end)
-        recorded = server.query_range('execution:gpu_count{execution_id="solo-0005"}', start, end)
+        recorded = server.query_range(f'{catalog.EXECUTION_GPU_COUNT.name}{{execution_id="solo-0005"}}', start, end)
         assert len(raw) == 2 and len(recorded) == 1
         assert {float(v) for _, v in recorded[0]["values"]} == {2.0}
         # Series recorded from recorded series need the later rounds.
-        assert server.query_range('execution_node:system_ram_utilization_ratio{execution_id="solo-0005"}', start, end)
+        assert server.query_range(f'{catalog.NODE_RAM_UTILIZATION.name}{{execution_id="solo-0005"}}', start, end)
     finally:
         server.stop()
     assert process.poll() is not None  # stopped, also when an assertion above had failed

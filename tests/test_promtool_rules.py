@@ -8,13 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from generator import catalog, promtool
-from generator.catalog import Formula, Unit
-from generator.config import Config
-from generator.output import write_all
-from generator.rulefiles import rule_files
-from generator.ruletests import recording_test_files
+from gpu_execution_pack import cli, promtool, testsuites
+from gpu_execution_pack.output import write_all
+from gpu_execution_pack.promql import aggregate
+from gpu_execution_pack.rules import catalog
+from gpu_execution_pack.rules.catalog import Formula, Unit, signal
 
 from .conftest import REPO, env_without_promtool
 
@@ -26,74 +24,73 @@ def test_promtool_version_is_read():
 
 
 def test_committed_rule_files_pass_promtool_check():
-    files = sorted((REPO / "rules").glob("*.rules.yml")) + sorted((REPO / "rules/tests/variants").rglob("*.rules.yml"))
-    assert len(files) >= 16
+    files = sorted((REPO / "rules").glob("*.rules.yml"))
+    assert len(files) == 5
     result = promtool.check_rules(files)
     assert result.output.count("SUCCESS") == len(files)
 
 
-def test_committed_promtool_tests_pass():
-    tests = sorted((REPO / "rules/tests").glob("*.test.yml"))
-    assert {p.stem for p in tests} == {
-        "alerts.test",
-        "contract.test",
-        "default.test",
-        "mapping.test",
-        "kubernetes.test",
-        "hpc_job.test",
-    }
-    result = promtool.test_rules(tests)
-    assert result.output.count("SUCCESS") == len(tests)
+def test_the_test_command_builds_every_suite_and_promtool_passes_them(capsys: pytest.CaptureFixture[str]):
+    """`make test` builds the suites into build/promtool (as `gpu-execution-pack test` does) and runs them."""
+    build = REPO / "build" / "promtool"
+    assert cli.main(["test", "--build-dir", str(build)]) == 0
+    suites = {p.name for p in build.glob("*.test.yml")}
+    assert suites == {f"{v}.test.yml" for v in ("default", "default-alerts", "mapping", "kubernetes", "hpc_job")}
+    out = capsys.readouterr().out
+    assert out.count("SUCCESS") == len(suites) + 1  # and the hand-written contract suite
+    assert "contract.test.yml" in out
+
+
+def test_no_generated_suite_is_committed():
+    committed = sorted(p.name for p in (REPO / "rules" / "tests").iterdir())
+    assert committed == ["contract.test.yml"]
 
 
 def _run_default_suite(tmp_path: Path) -> str:
-    """Generate rules and the default test file into tmp_path and return promtool's failure text."""
-    rules = tmp_path / "rules"
-    write_all(rule_files(Config(), rules) | recording_test_files(rules, only="default"))
+    """Build the default variant's recording suite into tmp_path and return promtool's failure text."""
+    default = testsuites.default_variants()[:1]
+    files = testsuites.suite_files(default, tmp_path, only="default")
+    write_all(files)
     with pytest.raises(promtool.PromtoolError) as err:
-        promtool.test_rules([rules / "tests" / "default.test.yml"])
+        promtool.test_rules(testsuites.suite_test_paths(files))
     return str(err.value)
 
 
-def _replace_gpu_series(monkeypatch: pytest.MonkeyPatch, record: str, **changes) -> None:
-    series = tuple(dataclasses.replace(s, **changes) if s.record == record else s for s in catalog.GPU_SERIES)
-    monkeypatch.setattr(catalog, "GPU_SERIES", series)
+def _replace_gpu_series(monkeypatch: pytest.MonkeyPatch, series: catalog.Series, **changes) -> None:
+    replaced = tuple(dataclasses.replace(s, **changes) if s is series else s for s in catalog.GPU_SERIES)
+    monkeypatch.setattr(catalog, "GPU_SERIES", replaced)
 
 
 def test_a_wrong_unit_conversion_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(catalog.UNITS, "MiB", Unit("MiB", "bytes", "*", 1_000_000))
     out = _run_default_suite(tmp_path)
-    assert 'expr: "execution_gpu:gpu_memory_used_bytes"' in out
+    assert f'expr: "{catalog.GPU_MEMORY_USED.name}"' in out
 
 
 def test_reading_gpu_util_on_mig_instances_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # Without GPU_I_ID="" the 0 that MIG instances report for GPU_UTIL wins over engine activity.
     _replace_gpu_series(
         monkeypatch,
-        "execution_gpu:gpu_utilization_ratio",
-        formulas=(Formula("{gpu_util}"), Formula("{gr_engine_active}")),
+        catalog.GPU_UTILIZATION,
+        formulas=(Formula(signal("gpu_util")), Formula(signal("gr_engine_active"))),
     )
     out = _run_default_suite(tmp_path)
     assert 'execution_id="mig-0003"' in out
 
 
 def test_counting_mig_power_per_instance_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    per_instance = Formula(aggregate("sum", catalog.EXECUTION_LABELS, catalog.GPU_POWER.select()))
     rollups = tuple(
-        dataclasses.replace(s, formulas=(Formula("sum by (execution_id) (execution_gpu:gpu_power_watts)"),))
-        if s.record == "execution:gpu_power_watts:sum"
-        else s
+        dataclasses.replace(s, formulas=(per_instance,)) if s is catalog.EXECUTION_GPU_POWER_SUM else s
         for s in catalog.EXECUTION_SERIES
     )
     monkeypatch.setattr(catalog, "EXECUTION_SERIES", rollups)
-    monkeypatch.setattr(
-        catalog, "ALL_SERIES", (*catalog.GPU_SERIES, catalog.NODE_PRESENCE_SERIES, *catalog.NODE_SERIES, *rollups)
-    )
     out = _run_default_suite(tmp_path)
-    assert 'expr: "execution:gpu_power_watts:sum"' in out and "mig-0003" in out
+    assert f'expr: "{catalog.EXECUTION_GPU_POWER_SUM.name}"' in out and "mig-0003" in out
 
 
 def test_missing_promtool_says_how_to_install_it():
-    code = "from generator import promtool; promtool.find()"
+    code = "from gpu_execution_pack import promtool; promtool.find()"
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env_without_promtool(), cwd=REPO, check=False
     )

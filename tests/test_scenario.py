@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from generator.config import Config
-from generator.scenario import expected, library, model, render
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.rules import catalog
+from gpu_execution_pack.scenario import expected, library, model, render
 
 
 def expand(notation: str) -> list:
@@ -83,6 +83,6 @@ def test_each_execution_gets_host_checks_in_some_phase():
 def test_two_executions_on_one_host_share_its_ram_and_cpu():
     scenario = library.training()
     want = expected.expected(scenario, 10)  # both running on h1
-    ram = [s for s in want["execution_node:system_ram_used_bytes"] if s.labels["hostname"] == "h1"]
+    ram = [s for s in want[catalog.NODE_RAM_USED.name] if s.labels["hostname"] == "h1"]
     assert sorted(s.labels["execution_id"] for s in ram) == ["train-0001", "train-0002"]
     assert ram[0].value == ram[1].value == (8 + 48 + 48) * 1024**3

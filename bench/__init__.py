@@ -1,0 +1,1 @@
+"""Benchmarks (`make bench`): the fleet renderer, its exporter, and the drivers that measure the pack."""

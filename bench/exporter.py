@@ -1,0 +1,95 @@
+"""A synthetic fleet as live exporters: dcgm-exporter and node_exporter text for H hosts x 8 GPUs.
+
+One HTTP server on a loopback port answers for the whole fleet (``bench.fleet``):
+``/dcgm/<k>`` for the k-th shard of HOSTS_PER_SHARD hosts, ``/node`` for every host. Every
+series carries its host's ``instance``, so Prometheus scrapes with ``honor_labels: true`` and
+sees one target per host, as the rules expect. Shards keep each scrape a few MB, spread over
+the interval as one exporter per host would be; a single 40 MB scrape of 10,000 GPUs overran
+Prometheus' scrape timeout while the rules ran. Values follow the scenario's phases in time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from bench.fleet import FleetExposition
+
+HOSTS_PER_SHARD = 32  # 256 GPUs, about 1 MB of dcgm-exporter text
+
+
+def shards(fleet: FleetExposition) -> list[frozenset[str]]:
+    """The fleet's hosts in shards of HOSTS_PER_SHARD, each one dcgm scrape target."""
+    names = [h.name for h in fleet.s.hosts]
+    return [frozenset(names[i : i + HOSTS_PER_SHARD]) for i in range(0, len(names), HOSTS_PER_SHARD)]
+
+
+class FleetExporter:
+    """Serves ``/dcgm/<k>`` and ``/node`` for a fleet on a loopback port, in a background thread."""
+
+    def __init__(self, fleet: FleetExposition, port: int):
+        self.fleet = fleet
+        parts = shards(fleet)
+        lock = threading.Lock()  # the CPU counters are carried forward between scrapes
+
+        def node(t: float) -> str:
+            with lock:
+                return fleet.node_text(t)
+
+        routes = {f"/dcgm/{k}": (lambda t, hosts=hosts: fleet.dcgm_text(t, hosts)) for k, hosts in enumerate(parts)}
+        routes["/node"] = node
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                render = routes.get(self.path)
+                if render is None:
+                    self.send_error(404)
+                    return
+                body = render(time.time()).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> FleetExporter:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def scrape_config(
+    fleet: FleetExposition, exporter_port: int, self_port: int, rule_files: str, interval: int = 15
+) -> str:
+    """prometheus.yml for a fleet exporter (and Prometheus itself), with ``rule_files`` (a glob) or none."""
+    rules = f"rule_files:\n  - {rule_files}\n" if rule_files else ""
+    address = f"127.0.0.1:{exporter_port}"
+    dcgm = "".join(
+        f'      - {{targets: ["{address}"], labels: {{__metrics_path__: /dcgm/{k}, instance: dcgm-shard-{k}}}}}\n'
+        for k in range(len(shards(fleet)))
+    )
+    return f"""global:
+  scrape_interval: {interval}s
+  scrape_timeout: {interval}s
+  evaluation_interval: {interval}s
+{rules}scrape_configs:
+  - job_name: dcgm-exporter
+    honor_labels: true
+    static_configs:
+{dcgm}  - job_name: node
+    honor_labels: true
+    metrics_path: /node
+    static_configs: [{{targets: ["{address}"]}}]
+  - job_name: prometheus
+    static_configs: [{{targets: ["127.0.0.1:{self_port}"]}}]
+"""

@@ -1,0 +1,50 @@
+"""Bearer-token keys, each scoped to a tenant (or ``*`` for all), compared in constant time."""
+
+from __future__ import annotations
+
+import hmac
+import os
+from pathlib import Path
+
+from gpu_execution_pack.config import ConfigError
+
+ENV_KEYS = "GPU_PACK_API_KEYS"
+ALL_TENANTS = "*"
+
+
+def load_keys(keys_file: str) -> dict[str, str]:
+    """key -> tenant, from ``keys_file`` (``<key> <tenant>`` per line, # comments) or $GPU_PACK_API_KEYS."""
+    if keys_file:
+        try:
+            lines = Path(keys_file).read_text(encoding="utf-8").splitlines()
+        except OSError as err:
+            raise ConfigError(f"api.keys_file: cannot read {keys_file}: {err.strerror}") from None
+        source = keys_file
+    else:
+        lines = [item.replace(":", " ", 1) for item in os.environ.get(ENV_KEYS, "").split(",")]
+        source = ENV_KEYS
+    keys = {}
+    for n, line in enumerate(lines, start=1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 2 or len(parts[0]) < 16:
+            raise ConfigError(f"{source}: entry {n}: expected `<key of 16+ characters> <tenant or *>`")
+        keys[parts[0]] = parts[1]
+    return keys
+
+
+def tenant_for(authorization: str | None, keys: dict[str, str]) -> str | None:
+    """The tenant a request's ``Authorization: Bearer <key>`` grants, ``*`` for all; None if it grants nothing.
+
+    Every key is compared, in constant time, so timing tells nothing about which one was close.
+    """
+    scheme, _, token = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        return None
+    found = None
+    for key, tenant in keys.items():
+        if hmac.compare_digest(key.encode(), token.strip().encode()):
+            found = tenant
+    return found

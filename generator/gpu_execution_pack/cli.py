@@ -1,0 +1,200 @@
+"""The ``gpu-execution-pack`` command: generate, check, test and document the rule pack."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from gpu_execution_pack import __version__, build, promtool, testsuites
+from gpu_execution_pack.config import ConfigError, load_config
+from gpu_execution_pack.docs.configuration import defaults_yaml
+from gpu_execution_pack.output import stale_files, write_all
+from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, rule_files
+
+DEFAULT_BUILD_DIR = Path("build/promtool")
+
+
+def _write(files: dict[Path, str], directory: Path, patterns: tuple[str, ...]) -> int:
+    changed = write_all(files)
+    for pattern in patterns:
+        for old in stale_files(files, directory, pattern):
+            print(f"note: {old} is not generated any more; remove it if nothing else writes it", file=sys.stderr)
+    print(f"generated {len(files)} files in {directory}/ ({len(changed)} changed)")
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    return _write(build.rule_outputs(cfg), Path(cfg.output.rules_dir), (f"*{RULE_FILE_SUFFIX}",))
+
+
+def cmd_dashboards(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    return _write(build.dashboard_outputs(cfg), Path(cfg.output.dashboards_dir), ("*.json",))
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """Committed output and docs up to date, alert and dashboard conventions kept, promtool accepts it all."""
+    cfg = load_config(args.config)
+    files = build.generated_files(cfg)
+    docs = {path: render() for path, render in build.DOCS.items()}
+    stale = build.stale(files | docs)
+    if stale:
+        print("stale generated files (run `make rules dashboards docs` and commit them):", file=sys.stderr)
+        for p in stale:
+            print(f"  {p}", file=sys.stderr)
+        return 1
+    problems = build.convention_problems(cfg, files)
+    if problems:
+        print("generated output breaks the pack's conventions:", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        return 1
+    print(build.check_rules(files))
+    rules = sum(p.name.endswith(RULE_FILE_SUFFIX) for p in files)
+    print(f"conventions: {rules} rule files and {sum(p.suffix == '.json' for p in files)} dashboards pass")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Validate a config by generating its rules into a scratch directory and checking them."""
+    cfg = load_config(args.config)
+    with tempfile.TemporaryDirectory() as tmp:
+        files = rule_files(cfg, Path(tmp))
+        write_all(files)
+        promtool.check_rules(sorted(files))
+    print(f"{args.config or 'built-in defaults'}: valid; {len(files)} rule files pass promtool check rules")
+    return 0
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    """Build the promtool suites from the scenario library for the config (or the defaults' variants) and run them."""
+    cfg = load_config(args.config) if args.config else None
+    variants = testsuites.config_variants(cfg) if cfg else testsuites.default_variants()
+    build_dir = Path(args.build_dir)
+    files = testsuites.suite_files(variants, build_dir)
+    write_all(files)
+    tests = testsuites.suite_test_paths(files)
+    handwritten = sorted(Path(args.rules_dir, "tests").glob("*.test.yml")) if not args.config else []
+    print(promtool.test_rules(tests + handwritten).output.strip())
+    print(f"{len(tests)} generated suites in {build_dir}/ and {len(handwritten)} hand-written suites pass")
+    return 0
+
+
+API_EXTRA_HINT = "the metrics endpoint needs the api extra: pip install '.[api]'"
+
+
+def _api_modules():
+    try:
+        import httpx  # noqa: F401
+        import starlette  # noqa: F401
+    except ImportError:
+        raise ConfigError(API_EXTRA_HINT) from None
+    from gpu_execution_pack.api import app, metrics, prometheus
+
+    return app, metrics, prometheus
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """Print one execution's metrics as the endpoint would answer (every tenant)."""
+    import asyncio
+
+    _, metrics, prometheus = _api_modules()
+    cfg = load_config(args.config)
+
+    async def run() -> dict:
+        client = prometheus.PrometheusClient(args.prometheus or cfg.api.prometheus_url, cfg.api.timeout_seconds)
+        try:
+            return await metrics.ExecutionMetrics(cfg, client).fetch(args.execution_id, args.start, args.end, args.step)
+        finally:
+            await client.close()
+
+    try:
+        body = asyncio.run(run())
+    except (metrics.RequestError, prometheus.PrometheusError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2 if getattr(err, "status", 500) < 500 else 3
+    json.dump(body, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    app, _, _ = _api_modules()
+    try:
+        import uvicorn
+    except ImportError:
+        raise ConfigError(API_EXTRA_HINT) from None
+    uvicorn.run(app.create_app(load_config(args.config)), host=args.host, port=args.port, log_level="info")
+    return 0
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    changed = write_all({path: render() for path, render in build.DOCS.items()})
+    for path in build.DOCS:
+        print(f"{path}: {'updated' if path in changed else 'up to date'}")
+    return 0
+
+
+def cmd_defaults(args: argparse.Namespace) -> int:
+    sys.stdout.write(defaults_yaml())
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpu-execution-pack", description=__doc__)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def with_config(cmd: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        cmd.add_argument("--config", "-c", help="YAML config file (default: built-in defaults)")
+        return cmd
+
+    with_config(sub.add_parser("generate", help="write the rule files")).set_defaults(func=cmd_generate)
+    with_config(sub.add_parser("dashboards", help="write the dashboards and their provisioning files")).set_defaults(
+        func=cmd_dashboards
+    )
+    with_config(sub.add_parser("check", help="fail if generated files are stale; promtool check rules")).set_defaults(
+        func=cmd_check
+    )
+    with_config(sub.add_parser("validate", help="validate a config and the rules it yields")).set_defaults(
+        func=cmd_validate
+    )
+    t = with_config(
+        sub.add_parser("test", help="build the promtool suites for the config from the scenario library and run them")
+    )
+    t.add_argument("--build-dir", default=str(DEFAULT_BUILD_DIR), help="where the suites are written")
+    t.add_argument("--rules-dir", default="rules", help="hand-written suites in <rules-dir>/tests/ are run too")
+    t.set_defaults(func=cmd_test)
+    sub.add_parser("docs", help="write docs/configuration.md, docs/series.md and docs/runbook.md").set_defaults(
+        func=cmd_docs
+    )
+    sub.add_parser("defaults", help="print the default config as YAML").set_defaults(func=cmd_defaults)
+    q = with_config(sub.add_parser("query", help="print an execution's metrics as JSON, read from Prometheus"))
+    q.add_argument("execution_id")
+    q.add_argument("--prometheus", help="Prometheus URL (default: api.prometheus_url)")
+    q.add_argument("--start", help="ISO 8601 (default: the execution's first sample)")
+    q.add_argument("--end", help="ISO 8601 (default: its last sample, or now while it reports)")
+    q.add_argument("--step", help="Prometheus duration (default 15s)")
+    q.set_defaults(func=cmd_query)
+    sv = with_config(sub.add_parser("serve", help="serve GET /api/v2/external/execution/{id}/metrics"))
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8080)
+    sv.set_defaults(func=cmd_serve)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ConfigError, promtool.PromtoolError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""A generic loader for configs declared as frozen dataclasses: strict, with errors that name the key.
+
+A key is declared with ``opt`` (its default, what it is, why one would change it, its kind) or
+``section`` (a nested dataclass). ``build`` instantiates a dataclass from parsed YAML, rejecting
+unknown keys, wrong types and impossible values with a message naming the key and what it
+accepts. Nothing here knows the pack's keys: they live in ``schema``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import field
+from typing import Any, Literal
+
+from gpu_execution_pack.promql.durations import is_duration
+
+
+class ConfigError(ValueError):
+    """The configuration cannot be used; the message names the file, the key and what is accepted."""
+
+
+# --- Field helpers ------------------------------------------------------------------------
+
+LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+_MATCHER = r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
+MATCHERS_RE = re.compile(rf"^(?:{_MATCHER}(?:,{_MATCHER})*)?$")
+
+Kind = Literal[
+    "text", "duration", "label", "metric", "matchers", "regex", "ratio", "positive", "path", "prices", "labels"
+]
+# Mapping keys (these kinds) are held as sorted (key, value) pairs, so the config stays
+# hashable and its output does not depend on how the YAML was ordered.
+MAPPING_KINDS = ("prices", "labels")
+
+
+def opt(
+    default: Any, doc: str, why: str, kind: Kind = "text", choices: tuple[str, ...] = (), yaml_name: str = ""
+) -> Any:
+    """Declare a config key: its default, what it is (doc), why one would change it (why)."""
+    meta = {"doc": doc, "why": why, "kind": kind, "choices": choices, "yaml_name": yaml_name}
+    if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
+        return field(default_factory=lambda: default, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def section(factory: Any, doc: str) -> Any:
+    """Declare a nested section of keys."""
+    return field(default_factory=factory, metadata={"doc": doc, "why": "", "kind": "section"})
+
+
+# --- Loading ------------------------------------------------------------------------------
+
+
+def yaml_key(f: dataclasses.Field) -> str:
+    """The YAML spelling of a dataclass field (``for_`` is written ``for``)."""
+    return f.metadata.get("yaml_name") or f.name
+
+
+def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) -> Any:
+    """Validate one scalar; its type is the type of the default it replaces."""
+    kind, choices = f.metadata.get("kind", "text"), f.metadata.get("choices", ())
+    if isinstance(current, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        value = float(value)
+        if kind == "ratio" and not 0 < value <= 1:
+            raise ConfigError(f"{where}: {value} is not accepted; expected a ratio above 0 and at most 1")
+        if kind == "positive" and value <= 0:
+            raise ConfigError(f"{where}: {value} is not accepted; expected a number above 0")
+        return value
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    if choices and value not in choices:
+        raise ConfigError(f"{where}: {value!r} is not accepted; accepted: {', '.join(choices)}")
+    checks = {
+        "duration": (
+            is_duration,
+            "a Prometheus duration above zero such as 30s, 5m or 1h30m",
+        ),
+        "label": (LABEL_NAME_RE.match, "a label name ([a-zA-Z_][a-zA-Z0-9_]*)"),
+        "metric": (METRIC_NAME_RE.match, "a metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)"),
+        "matchers": (MATCHERS_RE.match, 'comma-separated label matchers such as job="dcgm", zone=~"eu-.*"'),
+        "regex": (_compiles, "a regular expression with one capture group"),
+        "path": (lambda v: v.strip() != "", "a non-empty path"),
+    }
+    if kind in checks:
+        ok, accepted = checks[kind]
+        allow_empty = kind == "duration" and f.default == ""
+        if not (allow_empty and value == "") and not ok(value):
+            raise ConfigError(f"{where}: {value!r} is not accepted; expected {accepted}")
+    return value
+
+
+def _compiles(value: str) -> bool:
+    try:
+        return re.compile(value).groups >= 1
+    except re.error:
+        return False
+
+
+def build(cls: type, data: Any, where: str = "", base: Any = None) -> Any:
+    """Instantiate dataclass ``cls`` from ``data``, starting from ``base`` (its defaults)."""
+    base = base if base is not None else cls()
+    if data is None:
+        return base
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where or 'top level'}: expected a mapping of keys, got {type(data).__name__}")
+    fields = {yaml_key(f): f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(map(str, data)) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"{_join(where, unknown[0])}: unknown key; accepted keys{' in ' + where if where else ''}: "
+            + ", ".join(sorted(fields))
+        )
+    values = {}
+    for key, f in fields.items():
+        current = getattr(base, f.name)
+        if key not in data:
+            values[f.name] = current
+            continue
+        path = _join(where, key)
+        if dataclasses.is_dataclass(current):
+            values[f.name] = build(type(current), data[key], path, current)
+        elif f.metadata.get("kind") in MAPPING_KINDS:
+            values[f.name] = _mapping(data[key], f, path)
+        elif isinstance(current, tuple):
+            values[f.name] = _tuple(data[key], f, path)
+        else:
+            values[f.name] = _check_scalar(data[key], current, f, path)
+    return cls(**values)
+
+
+def _tuple(value: Any, f: dataclasses.Field, where: str) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list) or not value:
+        raise ConfigError(f"{where}: expected a non-empty list, got {value!r}")
+    choices = f.metadata.get("choices", ())
+    for item in value:
+        if not isinstance(item, str) or (choices and item not in choices):
+            raise ConfigError(f"{where}: {item!r} is not accepted; accepted: {', '.join(choices)}")
+    if choices:  # keep the catalog's order so output does not depend on how the list was written
+        return tuple(c for c in choices if c in value)
+    return tuple(value)
+
+
+def _mapping(value: Any, f: dataclasses.Field, where: str) -> tuple[tuple[str, Any], ...]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+    pairs = []
+    for key, item in value.items():
+        if not isinstance(key, str) or not key:
+            raise ConfigError(f"{where}: {key!r} is not accepted; keys must be non-empty strings")
+        if f.metadata["kind"] == "prices":
+            if isinstance(item, bool) or not isinstance(item, (int, float)) or item < 0:
+                raise ConfigError(f"{where}.{key}: {item!r} is not accepted; expected a price of 0 or more")
+            item = float(item)
+        else:
+            if not LABEL_NAME_RE.match(key):
+                raise ConfigError(f"{where}: {key!r} is not accepted; expected a label name ([a-zA-Z_][a-zA-Z0-9_]*)")
+            if not isinstance(item, str):
+                raise ConfigError(f"{where}.{key}: {item!r} is not accepted; label values are strings (quote them)")
+        pairs.append((key, item))
+    return tuple(sorted(pairs))
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key

@@ -1,0 +1,522 @@
+"""The pack's configuration keys: one YAML file, validated strictly against the dataclasses below.
+
+Each key carries its default, a line saying what it is and a line saying why one would change
+it; ``gpu_execution_pack.docs.configuration`` renders those into docs/configuration.md, so the
+schema here is the only place a key is described. ``loader`` does the validating.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from gpu_execution_pack.config.loader import ConfigError, opt, section
+from gpu_execution_pack.promql.durations import parse_duration_seconds
+from gpu_execution_pack.rules import catalog
+
+SEVERITIES = ("critical", "warning", "info")
+CAUSE_SEVERITIES = ("warning", "info")  # alerts about causes (throttling) must not page
+
+
+def severity(default: str) -> Any:
+    """An alert's severity key."""
+    return opt(default, "The alert's severity label.", "Your routing pages on a different level.", choices=SEVERITIES)
+
+
+def for_duration(default: str, doc: str, why: str) -> Any:
+    """An alert's ``for`` key (``for_`` in Python, where ``for`` is reserved)."""
+    return opt(default, doc, why, kind="duration", yaml_name="for")
+
+
+@dataclass(frozen=True)
+class Attribution:
+    mode: str = opt(
+        "label",
+        "How DCGM series are tied to executions: `label` (the execution label is on the DCGM series "
+        "themselves), `mapping` (a mapping metric joined on the GPU's UUID and MIG instance id), or "
+        "`kubernetes` (kube-state-metrics' kube_pod_labels joined on namespace and pod).",
+        "Use `mapping` when a scheduler exporter publishes which GPU runs which job (CEEMS style) and "
+        "the raw series carry no job label; `kubernetes` when executions are pods labelled with their id.",
+        choices=("label", "mapping", "kubernetes"),
+    )
+    mapping_metric: str = opt(
+        "execution_gpu_info",
+        "mapping mode: the metric, value 1, that says an execution holds a GPU; labels: the execution "
+        "label, UUID, and GPU_I_ID on MIG instances.",
+        "Your scheduler exporter publishes the mapping under another name.",
+        kind="metric",
+    )
+    mapping_selector: str = opt(
+        "",
+        "mapping mode: label matchers added to the mapping metric's selector.",
+        "Several exporters publish the mapping metric and only one is authoritative.",
+        kind="matchers",
+    )
+    kubernetes_metric: str = opt(
+        "kube_pod_labels",
+        "kubernetes mode: the kube-state-metrics series carrying pod labels as label_<name>; the "
+        "execution label is read as label_<execution_label>.",
+        "You record pod labels under another metric.",
+        kind="metric",
+    )
+    kubernetes_selector: str = opt(
+        "",
+        "kubernetes mode: label matchers added to the pod-labels selector.",
+        "Several kube-state-metrics instances are scraped, e.g. one per shard or cluster.",
+        kind="matchers",
+    )
+
+
+@dataclass(frozen=True)
+class Selectors:
+    dcgm: str = opt(
+        "",
+        'Label matchers added to every DCGM selector, e.g. `job="dcgm-exporter"`. Empty by default: '
+        "DCGM metric names are specific and job names differ between installs.",
+        "Another exporter publishes DCGM-named metrics, or one Prometheus holds several clusters.",
+        kind="matchers",
+    )
+    node: str = opt(
+        "",
+        'Label matchers added to every node_exporter selector, e.g. `job="node"`.',
+        "Several jobs export node_* metrics (e.g. node_exporter on hosts and in a VM image).",
+        kind="matchers",
+    )
+    dcgm_targets: str = opt(
+        'job=~".*dcgm.*"',
+        "Label matchers that pick dcgm-exporter's scrape targets out of `up`, for the exporter-down alert. "
+        "The default matches the job names of dcgm-exporter's and the GPU operator's Helm charts.",
+        'Your scrape job for dcgm-exporter is named without `dcgm`, e.g. `job="gpu-metrics"`.',
+        kind="matchers",
+    )
+
+
+@dataclass(frozen=True)
+class Dcgm:
+    generations: tuple[str, ...] = opt(
+        catalog.GENERATIONS,
+        "dcgm-exporter generations whose metric names the rules read: "
+        + "; ".join(f"`{g}`: {n}" for g, n in catalog.GENERATION_NOTES.items())
+        + ".",
+        "Drop generations your fleet no longer runs: each one adds an `or` branch to every rule.",
+        choices=catalog.GENERATIONS,
+    )
+    violation_counter_unit: str = opt(
+        "ns",
+        "Unit of DCGM_FI_DEV_POWER_VIOLATION and DCGM_FI_DEV_THERMAL_VIOLATION: `ns`, as NVML and the "
+        "dcgm_fields.h of DCGM 3.3 and later say, or `us`, as older dcgm_fields.h and dcgm-exporter's "
+        "counters CSV say.",
+        "Your exporter's counters advance 1,000 times slower or faster than wall time while throttled.",
+        choices=("ns", "us"),
+    )
+
+
+@dataclass(frozen=True)
+class Node:
+    nodename_regex: str = opt(
+        "(.+)",
+        "Regex over node_uname_info's nodename; its first group must equal the DCGM host label.",
+        "DCGM reports short host names and nodename is a FQDN: use `([^.]+).*`.",
+        kind="regex",
+    )
+
+
+@dataclass(frozen=True)
+class RatioAlert:
+    threshold: float = opt(
+        0.9, "Level (ratio 0-1) at or beyond which the alert condition holds.", "See the alert's note.", kind="ratio"
+    )
+    for_: str = for_duration(
+        "5m",
+        "How long the condition must hold before the alert fires.",
+        "Longer for fewer short blips, shorter for earlier warning.",
+    )
+    severity: str = severity("warning")
+
+
+@dataclass(frozen=True)
+class PredictAlert:
+    lookback: str = opt(
+        "15m",
+        "Trend window that predict_linear fits.",
+        "Longer ignores short allocation spikes; shorter reacts to fast ramps.",
+        kind="duration",
+    )
+    horizon: str = opt(
+        "30m",
+        "Fire when exhaustion is predicted within this time.",
+        "Match the time your users need to checkpoint or resize.",
+        kind="duration",
+    )
+    min_level: float = opt(
+        0.5,
+        "Fire only once the level has stayed at or above this for the whole trend window, so the step of "
+        "a fresh job loading its data or model does not read as a trend.",
+        "Lower it to catch leaks that start from a small footprint; raise it to hear only about nearly full ones.",
+        kind="ratio",
+    )
+    for_: str = for_duration(
+        "10m",
+        "How long the prediction must hold before the alert fires.",
+        "Shorter for earlier warning on fast leaks.",
+    )
+    severity: str = severity("warning")
+
+
+@dataclass(frozen=True)
+class ThrottleAlert:
+    threshold: float = opt(
+        0.98,
+        "Power draw, as a ratio of the enforced power limit, at or above which the GPU counts as capped.",
+        "GPUs that regulate a few percent under their limit: lower it to 0.95.",
+        kind="ratio",
+    )
+    min_throttled_share: float = opt(
+        0.5,
+        "Where the violation counters are exported: share of the rate window the GPU was held down by its "
+        "power limit, at or above which that alone counts as throttling.",
+        "Raise it to hear only about GPUs that are capped nearly all the time.",
+        kind="ratio",
+    )
+    for_: str = for_duration(
+        "15m",
+        "How long the GPU must stay capped before the alert fires.",
+        "Short caps during power-hungry kernels are normal; shorten it only for short jobs.",
+    )
+    severity: str = opt(
+        "info",
+        "The alert's severity label. Throttling is a cause, not a symptom: it never pages, so critical is refused.",
+        "Your routing sends info alerts nowhere and you want throttling seen: warning.",
+        choices=CAUSE_SEVERITIES,
+    )
+
+
+@dataclass(frozen=True)
+class TemperatureAlert:
+    threshold_celsius: float = opt(
+        85.0,
+        "GPU temperature at or above which the alert condition holds.",
+        "Set it a few degrees under your models' slowdown temperature (DCGM_FI_DEV_SLOWDOWN_TEMP).",
+        kind="positive",
+    )
+    min_throttled_share: float = opt(
+        0.5,
+        "Where the violation counters are exported: share of the rate window the GPU was held down by "
+        "temperature, at or above which that alone counts as throttling.",
+        "Raise it to hear only about GPUs that are held down nearly all the time.",
+        kind="ratio",
+    )
+    for_: str = for_duration(
+        "5m",
+        "How long the condition must hold before the alert fires.",
+        "Longer to ignore short bursts.",
+    )
+    severity: str = opt(
+        "warning",
+        "The alert's severity label. Throttling is a cause, not a symptom: it never pages, so critical is refused.",
+        "Your routing shows info alerts where warnings are noise: info.",
+        choices=CAUSE_SEVERITIES,
+    )
+
+
+@dataclass(frozen=True)
+class UnderuseAlert:
+    threshold: float = opt(
+        0.15,
+        "Mean GPU utilisation (ratio 0-1) over the execution's GPUs below which the GPUs count as wasted.",
+        "Princeton jobstats flags 15 % and 25 %: raise it to 0.25 to be stricter.",
+        kind="ratio",
+    )
+    cpu_saturated: float = opt(
+        0.9,
+        "Host CPU busy share (0-1) at or above which the description calls the execution CPU-bound.",
+        "Hosts with many more cores than the job uses: lower it.",
+        kind="ratio",
+    )
+    for_: str = for_duration(
+        "30m",
+        "How long utilisation must stay low before the alert fires; it also covers start-up and "
+        "checkpoint pauses, so jobs that idle in their first minutes stay quiet.",
+        "Longer for jobs with long data-loading phases.",
+    )
+    severity: str = severity("info")
+
+
+@dataclass(frozen=True)
+class MissingAlert:
+    window: str = opt(
+        "1h",
+        "How long after a GPU of an execution last reported the alert keeps looking for it; "
+        "it resolves once this has passed.",
+        "Longer to keep lost GPUs visible longer; each hour more costs a longer range read per GPU.",
+        kind="duration",
+    )
+    for_: str = for_duration(
+        "10m",
+        "How long the GPU must stay silent before the alert fires.",
+        "Longer on fleets whose exporters restart often.",
+    )
+    severity: str = severity("warning")
+
+
+@dataclass(frozen=True)
+class DurationAlert:
+    for_: str = for_duration(
+        "10m",
+        "How long the condition must hold before the alert fires.",
+        "Longer on fleets whose exporters restart often.",
+    )
+    severity: str = severity("warning")
+
+
+@dataclass(frozen=True)
+class WindowAlert:
+    window: str = opt(
+        "15m",
+        "A change within this window counts as a new event.",
+        "Longer keeps the alert visible longer after a single event.",
+        kind="duration",
+    )
+    severity: str = severity("warning")
+
+
+@dataclass(frozen=True)
+class Alerts:
+    runbook_url: str = opt(
+        "docs/runbook.md",
+        "Where the runbook is read; each alert's runbook_url is this plus `#<its section>`.",
+        "Point it at the URL your ops repo serves docs/runbook.md from, so the link opens from Alertmanager.",
+    )
+    gpu_memory_high: RatioAlert = section(
+        lambda: RatioAlert(0.95, "2m", "warning"),
+        "GPU memory capacity used is high. Raise the threshold where frameworks pre-allocate "
+        "nearly all memory by design (TensorFlow grows to near 100 %; JAX takes 75 % up front).",
+    )
+    gpu_memory_exhaustion: PredictAlert = section(
+        lambda: PredictAlert("10m", "30m", 0.5, "5m", "warning"),
+        "GPU memory is predicted to run out (predict_linear over the recent trend).",
+    )
+    host_memory_high: RatioAlert = section(
+        lambda: RatioAlert(0.95, "5m", "warning"),
+        "Host RAM used on a host the execution runs on is high.",
+    )
+    host_memory_exhaustion: PredictAlert = section(
+        lambda: PredictAlert("20m", "1h", 0.5, "10m", "warning"),
+        "Host RAM is predicted to run out.",
+    )
+    power_throttling: ThrottleAlert = section(
+        ThrottleAlert,
+        "GPU held at its power limit with its SM clock pulled down. A cause, not a page: info.",
+    )
+    thermal_throttling: TemperatureAlert = section(
+        TemperatureAlert,
+        "GPU temperature high, or thermal clock event reasons set.",
+    )
+    gpu_underutilized: UnderuseAlert = section(
+        UnderuseAlert,
+        "Execution holds GPUs it barely uses (Princeton jobstats flags 15 % and 25 %).",
+    )
+    telemetry_missing: MissingAlert = section(
+        MissingAlert,
+        "A GPU an execution held stopped reporting to DCGM while the execution was running.",
+    )
+    dcgm_exporter_down: DurationAlert = section(
+        lambda: DurationAlert("10m", "warning"),
+        "A dcgm-exporter scrape target is down: none of its GPUs can be attributed or billed.",
+    )
+    xid_errors: WindowAlert = section(
+        lambda: WindowAlert("15m", "warning"),
+        "An Xid error was reported on an execution's GPU.",
+    )
+
+
+@dataclass(frozen=True)
+class Dashboards:
+    title_prefix: str = opt(
+        "GPU executions",
+        "Prefix of every dashboard title; dashboard uids are derived from the titles.",
+        "Several packs (clusters, tenants) share one Grafana.",
+    )
+    folder: str = opt(
+        "GPU executions",
+        "Grafana folder the file provider puts the dashboards in.",
+        "Your Grafana organises dashboards by team.",
+    )
+    datasource_name: str = opt(
+        "Prometheus",
+        "Name of the Prometheus datasource the provisioning file defines and the dashboards select by default.",
+        "Your Grafana already has a Prometheus datasource under another name.",
+    )
+    datasource_url: str = opt(
+        "http://prometheus:9090",
+        "URL of Prometheus in the provisioned datasource.",
+        "Grafana reaches Prometheus (or Thanos, Mimir) at another address.",
+    )
+    currency: str = opt("USD", "Currency of the prices, shown in the cost panels.", "You bill in another currency.")
+    default_price_per_gpu_hour: float = opt(
+        2.0,
+        "Price of one GPU-hour (or MIG-instance-hour) of a model not listed in price_per_gpu_hour.",
+        "Set your list price for models you do not list.",
+        kind="positive",
+    )
+    price_per_gpu_hour: tuple[tuple[str, float], ...] = opt(
+        (("NVIDIA A100-SXM4-80GB", 1.8), ("NVIDIA H100 80GB HBM3", 3.0)),
+        "Price of one GPU-hour per GPU model, keyed by DCGM's modelName label.",
+        "These are examples: set your own prices per model.",
+        kind="prices",
+    )
+
+
+@dataclass(frozen=True)
+class Kubernetes:
+    namespace: str = opt(
+        "monitoring",
+        "Namespace of the generated ConfigMaps and PrometheusRule objects.",
+        "Your Prometheus operator and Grafana run in another namespace.",
+        kind="label",
+    )
+    rule_labels: tuple[tuple[str, str], ...] = opt(
+        (("release", "kube-prometheus-stack"),),
+        "Labels on the PrometheusRule objects; kube-prometheus-stack picks up rules whose labels match "
+        "its ruleSelector (by default release: <helm release>).",
+        "Your Helm release has another name, or your ruleSelector matches other labels.",
+        kind="labels",
+    )
+    dashboard_labels: tuple[tuple[str, str], ...] = opt(
+        (("grafana_dashboard", "1"),),
+        "Labels on the dashboard ConfigMaps; the Grafana sidecar of kube-prometheus-stack loads "
+        'ConfigMaps labelled grafana_dashboard: "1".',
+        "Your sidecar watches another label.",
+        kind="labels",
+    )
+
+
+@dataclass(frozen=True)
+class Api:
+    prometheus_url: str = opt(
+        "http://127.0.0.1:9090",
+        "Prometheus (or a compatible query API) the metrics endpoint reads the recorded series from.",
+        "Your Prometheus, Thanos Query or Mimir query frontend listens elsewhere.",
+    )
+    keys_file: str = opt(
+        "",
+        "File of API keys, one `<key> <tenant>` per line (`*` as tenant: every tenant); "
+        "GPU_PACK_API_KEYS holds the same, comma-separated, when no file is set.",
+        "Keep keys out of the config and mount them as a secret file.",
+    )
+    tenant_label: str = opt(
+        "namespace",
+        "Label on the recorded per-GPU series that names an execution's tenant; a key scoped to one tenant "
+        "sees only executions whose series carry its tenant.",
+        "Your executions are owned by another label, e.g. `project` or `account`.",
+        kind="label",
+    )
+    execution_id_pattern: str = opt(
+        "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$",
+        "Regex an execution id must match, else 400.",
+        "Your scheduler's ids use other characters.",
+        kind="text",
+    )
+    max_points: float = opt(
+        250000.0,
+        "Most points per series one request may ask for, else 400 (30 days at 15 s is 172,800).",
+        "Longer executions, or a tighter bound on response size.",
+        kind="positive",
+    )
+    lookback: str = opt(
+        "35d",
+        "How far back the endpoint looks for an execution's first sample when start is not given.",
+        "Executions run longer than this, or your retention is shorter.",
+        kind="duration",
+    )
+    timeout_seconds: float = opt(
+        30.0,
+        "Timeout of each query to Prometheus; past it the endpoint answers 504.",
+        "Your Prometheus is slow on long ranges.",
+        kind="positive",
+    )
+
+
+@dataclass(frozen=True)
+class Output:
+    rules_dir: str = opt(
+        "rules",
+        "Directory the rule files (*.rules.yml) are written to.",
+        "Your ops repo keeps Prometheus rules elsewhere.",
+        kind="path",
+    )
+    dashboards_dir: str = opt(
+        "dashboards",
+        "Directory the dashboard JSON is written to.",
+        "Your Grafana provisioning reads another directory.",
+        kind="path",
+    )
+
+
+@dataclass(frozen=True)
+class Config:
+    execution_label: str = opt(
+        "execution_id",
+        "The label that carries the execution id where it is read: on DCGM series (label mode), on the "
+        "mapping metric (mapping mode), or the pod label (kubernetes mode). Recorded series always "
+        "call it `execution_id`.",
+        "Your exporter publishes the id under another name, e.g. `hpc_job` from dcgm-exporter's --hpc-job-mapping-dir.",
+        kind="label",
+    )
+    attribution: Attribution = section(Attribution, "How DCGM series are tied to executions.")
+    selectors: Selectors = section(Selectors, "Scrape selectors for the exporters.")
+    dcgm: Dcgm = section(Dcgm, "dcgm-exporter facts that differ between installs.")
+    node: Node = section(Node, "node_exporter facts that differ between installs.")
+    rate_window: str = opt(
+        "1m",
+        "Window of rate() over counters (host CPU).",
+        "Keep it at least 4x the scrape interval: 2m for a 30 s scrape.",
+        kind="duration",
+    )
+    rule_interval: str = opt(
+        "",
+        "Evaluation interval of the groups that record the per-execution series the endpoint serves "
+        "(per GPU and per host); empty uses Prometheus' global evaluation_interval.",
+        "The served series should be finer or coarser than your global interval (15s gives the "
+        "contract's default step).",
+        kind="duration",
+    )
+    derived_rule_interval: str = opt(
+        "1m",
+        "Evaluation interval of the groups that read the recorded series: throttling inputs, "
+        "per-execution rollups, cost, and the alerts; empty uses `rule_interval`.",
+        "At fleet scale every rule over per-GPU series costs Prometheus time in proportion to the GPUs "
+        "it reads, even a bare selector (docs/benchmarks.md); these groups feed alerts whose `for` is "
+        "minutes and dashboards over hours, so 1m (Prometheus' default) costs a quarter of 15s. Set it "
+        "empty for alerts that go pending within one scrape.",
+        kind="duration",
+    )
+    alerts: Alerts = section(Alerts, "Thresholds, `for` durations and severities of the alert rules.")
+    dashboards: Dashboards = section(Dashboards, "Grafana dashboards, their provisioning, and GPU-hour prices.")
+    kubernetes: Kubernetes = section(Kubernetes, "The Kubernetes objects that wrap the rules and dashboards.")
+    api: Api = section(Api, "The per-execution metrics endpoint (`gpu-execution-pack serve` and `query`).")
+    output: Output = section(Output, "Where generated files go.")
+
+    @property
+    def derived_interval(self) -> str:
+        """The interval of the groups that read recorded series (empty: Prometheus' global one)."""
+        return self.derived_rule_interval or self.rule_interval
+
+
+def validate(cfg: Config) -> None:
+    """Checks that relate several keys."""
+    for name in ("gpu_memory_exhaustion", "host_memory_exhaustion"):
+        a: PredictAlert = getattr(cfg.alerts, name)
+        if a.min_level >= 1:
+            raise ConfigError(f"alerts.{name}.min_level: must be below 1, or the prediction can never fire")
+    try:
+        re.compile(cfg.api.execution_id_pattern)
+    except re.error as err:
+        raise ConfigError(f"api.execution_id_pattern: not a regular expression ({err})") from None
+    missing = cfg.alerts.telemetry_missing
+    if parse_duration_seconds(missing.window) <= parse_duration_seconds(missing.for_):
+        raise ConfigError(
+            f"alerts.telemetry_missing.window: {missing.window} must be longer than its for ({missing.for_}), "
+            "or the alert resolves before it fires"
+        )

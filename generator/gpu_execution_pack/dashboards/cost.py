@@ -1,0 +1,68 @@
+"""The Cost dashboard: GPU-hours billed against GPU-hours of actual work, per execution and per model."""
+
+from __future__ import annotations
+
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.dashboards import fleet, house
+from gpu_execution_pack.dashboards.execution import billed_cost, gpu_hours, priced, query, stacked
+from gpu_execution_pack.dashboards.house import Section, table, timeseries
+from gpu_execution_pack.promql import aggregate
+from gpu_execution_pack.rules import catalog
+
+
+def title(cfg: Config) -> str:
+    return f"{cfg.dashboards.title_prefix} / Cost"
+
+
+def render(cfg: Config) -> str:
+    d = cfg.dashboards
+    money = f"currency{d.currency}"  # Grafana's unit id for the currency, e.g. currencyUSD
+    gpus, busy = catalog.MODEL_GPU_COUNT.select(), catalog.MODEL_GPU_UTILIZATION_SUM.select()
+    sections = []
+    for by, name in ((catalog.EXECUTION_LABEL, "execution"), (catalog.MODEL_LABEL, "GPU model")):
+        billed = gpu_hours(gpus, [by])
+        work = gpu_hours(busy, [by])
+        sections.append(
+            Section(f"Per {name}").add(
+                table(
+                    f"GPU-hours and cost per {name}",
+                    [query(billed), query(work), query(stacked(100 * work, "/", billed)), query(billed_cost([by]))],
+                    "GPU-hours billed (GPUs held over time), GPU-hours of work (utilisation summed over time), "
+                    "work as a percentage of billed, and the billed cost at the configured price per model.",
+                    ["GPU-hours billed", "GPU-hours of work", "Efficiency (%)", f"Cost ({d.currency})"],
+                    link=fleet.execution_link(cfg) if by == catalog.EXECUTION_LABEL else "",
+                ),
+                width=24,
+                height=10,
+            )
+        )
+    trend = (
+        Section("Over time")
+        .add(
+            timeseries(
+                "GPUs billed and GPUs busy",
+                "none",
+                [
+                    query(aggregate("sum", None, gpus), "billed (held)"),
+                    query(aggregate("sum", None, busy), "busy (utilisation summed)"),
+                ],
+                "GPUs held by executions against the GPU-equivalents they kept busy; the gap is paid idle time.",
+            ),
+        )
+        .add(
+            timeseries(
+                f"Spend per hour ({d.currency})",
+                money,
+                [query(aggregate("sum", [catalog.MODEL_LABEL], priced(gpus)), "{{modelName}}")],
+                "What the GPUs held cost per hour, per model, at the configured prices.",
+            ),
+        )
+    )
+    panels = house.layout([*sections, trend])
+    return house.render(
+        title(cfg),
+        panels,
+        [house.datasource_variable(d.datasource_name)],
+        "GPU-hours billed against GPU-hours of actual work, and their cost, per execution and per GPU model.",
+        time_from="now-7d",
+    )

@@ -1,0 +1,116 @@
+"""The Fleet dashboard: which executions waste GPUs, throttle or risk OOM, and utilisation by model."""
+
+from __future__ import annotations
+
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.dashboards import execution, house
+from gpu_execution_pack.dashboards.execution import gpu_hours, query
+from gpu_execution_pack.dashboards.house import Section, stat, table, timeseries
+from gpu_execution_pack.promql import Expr, Paren, aggregate, call, on
+from gpu_execution_pack.rules import catalog
+from gpu_execution_pack.rules.catalog import Series
+
+
+def title(cfg: Config) -> str:
+    return f"{cfg.dashboards.title_prefix} / Fleet"
+
+
+def execution_link(cfg: Config) -> str:
+    """The Execution dashboard for the row's execution, over the same time range."""
+    uid = house.uid_for(execution.title(cfg))
+    variables = (
+        f"var-{execution.VARIABLE}=${{__data.fields.{catalog.EXECUTION_LABEL}}}"
+        f"&var-{house.DATASOURCE_VARIABLE}=${{{house.DATASOURCE_VARIABLE}}}"
+    )
+    return f"/d/{uid}?{variables}&${{__url_time_range}}"
+
+
+def over_fleet(op: str, series: Series) -> Expr:
+    """``op`` of ``series`` over every execution now."""
+    return aggregate(op, None, series.select())
+
+
+def at_threshold(series: Series, threshold: float) -> Expr:
+    """How many GPUs' ``series`` is at or above an alert's ``threshold`` now."""
+    return aggregate("count", None, series.select().ge(threshold))
+
+
+def render(cfg: Config) -> str:
+    a = cfg.alerts
+    low = a.gpu_underutilized.threshold
+    by_execution = [catalog.EXECUTION_LABEL]
+    gpus = catalog.MODEL_GPU_COUNT.select()
+    # GPUs held while the execution's mean utilisation was under the waste alert's threshold (the
+    # parentheses are for the reader: `<` binds tighter than `and`).
+    idle = gpus.and_(Paren(catalog.EXECUTION_GPU_UTILIZATION_AVG.select().lt(low)), on(by_execution))
+    wasted = call("topk", 20, gpu_hours(idle, by_execution))
+    billed = gpu_hours(gpus, by_execution)
+    held = catalog.EXECUTION_GPU_COUNT
+    hosts = aggregate("count", None, aggregate("count", [catalog.HOST_LABEL], catalog.NODE_GPU_COUNT.select()))
+    overview = (
+        Section("Now")
+        .add(
+            stat("Executions", "none", [query(over_fleet("count", held))], "Executions holding GPUs."),
+            6,
+            4,
+        )
+        .add(
+            stat("GPUs held", "none", [query(over_fleet("sum", held))], "GPUs or MIG instances held."),
+            6,
+            4,
+        )
+        .add(
+            stat(
+                "Fleet utilisation",
+                "percentunit",
+                [query(over_fleet("avg", catalog.GPU_UTILIZATION))],
+                "Mean utilisation over every GPU an execution holds.",
+            ),
+            6,
+            4,
+        )
+        .add(stat("Hosts", "none", [query(hosts)], "Hosts in use."), 6, 4)
+    )
+    waste = Section("Waste").add(
+        table(
+            f"Executions by GPU-hours below {low * 100:g} % utilisation",
+            [query(wasted), query(billed)],
+            "GPU-hours each execution held while its mean utilisation was under the waste alert's threshold, "
+            "against all GPU-hours it held in the time range. Click a row to open the execution.",
+            ["GPU-hours wasted", "GPU-hours billed"],
+            link=execution_link(cfg),
+        ),
+        width=24,
+        height=10,
+    )
+    health = (
+        Section("Throttling and OOM risk")
+        .add(
+            timeseries(
+                "GPUs throttling or at OOM risk",
+                "none",
+                [
+                    query(at_threshold(catalog.GPU_POWER_TO_LIMIT, a.power_throttling.threshold), "at power limit"),
+                    query(at_threshold(catalog.GPU_TEMPERATURE, a.thermal_throttling.threshold_celsius), "hot"),
+                    query(at_threshold(catalog.GPU_MEMORY_UTILIZATION, a.gpu_memory_high.threshold), "memory high"),
+                ],
+                "GPUs at the alert thresholds now: power at the limit, temperature, memory nearly full.",
+            ),
+        )
+        .add(
+            timeseries(
+                "Utilisation by GPU model",
+                "percentunit",
+                [query(aggregate("avg", [catalog.MODEL_LABEL], catalog.GPU_UTILIZATION.select()), "{{modelName}}")],
+                "Mean utilisation of the GPUs executions hold, per model.",
+                max_value=1,
+            ),
+        )
+    )
+    panels = house.layout([overview, waste, health])
+    return house.render(
+        title(cfg),
+        panels,
+        [house.datasource_variable(cfg.dashboards.datasource_name)],
+        "Every execution at once: waste, throttling, OOM risk and utilisation by GPU model.",
+    )

@@ -1,0 +1,95 @@
+"""Deployment wrappers: Grafana file provisioning, and Kubernetes objects for the rules and dashboards.
+
+Every wrapper embeds the text generated for ``rules/`` and ``dashboards/`` in the same run, so
+what is deployed is what the tests checked, never a second copy to drift.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.output import yaml_document
+
+SOURCE = "generator/dashboards/provisioning.py"
+GRAFANA_DIR = "provisioning"
+KUBERNETES_DIR = "kubernetes"
+GRAFANA_DASHBOARDS_PATH = "/var/lib/grafana/dashboards/gpu-execution-pack"
+
+
+def grafana_files(cfg: Config, dashboards_dir: Path) -> dict[Path, str]:
+    """A dashboard provider and a Prometheus datasource for Grafana's file provisioning."""
+    d = cfg.dashboards
+    provider = {
+        "apiVersion": 1,
+        "providers": [
+            {
+                "name": "gpu-execution-pack",
+                "type": "file",
+                "folder": d.folder,
+                "disableDeletion": False,
+                "allowUiUpdates": False,  # the files are the source: UI edits would be lost on restart
+                "updateIntervalSeconds": 60,
+                "options": {"path": GRAFANA_DASHBOARDS_PATH, "foldersFromFilesStructure": False},
+            }
+        ],
+    }
+    datasource = {
+        "apiVersion": 1,
+        "datasources": [
+            {
+                "name": d.datasource_name,
+                "type": "prometheus",
+                "access": "proxy",
+                "url": d.datasource_url,
+                "isDefault": False,
+                "jsonData": {"timeInterval": "15s"},  # the scrape interval: $__rate_interval is at least 4x it
+            }
+        ],
+    }
+    out = dashboards_dir / GRAFANA_DIR
+    return {
+        out / "dashboards.yml": yaml_document(provider, SOURCE),
+        out / "datasources.yml": yaml_document(datasource, SOURCE),
+    }
+
+
+def kubernetes_dashboards(cfg: Config, dashboards: dict[Path, str], dashboards_dir: Path) -> dict[Path, str]:
+    """One ConfigMap per dashboard, labelled for the Grafana sidecar of kube-prometheus-stack."""
+    k = cfg.kubernetes
+    out = {}
+    for path, text in sorted(dashboards.items()):
+        doc = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": f"gpu-execution-pack-dashboard-{path.stem}",
+                "namespace": k.namespace,
+                "labels": dict(k.dashboard_labels),
+            },
+            "data": {path.name: text},
+        }
+        out[dashboards_dir / KUBERNETES_DIR / f"{path.stem}.configmap.yaml"] = yaml_document(doc, SOURCE)
+    return out
+
+
+def kubernetes_rules(cfg: Config, rule_files: dict[Path, str], rules_dir: Path) -> dict[Path, str]:
+    """One PrometheusRule per rule file, with the config's namespace and selector labels."""
+    k = cfg.kubernetes
+    out = {}
+    for path, text in sorted(rule_files.items()):
+        name = path.name.removesuffix(".rules.yml")
+        doc = {
+            "apiVersion": "monitoring.coreos.com/v1",
+            "kind": "PrometheusRule",
+            "metadata": {
+                "name": f"gpu-execution-pack-{name}",
+                "namespace": k.namespace,
+                "labels": dict(k.rule_labels),
+            },
+            "spec": yaml.safe_load(text),
+        }
+        out[rules_dir / KUBERNETES_DIR / f"{name}.prometheusrule.yaml"] = yaml_document(doc, SOURCE)
+    return out

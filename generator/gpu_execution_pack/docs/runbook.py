@@ -1,0 +1,24 @@
+"""docs/runbook.md, rendered from its template with the configuration's thresholds and durations."""
+
+from __future__ import annotations
+
+import jinja2
+
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.promql import parse_duration_seconds
+from gpu_execution_pack.rules import catalog
+
+
+def render(cfg: Config | None = None) -> str:
+    """The runbook for ``cfg`` (built-in defaults if None)."""
+    cfg = cfg or Config()
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("gpu_execution_pack", "docs/templates"),  # package data, wherever installed
+        undefined=jinja2.StrictUndefined,  # a mistyped key fails the render instead of vanishing
+        keep_trailing_newline=True,
+        autoescape=False,  # Markdown, not HTML
+    )
+    env.filters["percent"] = lambda ratio: f"{ratio * 100:g} %"
+    env.filters["number"] = lambda value: f"{value:g}"
+    env.filters["seconds"] = lambda duration: f"{parse_duration_seconds(duration):g}"
+    return env.get_template("runbook.md.j2").render(cfg=cfg, a=cfg.alerts, c=catalog)

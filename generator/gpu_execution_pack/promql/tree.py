@@ -1,0 +1,323 @@
+"""PromQL as a small expression tree: the nodes the rules, alerts and dashboards are built from.
+
+Rules are built as trees, not strings, so that parentheses come from operator precedence (the
+printer places them) and each rule knows which series it reads (``metric_names``). Only what
+the pack uses is modelled; Grafana's promql-builder (Go) does the same for the full language.
+
+Arithmetic operators build binary nodes (``a / b``, ``a * 100``); comparisons and set
+operators are methods (``a.ge(0.9)``, ``a.unless(b)``), because ``==`` and ``>`` on a node
+must keep their Python meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, fields, replace
+from typing import Union
+
+Operand = Union["Expr", float, int]
+
+# Binary operator precedence, lowest first (prometheus/promql/parser/lex.go).
+PRECEDENCE: dict[str, int] = {
+    "or": 1,
+    "and": 2,
+    "unless": 2,
+    "==": 3,
+    "!=": 3,
+    "<=": 3,
+    "<": 3,
+    ">=": 3,
+    ">": 3,
+    "+": 4,
+    "-": 4,
+    "*": 5,
+    "/": 5,
+    "%": 5,
+    "atan2": 5,
+    "^": 6,
+}
+ATOM = 10  # selectors, calls, aggregations, literals, parentheses, ranges
+SET_OPERATORS = frozenset({"or", "and", "unless"})
+
+
+def lift(value: Operand) -> Expr:
+    """A Python number as a PromQL number; a node as itself."""
+    if isinstance(value, Expr):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"not a PromQL operand: {value!r}")
+    return Number(float(value))
+
+
+class Expr:
+    """A PromQL expression."""
+
+    precedence: int = ATOM
+
+    def __add__(self, other: Operand) -> Binary:
+        return Binary("+", self, lift(other))
+
+    def __radd__(self, other: Operand) -> Binary:
+        return Binary("+", lift(other), self)
+
+    def __sub__(self, other: Operand) -> Binary:
+        return Binary("-", self, lift(other))
+
+    def __rsub__(self, other: Operand) -> Binary:
+        return Binary("-", lift(other), self)
+
+    def __mul__(self, other: Operand) -> Binary:
+        return Binary("*", self, lift(other))
+
+    def __rmul__(self, other: Operand) -> Binary:
+        return Binary("*", lift(other), self)
+
+    def __truediv__(self, other: Operand) -> Binary:
+        return Binary("/", self, lift(other))
+
+    def __mod__(self, other: Operand) -> Binary:
+        return Binary("%", self, lift(other))
+
+    def ge(self, other: Operand) -> Binary:
+        return Binary(">=", self, lift(other))
+
+    def gt(self, other: Operand) -> Binary:
+        return Binary(">", self, lift(other))
+
+    def le(self, other: Operand) -> Binary:
+        return Binary("<=", self, lift(other))
+
+    def lt(self, other: Operand) -> Binary:
+        return Binary("<", self, lift(other))
+
+    def eq(self, other: Operand) -> Binary:
+        return Binary("==", self, lift(other))
+
+    def and_(self, other: Expr, matching: Matching | None = None, stacked: bool = False) -> Binary:
+        return Binary("and", self, other, matching, stacked)
+
+    def unless(self, other: Expr, matching: Matching | None = None, stacked: bool = False) -> Binary:
+        return Binary("unless", self, other, matching, stacked)
+
+    def range(self, window: str) -> Range:
+        """``self[window]``: a range selector, or a subquery ``self[window:step]`` with ``Range.step``."""
+        return Range(self, window)
+
+    def children(self) -> Iterator[Expr]:
+        """The node's operands."""
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if isinstance(value, Expr):
+                yield value
+            elif isinstance(value, tuple):
+                yield from (v for v in value if isinstance(v, Expr))
+
+    def walk(self) -> Iterator[Expr]:
+        """Every node of the tree, this one first."""
+        yield self
+        for child in self.children():
+            yield from child.walk()
+
+    def metric_names(self) -> frozenset[str]:
+        """The metric names this expression selects: what a rule built from it reads."""
+        return frozenset(n.metric for n in self.walk() if isinstance(n, Selector))
+
+    def __str__(self) -> str:
+        from gpu_execution_pack.promql.printer import render
+
+        return render(self)
+
+
+@dataclass(frozen=True, eq=True)
+class Number(Expr):
+    value: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "value", float(self.value))
+
+
+@dataclass(frozen=True)
+class String(Expr):
+    """A double-quoted string literal; the printer escapes it."""
+
+    value: str
+
+
+@dataclass(frozen=True)
+class Selector(Expr):
+    """``metric{matchers}``; each matcher is PromQL text such as ``job="node"`` (see ``match``)."""
+
+    metric: str
+    matchers: tuple[str, ...] = ()
+
+    def where(self, *matchers: str) -> Selector:
+        """The selector with further matchers; empty ones are skipped."""
+        extra = tuple(m.strip() for m in matchers if m and m.strip())
+        return replace(self, matchers=self.matchers + extra)
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    """``function(args)``."""
+
+    function: str
+    args: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Aggregate(Expr):
+    """``op by (labels) ([param, ]expr)``; no ``by`` clause when ``by`` is None."""
+
+    op: str
+    by: tuple[str, ...] | None
+    expr: Expr
+    param: Expr | None = None
+
+
+@dataclass(frozen=True)
+class Matching:
+    """Vector matching of a binary operation: ``on (labels)`` and ``group_left (labels)``."""
+
+    on: tuple[str, ...]
+    group_left: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Binary(Expr):
+    """``lhs op rhs``. ``stacked`` lays it out as three lines (left, operator, right)."""
+
+    op: str
+    lhs: Expr
+    rhs: Expr
+    matching: Matching | None = None
+    stacked: bool = False
+
+    @property
+    def precedence(self) -> int:  # type: ignore[override]
+        return PRECEDENCE[self.op]
+
+
+@dataclass(frozen=True)
+class Paren(Expr):
+    """Parentheses a builder wants for grouping; the printer adds those precedence needs by itself."""
+
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class Range(Expr):
+    """``expr[window]``, or the subquery ``expr[window:step]``."""
+
+    expr: Expr
+    window: str
+    step: str | None = None
+
+
+@dataclass(frozen=True)
+class Placeholder(Expr):
+    """A name a builder substitutes before printing, e.g. a catalog signal in a formula."""
+
+    name: str
+
+
+# --- Builders ---------------------------------------------------------------------------------
+
+
+def selector(metric: str, *matchers: str) -> Selector:
+    """``metric{m1, m2}`` from matcher texts; empty ones are skipped."""
+    return Selector(metric).where(*matchers)
+
+
+def match(label: str, value: str, op: str = "=") -> str:
+    """A label matcher with ``value`` quoted and escaped, e.g. ``match("job", "node")``."""
+    return f"{label}{op}{quote(value)}"
+
+
+def quote(value: str) -> str:
+    """``value`` as a PromQL double-quoted string: nothing in it can end the string."""
+    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def call(function: str, *args: Operand | str) -> Call:
+    """``function(args)``; str arguments are string literals."""
+    return Call(function, tuple(String(a) if isinstance(a, str) else lift(a) for a in args))
+
+
+def aggregate(op: str, by: Iterable[str] | None, expr: Expr, param: Operand | None = None) -> Aggregate:
+    return Aggregate(op, None if by is None else tuple(by), expr, None if param is None else lift(param))
+
+
+def label_copy(expr: Expr, target: str, source: str, regex: str = "(.+)") -> Call:
+    """Copy ``source`` into ``target`` where ``source`` matches ``regex`` (non-empty by default)."""
+    return call("label_replace", expr, target, "$1", source, regex)
+
+
+def label_set(expr: Expr, label: str, value: str) -> Call:
+    """``expr`` with ``label`` set to ``value``."""
+    return call("label_replace", expr, label, value, "", "")
+
+
+def on(labels: Iterable[str], group_left: Iterable[str] | None = None) -> Matching:
+    return Matching(tuple(labels), None if group_left is None else tuple(group_left))
+
+
+def join(lhs: Expr, op: str, matching: Matching, rhs: Expr) -> Binary:
+    """``lhs`` and ``rhs`` on their own lines around the operator and its matching."""
+    return Binary(op, lhs, rhs, matching, stacked=True)
+
+
+def any_of(alternatives: Iterable[Expr], stacked: bool = True) -> Expr:
+    """Alternatives joined with ``or``: the first that has a series for a label set wins."""
+    return _chain("or", list(alternatives), stacked)
+
+
+def all_of(conditions: Iterable[Expr], stacked: bool = True) -> Expr:
+    """Conditions joined with ``and``: series of the first for which every other has a match."""
+    return _chain("and", list(conditions), stacked)
+
+
+def _chain(op: str, operands: list[Expr], stacked: bool) -> Expr:
+    """Operands joined with ``op`` from the left; a nested chain of the same ``op`` is spliced in
+    (``or`` and ``and`` are associative), so it prints as one list, not in parentheses."""
+    flat: list[Expr] = []
+    for operand in operands:
+        flat.extend(_links(operand, op) if isinstance(operand, Binary) else [operand])
+    if not flat:
+        raise ValueError(f"{op}: no operands")
+    out = flat[0]
+    for operand in flat[1:]:
+        out = Binary(op, out, operand, stacked=stacked)
+    return out
+
+
+def _links(expr: Binary, op: str) -> list[Expr]:
+    if expr.op != op or expr.matching is not None:
+        return [expr]
+    left = _links(expr.lhs, op) if isinstance(expr.lhs, Binary) else [expr.lhs]
+    return [*left, expr.rhs]
+
+
+def transform(expr: Expr, change: Callable[[Expr], Expr | None]) -> Expr:
+    """``expr`` with every node for which ``change`` returns a node replaced by it (outermost first)."""
+    new = change(expr)
+    if new is not None:
+        return new
+    changes = {}
+    for f in fields(expr):  # type: ignore[arg-type]
+        value = getattr(expr, f.name)
+        if isinstance(value, Expr):
+            changes[f.name] = transform(value, change)
+        elif isinstance(value, tuple) and any(isinstance(v, Expr) for v in value):
+            changes[f.name] = tuple(transform(v, change) if isinstance(v, Expr) else v for v in value)
+    return replace(expr, **changes) if changes else expr  # type: ignore[type-var]
+
+
+def substitute(expr: Expr, values: Callable[[str], Expr]) -> Expr:
+    """``expr`` with every placeholder replaced by ``values(name)``."""
+    return transform(expr, lambda node: values(node.name) if isinstance(node, Placeholder) else None)
+
+
+def placeholders(expr: Expr) -> tuple[str, ...]:
+    """The placeholder names of ``expr``, in order of first use."""
+    return tuple(dict.fromkeys(n.name for n in expr.walk() if isinstance(n, Placeholder)))

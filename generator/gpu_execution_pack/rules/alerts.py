@@ -1,0 +1,306 @@
+"""Alert rules: throttling, OOM risk, waste, missing telemetry and Xid errors, per execution.
+
+Alerts read the recorded ``execution_gpu:`` / ``execution_node:`` / ``execution:`` series, so
+they carry ``execution_id`` and name the GPU or host; only the two telemetry alerts look at raw
+exporter data, because they are about its absence. Thresholds, ``for`` durations and severities
+come from ``cfg.alerts``; docs/runbook.md has a section per alert, named by the alert.
+
+Conventions (checked by ``gpu_execution_pack.rules.lint``): a ``severity`` label, a static ``summary``, a
+templated ``description`` with the values that matter, and a ``runbook_url`` to the alert's
+runbook section. Descriptions fetch further values with ``query`` where the alert's own value
+is not the one worth reading (the host CPU of an underused execution, say).
+"""
+
+from __future__ import annotations
+
+from gpu_execution_pack.config import Config, PredictAlert
+from gpu_execution_pack.promql import (
+    Expr,
+    Paren,
+    aggregate,
+    all_of,
+    any_of,
+    call,
+    join,
+    on,
+    parse_duration_seconds,
+    selector,
+)
+from gpu_execution_pack.rules import catalog
+from gpu_execution_pack.rules.catalog import EXECUTION_LABEL, GPU_IDENTITY_LABELS, Series
+from gpu_execution_pack.rules.groups import AlertRule, RuleGroup
+
+ALERT_PREFIX = "GpuExecution"
+GROUP_NAME = "gpu-execution-pack.alerts"
+GROUP_FILE = "alerts"
+
+# Clock event reason bits (domain-notes 2.1). PromQL has no bit operators: bit k of x is set
+# where floor(x / 2^k) % 2 == 1.
+POWER_REASON_BITS = {0x4: "SW power cap", 0x80: "HW power brake"}
+THERMAL_REASON_BITS = {0x20: "SW thermal slowdown", 0x40: "HW thermal slowdown"}
+
+# The signal whose raw series say DCGM reports on a GPU: collected by default in every
+# generation, on whole GPUs and MIG instances alike.
+PRESENCE_SIGNAL = "fb_used"
+
+
+# --- Template snippets ------------------------------------------------------------------------
+# Go templates, rendered by Prometheus at each evaluation. A per-GPU alert's $labels are
+# execution_id, the tenant label and the GPU's identity; GPU_I_ID is empty on whole GPUs,
+# which a selector reads as "label absent".
+
+GPU_NAME = (
+    "GPU {{ $labels.gpu }}{{ if $labels.GPU_I_ID }} (MIG instance {{ $labels.GPU_I_ID }}){{ end }}"
+    " ({{ $labels.modelName }}, {{ $labels.UUID }}) on {{ $labels.hostname }}"
+)
+EXECUTION = "Execution {{ $labels.execution_id }}"
+
+
+def gpu_value(series: Series, humanize: str, before: str = "", after: str = "") -> str:
+    """``before value after`` with the alerting GPU's current value of ``series``; empty if it has none."""
+    query = (
+        f'printf "{series.name}{{execution_id=%q, UUID=%q, GPU_I_ID=%q}}" $labels.execution_id $labels.UUID '
+        "$labels.GPU_I_ID"
+    )
+    return f"{{{{ with {query} | query }}}}{before}{{{{ . | first | value | {humanize} }}}}{after}{{{{ end }}}}"
+
+
+def execution_query(expr: str) -> str:
+    """A Go template ``printf`` that fills the alert's execution id into ``expr`` at its ``%q``."""
+    return f'printf "{expr}" $labels.execution_id'
+
+
+def bit_set(expr: Expr, bit: int) -> Expr:
+    return (call("floor", expr / bit) % 2).eq(1)
+
+
+def percent(ratio: float) -> str:
+    """A threshold as the description prints it (``0.95`` -> ``95%``)."""
+    return f"{ratio * 100:g}%"
+
+
+class AlertBuilder:
+    """The alert rules for one configuration."""
+
+    def __init__(self, cfg: Config):
+        self.cfg = cfg
+        self.a = cfg.alerts
+
+    def rule(self, name: str, expr: Expr, severity: str, summary: str, description: str, for_: str = "") -> AlertRule:
+        alert = ALERT_PREFIX + name
+        url = f"{self.a.runbook_url}#{alert.lower()}"
+        return AlertRule(alert, expr, severity, summary, description, url, for_)
+
+    # -- GPU memory --------------------------------------------------------------------------
+    def gpu_memory_high(self) -> AlertRule:
+        a = self.a.gpu_memory_high
+        return self.rule(
+            "GpuMemoryHigh",
+            catalog.GPU_MEMORY_UTILIZATION.select().ge(a.threshold),
+            a.severity,
+            "An execution's GPU memory is nearly full; its next allocations may fail with out-of-memory.",
+            f"{EXECUTION} has used {{{{ $value | humanizePercentage }}}} of the memory of {GPU_NAME} "
+            f"for {a.for_} (threshold {percent(a.threshold)}).",
+            a.for_,
+        )
+
+    def predicted_exhaustion(
+        self, a: PredictAlert, ratio: Series, used: Series, total: Series, horizon_words: str
+    ) -> tuple[Expr, str]:
+        """The "runs out within the horizon" expression, and its description's trend clause.
+
+        The trend only counts once the level has stayed above ``min_level`` for the whole
+        window: a fresh job's step from nothing to its working set is not a leak.
+        """
+        horizon = int(parse_duration_seconds(a.horizon))
+        expr = all_of(
+            [
+                ratio.select(),
+                call("predict_linear", used.select().range(a.lookback), horizon).ge(total.select()),
+                call("min_over_time", ratio.select().range(a.lookback)).ge(a.min_level),
+            ]
+        )
+        clause = f"at the trend of the last {a.lookback} {horizon_words} runs out within {a.horizon}"
+        return expr, clause
+
+    def gpu_memory_exhaustion(self) -> AlertRule:
+        a = self.a.gpu_memory_exhaustion
+        expr, clause = self.predicted_exhaustion(
+            a, catalog.GPU_MEMORY_UTILIZATION, catalog.GPU_MEMORY_USED, catalog.GPU_MEMORY_TOTAL, "it"
+        )
+        return self.rule(
+            "GpuMemoryFillingUp",
+            expr,
+            a.severity,
+            "An execution's GPU memory is predicted to run out.",
+            f"{EXECUTION} has used {{{{ $value | humanizePercentage }}}} of the memory of {GPU_NAME}, and {clause}.",
+            a.for_,
+        )
+
+    # -- host RAM ----------------------------------------------------------------------------
+    def host_memory_high(self) -> AlertRule:
+        a = self.a.host_memory_high
+        return self.rule(
+            "HostMemoryHigh",
+            catalog.NODE_RAM_UTILIZATION.select().ge(a.threshold),
+            a.severity,
+            "A host an execution runs on is nearly out of RAM; the kernel's OOM killer may end the job.",
+            f"Host {{{{ $labels.hostname }}}}, where execution {{{{ $labels.execution_id }}}} runs, has used "
+            f"{{{{ $value | humanizePercentage }}}} of its RAM for {a.for_} (threshold {percent(a.threshold)}).",
+            a.for_,
+        )
+
+    def host_memory_exhaustion(self) -> AlertRule:
+        a = self.a.host_memory_exhaustion
+        expr, clause = self.predicted_exhaustion(
+            a, catalog.NODE_RAM_UTILIZATION, catalog.NODE_RAM_USED, catalog.NODE_RAM_TOTAL, "its RAM"
+        )
+        return self.rule(
+            "HostMemoryFillingUp",
+            expr,
+            a.severity,
+            "A host an execution runs on is predicted to run out of RAM.",
+            f"Host {{{{ $labels.hostname }}}}, where execution {{{{ $labels.execution_id }}}} runs, has used "
+            f"{{{{ $value | humanizePercentage }}}} of its RAM, and {clause}.",
+            a.for_,
+        )
+
+    # -- throttling --------------------------------------------------------------------------
+    def reasons(self, bits: dict[int, str], violation: Series, share: float) -> Expr:
+        """The clock event reason bits or the violation counter say the GPU is held down."""
+        reasons = catalog.GPU_CLOCKS_EVENT_REASONS.select()
+        return any_of([*(bit_set(reasons, b) for b in bits), violation.select().ge(share)])
+
+    def power_throttling(self) -> AlertRule:
+        a = self.a.power_throttling
+        ratio = catalog.GPU_POWER_TO_LIMIT.select()
+        clock = catalog.GPU_SM_CLOCK.select()
+        evidence = self.reasons(POWER_REASON_BITS, catalog.GPU_POWER_VIOLATION, a.min_throttled_share)
+        # At the limit, confirmed by the SM clock below its peak (or by the reasons), or by
+        # power alone where no clock is exported. Without a power limit series, the reasons
+        # and violation counters alone decide, and without those the alert stays quiet.
+        confirmed = any_of([clock.lt(catalog.GPU_SM_CLOCK_PEAK.select()), evidence, ratio.unless(clock)])
+        at_limit = Paren(all_of([ratio.ge(a.threshold), Paren(confirmed)]))
+        without_limit = Paren(Paren(evidence).unless(ratio, stacked=True))
+        return self.rule(
+            "PowerThrottling",
+            any_of([at_limit, without_limit]),
+            a.severity,
+            "An execution's GPU is held down by its power limit.",
+            f"{EXECUTION}: {GPU_NAME} has been held at its power limit for {a.for_}"
+            + gpu_value(catalog.GPU_POWER_TO_LIMIT, "humanizePercentage", ", drawing ", " of the limit")
+            + gpu_value(catalog.GPU_SM_CLOCK, "humanize", ", SM clock at ", "Hz")
+            + gpu_value(catalog.GPU_SM_CLOCK_PEAK, "humanize", " (peak ", "Hz)")
+            + ".",
+            a.for_,
+        )
+
+    def thermal_throttling(self) -> AlertRule:
+        a = self.a.thermal_throttling
+        temp = catalog.GPU_TEMPERATURE
+        evidence = self.reasons(THERMAL_REASON_BITS, catalog.GPU_THERMAL_VIOLATION, a.min_throttled_share)
+        return self.rule(
+            "ThermalThrottling",
+            any_of([temp.select().ge(a.threshold_celsius), Paren(evidence)]),
+            a.severity,
+            "An execution's GPU is hot enough to slow down.",
+            f"{EXECUTION}: {GPU_NAME} has been hot or slowed down by temperature for {a.for_}"
+            + gpu_value(temp, "humanize", ", at ", " °C")
+            + f" (threshold {a.threshold_celsius:g} °C).",
+            a.for_,
+        )
+
+    # -- waste -------------------------------------------------------------------------------
+    def gpu_underutilized(self) -> AlertRule:
+        a = self.a.gpu_underutilized
+        cpu = execution_query(f"max({catalog.NODE_CPU_UTILIZATION.name}{{execution_id=%q}})")
+        gpus = execution_query(f"{catalog.EXECUTION_GPU_COUNT.name}{{execution_id=%q}}")
+        cpu_clause = (
+            f"{{{{ with {cpu} | query }}}}{{{{ $cpu := . | first | value }}}}"
+            f"{{{{ if ge $cpu {a.cpu_saturated} }}}}Its host CPU is saturated ({{{{ $cpu | humanizePercentage }}}}):"
+            " CPU-bound pre-processing is starving the GPUs."
+            "{{ else }}Its host CPU is not saturated ({{ $cpu | humanizePercentage }}):"
+            " the GPUs are likely waiting on data loading or I/O.{{ end }}"
+            "{{ else }}No host CPU data is recorded for it.{{ end }}"
+        )
+        return self.rule(
+            "GpuUnderutilized",
+            catalog.EXECUTION_GPU_UTILIZATION_AVG.select().lt(a.threshold),
+            a.severity,
+            "An execution holds GPUs it barely uses.",
+            f"{EXECUTION} has kept its {{{{ with {gpus} | query }}}}{{{{ . | first | value }}}} {{{{ end }}}}GPUs "
+            f"at {{{{ $value | humanizePercentage }}}} mean utilisation for {a.for_} "
+            f"(threshold {percent(a.threshold)}). {cpu_clause}",
+            a.for_,
+        )
+
+    # -- telemetry ---------------------------------------------------------------------------
+    def telemetry_missing(self) -> AlertRule:
+        a = self.a.telemetry_missing
+        # GPUs an execution held within the window, less the GPUs DCGM reports on now, with or
+        # without an execution label: a job that ended leaves its GPU reporting unlabelled.
+        labels = (EXECUTION_LABEL, self.cfg.api.tenant_label, *GPU_IDENTITY_LABELS)
+        held = aggregate("group", labels, call("last_over_time", catalog.GPU_PRESENCE.select().range(a.window)))
+        raws = [
+            selector(r.name, self.cfg.selectors.dcgm)
+            for r in catalog.SIGNALS[PRESENCE_SIGNAL].raws_for(self.cfg.dcgm.generations)
+        ]
+        reporting = aggregate("group", ("UUID",), any_of(raws, stacked=False))
+        return self.rule(
+            "TelemetryMissing",
+            join(held, "unless", on(("UUID",)), reporting),
+            a.severity,
+            "A GPU an execution holds stopped reporting to DCGM; its metrics and billing are incomplete.",
+            f"{GPU_NAME}, held by execution {{{{ $labels.execution_id }}}}, has reported nothing to dcgm-exporter "
+            f"for {a.for_}.",
+            a.for_,
+        )
+
+    def dcgm_exporter_down(self) -> AlertRule:
+        a = self.a.dcgm_exporter_down
+        return self.rule(
+            "DcgmExporterDown",
+            selector("up", self.cfg.selectors.dcgm_targets).eq(0),
+            a.severity,
+            "A dcgm-exporter target is down; its GPUs cannot be attributed to executions.",
+            "dcgm-exporter target {{ $labels.instance }} of job {{ $labels.job }} has been down for "
+            f"{a.for_}: executions on its GPUs have no GPU metrics.",
+            a.for_,
+        )
+
+    def xid_errors(self) -> AlertRule:
+        a = self.a.xid_errors
+        xid = catalog.GPU_LAST_XID.select()
+        # The gauge holds the last Xid until the exporter restarts: only a change is news, and
+        # a restart (back to 0) is not.
+        return self.rule(
+            "XidError",
+            xid.gt(0).and_(call("changes", xid.range(a.window)).gt(0)),
+            a.severity,
+            "An execution's GPU reported an Xid error.",
+            f"{EXECUTION}: {GPU_NAME} reported Xid {{{{ $value }}}} within the last {a.window}.",
+        )
+
+    def rules(self) -> tuple[AlertRule, ...]:
+        return (
+            self.gpu_memory_high(),
+            self.gpu_memory_exhaustion(),
+            self.host_memory_high(),
+            self.host_memory_exhaustion(),
+            self.power_throttling(),
+            self.thermal_throttling(),
+            self.gpu_underutilized(),
+            self.telemetry_missing(),
+            self.dcgm_exporter_down(),
+            self.xid_errors(),
+        )
+
+
+def alert_rules(cfg: Config) -> tuple[AlertRule, ...]:
+    """The alert rules for ``cfg``, in the order they are written."""
+    return AlertBuilder(cfg).rules()
+
+
+def alert_group(cfg: Config) -> RuleGroup:
+    """The alerts' rule group; it reads recorded series only, so it runs at the derived interval."""
+    return RuleGroup(GROUP_NAME, GROUP_FILE, alert_rules(cfg), cfg.derived_interval)

@@ -1,0 +1,713 @@
+"""The catalog: every raw metric the pack reads and every series it records.
+
+This module is the one place that names exporter metrics, their units and labels. Rules,
+scenario data, tests and docs all derive from it:
+
+- ``UNITS``: how an exporter's unit converts to the base unit we record.
+- ``SIGNALS``: one logical measurement (GPU utilisation, framebuffer used, ...) with the raw
+  metric each exporter generation emits for it. Adding an exporter generation is one more
+  ``RawMetric`` in the signals it renamed.
+- ``API_SERIES``: the 12 series of the per-execution API (domain-notes section 1), each with
+  the series it is recorded as and the formula that computes it from signals.
+- ``GPU_HEALTH_SERIES`` and ``NODE_DERIVED_SERIES``: further series the alerts and dashboards read.
+
+Formulas are PromQL templates whose ``{placeholders}`` name signals; ``gpu_execution_pack.rules.recording``
+expands each placeholder into a normalised, attributed selector.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from gpu_execution_pack.promql import Expr, Placeholder, Selector, aggregate, placeholders, selector
+
+# --- Exporter generations -------------------------------------------------------------------
+# dcgm-exporter renamed fields and changed units twice (domain-notes 2.4). A generation is
+# named by the first release that emits its names; "4.8" stands for every release up to 4.8.x.
+GENERATIONS: tuple[str, ...] = ("4.8", "4.9", "4.10")
+GENERATION_NOTES: dict[str, str] = {
+    "4.8": "dcgm-exporter up to 4.8.x: DCGM 3 names, utilisation in %, clocks in MHz, memory in MiB",
+    "4.9": "4.9.x: DCGM 4.7 names, utilisation as ratio 0-1, clocks in Hz, memory in bytes",
+    "4.10": "4.10 and later: as 4.9, and DCGM_FI_PROF_PCIE_{RX,TX}_BYTES become *_BYTES_PER_SECOND",
+}
+
+# --- Labels -----------------------------------------------------------------------------------
+EXECUTION_LABEL = "execution_id"  # the contract's label on every recorded series
+HOST_LABEL = "hostname"  # the contract's host label on every recorded series
+
+# Labels that identify one GPU, or one MIG instance of it, on every execution_gpu: series.
+# GPU_I_ID and GPU_I_PROFILE exist only on MIG instances and stay absent elsewhere.
+GPU_IDENTITY_LABELS: tuple[str, ...] = (HOST_LABEL, "gpu", "UUID", "modelName", "GPU_I_ID", "GPU_I_PROFILE")
+# The labels a mapping metric joins on: a GPU's UUID and, on MIG, its instance id (CEEMS style).
+GPU_JOIN_LABELS: tuple[str, ...] = ("UUID", "GPU_I_ID")
+MODEL_LABEL = "modelName"
+
+# (target, source) label copies applied to raw DCGM series before anything else: a non-empty
+# source label overwrites the target. dcgm-exporter 4.8.3 renamed Hostname to hostname.
+DCGM_LABEL_ALIASES: tuple[tuple[str, str], ...] = ((HOST_LABEL, "Hostname"),)
+# Behind a Helm ServiceMonitor with honorLabels: false the workload's pod labels arrive as
+# exported_* while pod/namespace name the exporter itself (domain-notes 2.3).
+KUBERNETES_LABEL_ALIASES: tuple[tuple[str, str], ...] = (
+    ("namespace", "exported_namespace"),
+    ("pod", "exported_pod"),
+)
+KUBERNETES_JOIN_LABELS: tuple[str, ...] = ("namespace", "pod")
+# kube-state-metrics exposes an allow-listed pod label <name> as label_<name>.
+KUBE_POD_LABEL_PREFIX = "label_"
+
+# node_exporter: host-level series are joined to executions through the node's name.
+NODE_INFO_METRIC = "node_uname_info"
+NODE_NAME_LABEL = "nodename"
+NODE_TARGET_LABELS: tuple[str, ...] = ("job", "instance")
+
+# --- Units --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Unit:
+    """An exporter unit and how PromQL turns it into the base unit (``value <op> factor``).
+
+    Conversions divide where the factor is a power of ten below one, so that integer
+    percent values give the exact ratio (57 / 100 == 0.57, while 57 * 0.01 does not).
+    """
+
+    name: str
+    base: str
+    op: Literal["*", "/", ""] = ""
+    factor: int = 1
+
+    def to_base(self, expr: Expr) -> Expr:
+        """A PromQL expression in this unit, converted to the base unit."""
+        if self.op == "*":
+            return expr * self.factor
+        if self.op == "/":
+            return expr / self.factor
+        return expr
+
+    def from_base(self, value: float) -> float:
+        """A base-unit value in this unit (the API's percent and MHz)."""
+        if self.op == "*":
+            return value / self.factor
+        if self.op == "/":
+            return value * self.factor
+        return value
+
+    def apply(self, value: float) -> float:
+        """Convert a value in this unit to the base unit, as the PromQL of to_base does."""
+        if self.op == "*":
+            return value * self.factor
+        if self.op == "/":
+            return value / self.factor
+        return value
+
+
+UNITS: dict[str, Unit] = {
+    u.name: u
+    for u in (
+        Unit("ratio", "ratio"),
+        Unit("percent", "ratio", "/", 100),
+        Unit("bytes", "bytes"),
+        Unit("MiB", "bytes", "*", 1024 * 1024),
+        Unit("hertz", "hertz"),
+        Unit("MHz", "hertz", "*", 1_000_000),
+        Unit("watts", "watts"),
+        Unit("celsius", "celsius"),
+        Unit("bytes_per_second", "bytes_per_second"),
+        Unit("seconds", "seconds"),
+        # DCGM's violation counters: time held down, in a unit the sources disagree on (config).
+        Unit("nanoseconds", "seconds", "/", 1_000_000_000),
+        Unit("microseconds", "seconds", "/", 1_000_000),
+        Unit("count", "count"),
+        Unit("bitmask", "bitmask"),
+        Unit("xid", "xid"),  # an Xid code, not a quantity
+        Unit("info", "info"),  # a constant-1 identity series
+    )
+}
+# A raw metric whose unit is this is read in the unit dcgm.violation_counter_unit names.
+VIOLATION_UNIT = "violation_time"
+VIOLATION_UNITS: dict[str, str] = {"ns": "nanoseconds", "us": "microseconds"}
+
+# --- Raw metrics and signals ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RawMetric:
+    """One metric as an exporter emits it."""
+
+    name: str
+    unit: str
+    type: Literal["gauge", "counter"] = "gauge"
+    generations: tuple[str, ...] = GENERATIONS
+    default_collected: bool = True
+    matchers: str = ""  # fixed label matchers, e.g. mode="idle"
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A measurement in one base unit, read from whichever raw metric the exporter emits."""
+
+    key: str
+    exporter: Literal["dcgm", "node"]
+    base_unit: str
+    raws: tuple[RawMetric, ...]
+    doc: str
+    # Device-wide DCGM fields repeat on every MIG instance of a GPU: roll them up per UUID.
+    device_wide: bool = False
+
+    def raws_for(self, generations: tuple[str, ...]) -> tuple[RawMetric, ...]:
+        """The raw metrics emitted by any of the given generations, newest name first."""
+        chosen = [r for r in self.raws if set(r.generations) & set(generations)]
+        return tuple(sorted(chosen, key=lambda r: -max(GENERATIONS.index(g) for g in r.generations)))
+
+
+_NEW = ("4.9", "4.10")
+
+
+def _dcgm(key: str, base: str, doc: str, *raws: RawMetric, device_wide: bool = False) -> Signal:
+    return Signal(key, "dcgm", base, raws, doc, device_wide)
+
+
+SIGNALS: dict[str, Signal] = {
+    s.key: s
+    for s in (
+        _dcgm(
+            "gpu_util",
+            "ratio",
+            "Share of time a kernel ran on the GPU; 0 or absent on MIG instances.",
+            RawMetric("DCGM_FI_DEV_GPU_UTIL", "percent", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_GPU_UTIL_RATIO", "ratio", generations=_NEW),
+        ),
+        _dcgm(
+            "gr_engine_active",
+            "ratio",
+            "Graphics/compute engine activity; the utilisation of a MIG instance.",
+            RawMetric("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "ratio", generations=("4.8",)),
+            RawMetric("DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", "ratio", generations=_NEW),
+        ),
+        _dcgm(
+            "fb_used",
+            "bytes",
+            "Framebuffer memory in use (not MEM_COPY_UTIL, which is bandwidth).",
+            RawMetric("DCGM_FI_DEV_FB_USED", "MiB", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_FB_USED_BYTES", "bytes", generations=_NEW),
+        ),
+        _dcgm(
+            "fb_free",
+            "bytes",
+            "Framebuffer memory free.",
+            RawMetric("DCGM_FI_DEV_FB_FREE", "MiB", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_FB_FREE_BYTES", "bytes", generations=_NEW),
+        ),
+        _dcgm(
+            "fb_reserved",
+            "bytes",
+            "Framebuffer memory the driver reserves.",
+            RawMetric("DCGM_FI_DEV_FB_RESERVED", "MiB", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_FB_RESERVED_BYTES", "bytes", generations=_NEW),
+        ),
+        _dcgm(
+            "fb_capacity",
+            "bytes",
+            "Framebuffer size, reserved memory included.",
+            RawMetric("DCGM_FI_DEV_FB_TOTAL", "MiB", generations=("4.8",), default_collected=False),
+            RawMetric("DCGM_FI_DEV_FB_CAPACITY_BYTES", "bytes", generations=_NEW),
+        ),
+        _dcgm(
+            "gpu_temp",
+            "celsius",
+            "GPU die temperature.",
+            RawMetric("DCGM_FI_DEV_GPU_TEMP", "celsius", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_GPU_TEMP_CELSIUS", "celsius", generations=_NEW),
+            device_wide=True,
+        ),
+        _dcgm(
+            "power_usage",
+            "watts",
+            "Board power draw.",
+            RawMetric("DCGM_FI_DEV_POWER_USAGE", "watts", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_BOARD_POWER_WATTS", "watts", generations=_NEW),
+            device_wide=True,
+        ),
+        _dcgm(
+            "power_limit_enforced",
+            "watts",
+            "Effective power limit after every limiter; needs a custom counters file.",
+            RawMetric("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "watts", generations=("4.8",), default_collected=False),
+            RawMetric(
+                "DCGM_FI_DEV_BOARD_POWER_LIMIT_ENFORCED_WATTS", "watts", generations=_NEW, default_collected=False
+            ),
+            device_wide=True,
+        ),
+        _dcgm(
+            "power_limit_requested",
+            "watts",
+            "Power management limit as requested, before other limiters.",
+            RawMetric("DCGM_FI_DEV_POWER_MGMT_LIMIT", "watts", default_collected=False),
+            device_wide=True,
+        ),
+        _dcgm(
+            "sm_clock",
+            "hertz",
+            "SM clock.",
+            RawMetric("DCGM_FI_DEV_SM_CLOCK", "MHz", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_SM_CLOCK_HERTZ", "hertz", generations=_NEW),
+            device_wide=True,
+        ),
+        _dcgm(
+            "mem_clock",
+            "hertz",
+            "Memory clock.",
+            RawMetric("DCGM_FI_DEV_MEM_CLOCK", "MHz", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", "hertz", generations=_NEW),
+            device_wide=True,
+        ),
+        _dcgm(
+            "max_sm_clock",
+            "hertz",
+            "Highest SM clock the GPU supports.",
+            RawMetric("DCGM_FI_DEV_MAX_SM_CLOCK", "MHz", generations=("4.8",), default_collected=False),
+            RawMetric("DCGM_FI_DEV_MAX_SM_CLOCK_HERTZ", "hertz", generations=_NEW, default_collected=False),
+            device_wide=True,
+        ),
+        # PCIe profiling fields are gauges of bytes per second, not counters; RX is host to device.
+        _dcgm(
+            "pcie_rx",
+            "bytes_per_second",
+            "PCIe receive (host to device) throughput.",
+            RawMetric("DCGM_FI_PROF_PCIE_RX_BYTES", "bytes_per_second", generations=("4.8", "4.9")),
+            RawMetric("DCGM_FI_PROF_PCIE_RX_BYTES_PER_SECOND", "bytes_per_second", generations=("4.10",)),
+        ),
+        _dcgm(
+            "pcie_tx",
+            "bytes_per_second",
+            "PCIe transmit (device to host) throughput.",
+            RawMetric("DCGM_FI_PROF_PCIE_TX_BYTES", "bytes_per_second", generations=("4.8", "4.9")),
+            RawMetric("DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND", "bytes_per_second", generations=("4.10",)),
+        ),
+        _dcgm(
+            "clocks_event_reasons",
+            "bitmask",
+            "Why clocks are held down (bits in domain-notes 2.1).",
+            RawMetric("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "bitmask", default_collected=False),
+            RawMetric("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "bitmask", generations=("4.8",), default_collected=False),
+            device_wide=True,
+        ),
+        # The violation counters' unit is disputed (ns in the exporter's help, us in DCGM's
+        # header): dcgm.violation_counter_unit says which. Counters are read as rates, so the
+        # signal is the share of wall time the clocks were held down.
+        _dcgm(
+            "power_violation",
+            "ratio",
+            "Share of time clocks were held down by the power limit.",
+            RawMetric("DCGM_FI_DEV_POWER_VIOLATION", VIOLATION_UNIT, "counter", default_collected=False),
+            device_wide=True,
+        ),
+        _dcgm(
+            "thermal_violation",
+            "ratio",
+            "Share of time clocks were held down by temperature.",
+            RawMetric("DCGM_FI_DEV_THERMAL_VIOLATION", VIOLATION_UNIT, "counter", default_collected=False),
+            device_wide=True,
+        ),
+        _dcgm(
+            "xid_last",
+            "xid",
+            "The last Xid code, sticky until the exporter restarts: use changes().",
+            RawMetric("DCGM_FI_DEV_XID_ERRORS", "xid", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_XID_ERROR", "xid", generations=_NEW),
+            device_wide=True,
+        ),
+        _dcgm(
+            "slowdown_temp",
+            "celsius",
+            "Temperature at which the GPU starts slowing down.",
+            RawMetric("DCGM_FI_DEV_SLOWDOWN_TEMP", "celsius", generations=("4.8",), default_collected=False),
+            RawMetric("DCGM_FI_DEV_GPU_TEMP_SLOWDOWN_CELSIUS", "celsius", generations=_NEW, default_collected=False),
+            device_wide=True,
+        ),
+        Signal("mem_total", "node", "bytes", (RawMetric("node_memory_MemTotal_bytes", "bytes"),), "Host RAM size."),
+        Signal(
+            "mem_available",
+            "node",
+            "bytes",
+            (RawMetric("node_memory_MemAvailable_bytes", "bytes"),),
+            "Host RAM available to new allocations without swapping.",
+        ),
+        Signal(
+            "cpu_idle_seconds",
+            "node",
+            "seconds",
+            (RawMetric("node_cpu_seconds_total", "seconds", "counter", matchers='mode="idle"'),),
+            "Seconds each CPU spent idle.",
+        ),
+        Signal(
+            "node_info",
+            "node",
+            "info",
+            (RawMetric(NODE_INFO_METRIC, "info"),),
+            "Constant 1 per node_exporter target; its nodename label names the host.",
+        ),
+    )
+}
+
+# --- Recorded series --------------------------------------------------------------------------
+
+
+def signal(key: str) -> Placeholder:
+    """A signal in a formula: ``rules.recording`` puts its normalised, attributed selector there."""
+    if key not in SIGNALS:
+        raise KeyError(f"no signal {key!r} in the catalog")
+    return Placeholder(key)
+
+
+@dataclass(frozen=True)
+class Formula:
+    """One way to compute a series; a series tries its formulas in order (PromQL ``or``).
+
+    ``expr`` is a PromQL tree over signals (``signal("fb_used")``) or over recorded series;
+    ``where`` adds label matchers to every raw selector of the formula.
+    """
+
+    expr: Expr
+    where: str = ""
+    note: str = ""
+
+    @property
+    def signals(self) -> tuple[str, ...]:
+        """The signals the formula reads, in order of first use; empty if it reads recorded series only."""
+        return placeholders(self.expr)
+
+
+# Labels of each level of recorded series. The tenant label (api.tenant_label) is added to the
+# per-GPU series by the rules, from the config.
+GPU_LABELS: tuple[str, ...] = (EXECUTION_LABEL, *GPU_IDENTITY_LABELS)
+NODE_LABELS: tuple[str, ...] = (EXECUTION_LABEL, HOST_LABEL)
+EXECUTION_LABELS: tuple[str, ...] = (EXECUTION_LABEL,)
+MODEL_LABELS: tuple[str, ...] = (EXECUTION_LABEL, MODEL_LABEL)
+
+
+@dataclass(frozen=True)
+class Series:
+    """A recorded series: its name, labels and base unit, how it is computed, and its API name if any."""
+
+    name: str
+    unit: str
+    labels: tuple[str, ...]
+    formulas: tuple[Formula, ...]
+    doc: str
+    api_name: str = ""
+    api_unit: str = ""
+
+    def select(self, *matchers: str) -> Selector:
+        """A selector of this series, e.g. ``GPU_UTILIZATION.select(match(EXECUTION_LABEL, id))``."""
+        return selector(self.name, *matchers)
+
+    def to_api(self, value: float) -> float:
+        """A base-unit value in the API's unit; rounded to 9 decimals so 0.57 reads 57, not 56.99999999999999."""
+        unit = UNITS[self.api_unit]
+        return value if unit.op == "" else round(unit.from_base(value), 9)
+
+
+def _gpu(name: str, unit: str, doc: str, *formulas: Formula, api: tuple[str, str] = ("", "")) -> Series:
+    return Series(name, unit, GPU_LABELS, formulas, doc, api[0], api[1])
+
+
+# Per-GPU series, in evaluation order: a formula may read series recorded above it.
+GPU_UTILIZATION = _gpu(
+    "execution_gpu:gpu_utilization_ratio",
+    "ratio",
+    "GPU utilisation, 0-1.",
+    Formula(signal("gpu_util"), where='GPU_I_ID=""', note="whole GPUs"),
+    Formula(signal("gr_engine_active"), note="MIG instances, and GPUs without DCGM_FI_DEV_GPU_UTIL"),
+    api=("gpuUtilizationPercent", "percent"),
+)
+GPU_MEMORY_USED = _gpu(
+    "execution_gpu:gpu_memory_used_bytes",
+    "bytes",
+    "Framebuffer memory in use.",
+    Formula(signal("fb_used")),
+)
+# Usable capacity excludes the driver's reserve, so the ratio reaches 1 exactly when nothing is
+# left to allocate, whichever of the memory fields an install collects.
+GPU_MEMORY_TOTAL = _gpu(
+    "execution_gpu:gpu_memory_total_bytes",
+    "bytes",
+    "Framebuffer memory usable by processes.",
+    Formula(signal("fb_used") + signal("fb_free")),
+    Formula(signal("fb_capacity") - signal("fb_reserved"), note="where FB_FREE is not collected"),
+    Formula(signal("fb_capacity"), note="where neither FB_FREE nor FB_RESERVED is collected"),
+)
+GPU_MEMORY_UTILIZATION = _gpu(
+    "execution_gpu:gpu_memory_utilization_ratio",
+    "ratio",
+    "Framebuffer capacity used, 0-1.",
+    Formula(GPU_MEMORY_USED.select() / GPU_MEMORY_TOTAL.select().gt(0)),
+    api=("gpuMemoryUtilizationPercent", "percent"),
+)
+GPU_TEMPERATURE = _gpu(
+    "execution_gpu:gpu_temperature_celsius",
+    "celsius",
+    "GPU temperature.",
+    Formula(signal("gpu_temp")),
+    api=("gpuTemperatureCelsius", "celsius"),
+)
+GPU_POWER = _gpu(
+    "execution_gpu:gpu_power_watts",
+    "watts",
+    "Board power draw (device-wide on MIG).",
+    Formula(signal("power_usage")),
+    api=("gpuPowerWatt", "watts"),
+)
+GPU_POWER_LIMIT = _gpu(
+    "execution_gpu:gpu_power_limit_watts",
+    "watts",
+    "Enforced power limit where exported, else the requested one.",
+    Formula(signal("power_limit_enforced")),
+    Formula(signal("power_limit_requested"), note="where the enforced limit is not exported"),
+    api=("gpuPowerLimitWatt", "watts"),
+)
+GPU_SM_CLOCK = _gpu(
+    "execution_gpu:gpu_sm_clock_hertz",
+    "hertz",
+    "SM clock.",
+    Formula(signal("sm_clock")),
+    api=("gpuClockSmMhz", "MHz"),
+)
+GPU_MEMORY_CLOCK = _gpu(
+    "execution_gpu:gpu_memory_clock_hertz",
+    "hertz",
+    "Memory clock.",
+    Formula(signal("mem_clock")),
+    api=("gpuClockMemMhz", "MHz"),
+)
+GPU_PCIE_RX = _gpu(
+    "execution_gpu:gpu_pcie_rx_bytes_per_second",
+    "bytes_per_second",
+    "PCIe host-to-device throughput.",
+    Formula(signal("pcie_rx")),
+    api=("gpuPcieThroughputRxBytesPerSec", "bytes_per_second"),
+)
+GPU_PCIE_TX = _gpu(
+    "execution_gpu:gpu_pcie_tx_bytes_per_second",
+    "bytes_per_second",
+    "PCIe device-to-host throughput.",
+    Formula(signal("pcie_tx")),
+    api=("gpuPcieThroughputTxBytesPerSec", "bytes_per_second"),
+)
+GPU_SERIES: tuple[Series, ...] = (
+    GPU_UTILIZATION,
+    GPU_MEMORY_USED,
+    GPU_MEMORY_TOTAL,
+    GPU_MEMORY_UTILIZATION,
+    GPU_TEMPERATURE,
+    GPU_POWER,
+    GPU_POWER_LIMIT,
+    GPU_SM_CLOCK,
+    GPU_MEMORY_CLOCK,
+    GPU_PCIE_RX,
+    GPU_PCIE_TX,
+)
+
+# Per-GPU series the alert rules read. The exporter fields behind some are not collected by
+# default; where they are missing the alerts fall back to the series above.
+GPU_POWER_TO_LIMIT = _gpu(
+    "execution_gpu:gpu_power_to_limit_ratio",
+    "ratio",
+    "Board power draw as a share of the power limit.",
+    Formula(GPU_POWER.select() / GPU_POWER_LIMIT.select().gt(0)),
+)
+# A running maximum: the rule reads its own previous value, and the comparison with the current
+# clock ends the series with the execution. It holds through hours of capping, where a
+# max_over_time window would forget the unthrottled clock.
+_SM_CLOCK_PEAK_NAME = "execution_gpu:gpu_sm_clock_peak_hertz"
+GPU_SM_CLOCK_PEAK = _gpu(
+    _SM_CLOCK_PEAK_NAME,
+    "hertz",
+    "The GPU's highest SM clock: its max clock where exported, else the peak seen during the execution.",
+    Formula(signal("max_sm_clock"), note="where DCGM_FI_DEV_MAX_SM_CLOCK is collected"),
+    Formula(selector(_SM_CLOCK_PEAK_NAME).gt(GPU_SM_CLOCK.select()), note="earlier peak"),
+    Formula(GPU_SM_CLOCK.select(), note="first sample, or a new peak"),
+)
+GPU_CLOCKS_EVENT_REASONS = _gpu(
+    "execution_gpu:gpu_clocks_event_reasons",
+    "bitmask",
+    "Why the clocks are held down, as DCGM's bitmask (domain-notes 2.1).",
+    Formula(signal("clocks_event_reasons")),
+)
+GPU_POWER_VIOLATION = _gpu(
+    "execution_gpu:gpu_power_violation_ratio",
+    "ratio",
+    "Share of the rate window the clocks were held down by the power limit.",
+    Formula(signal("power_violation")),
+)
+GPU_THERMAL_VIOLATION = _gpu(
+    "execution_gpu:gpu_thermal_violation_ratio",
+    "ratio",
+    "Share of the rate window the clocks were held down by temperature.",
+    Formula(signal("thermal_violation")),
+)
+GPU_LAST_XID = _gpu(
+    "execution_gpu:gpu_last_xid",
+    "xid",
+    "The last Xid code the GPU reported; sticky, so alerts look at its changes.",
+    Formula(signal("xid_last")),
+)
+GPU_HEALTH_SERIES: tuple[Series, ...] = (
+    GPU_POWER_TO_LIMIT,
+    GPU_SM_CLOCK_PEAK,
+    GPU_CLOCKS_EVENT_REASONS,
+    GPU_POWER_VIOLATION,
+    GPU_THERMAL_VIOLATION,
+    GPU_LAST_XID,
+)
+
+# The series that says which GPUs an execution holds: present for every attributed GPU.
+GPU_PRESENCE = GPU_UTILIZATION
+
+# The hosts an execution holds GPUs on; every execution_node: series is joined through it.
+NODE_GPU_COUNT = Series(
+    "execution_node:gpu_count",
+    "count",
+    NODE_LABELS,
+    (Formula(aggregate("count", NODE_LABELS, GPU_PRESENCE.select())),),
+    "GPUs or MIG instances the execution holds on the host.",
+)
+
+# Host-level series. Formulas compute one value per node_exporter target (job, instance);
+# rules.recording joins them to the hosts each execution holds GPUs on. Counter signals are
+# read as rates over rate_window.
+NODE_RAM_TOTAL = Series(
+    "execution_node:system_ram_total_bytes",
+    "bytes",
+    NODE_LABELS,
+    (Formula(signal("mem_total")),),
+    "Host RAM size.",
+    "systemRamTotalBytes",
+    "bytes",
+)
+NODE_RAM_USED = Series(
+    "execution_node:system_ram_used_bytes",
+    "bytes",
+    NODE_LABELS,
+    (Formula(signal("mem_total") - signal("mem_available")),),
+    "Host RAM in use (total minus available).",
+    "systemRamUsedBytes",
+    "bytes",
+)
+NODE_CPU_UTILIZATION = Series(
+    "execution_node:system_cpu_utilization_ratio",
+    "ratio",
+    NODE_LABELS,
+    (Formula(1 - aggregate("avg", NODE_TARGET_LABELS, signal("cpu_idle_seconds"))),),
+    "Host CPU busy share, averaged over its CPUs, 0-1.",
+    "systemCpuUsagePercent",
+    "percent",
+)
+NODE_SERIES: tuple[Series, ...] = (NODE_RAM_TOTAL, NODE_RAM_USED, NODE_CPU_UTILIZATION)
+
+# Read from the host series above, once they are joined to executions.
+NODE_RAM_UTILIZATION = Series(
+    "execution_node:system_ram_utilization_ratio",
+    "ratio",
+    NODE_LABELS,
+    (Formula(NODE_RAM_USED.select() / NODE_RAM_TOTAL.select().gt(0)),),
+    "Host RAM in use, 0-1.",
+)
+NODE_DERIVED_SERIES: tuple[Series, ...] = (NODE_RAM_UTILIZATION,)
+
+
+def _execution(name: str, unit: str, expr: Expr, doc: str) -> Series:
+    return Series(name, unit, EXECUTION_LABELS, (Formula(expr),), doc)
+
+
+def _by_execution(op: str, series: Series) -> Expr:
+    return aggregate(op, EXECUTION_LABELS, series.select())
+
+
+# Per-execution rollups, read from the series above. Device-wide fields (power) repeat on every
+# MIG instance of a GPU, so sums of them are taken once per UUID.
+EXECUTION_GPU_COUNT = _execution(
+    "execution:gpu_count", "count", _by_execution("count", GPU_PRESENCE), "GPUs or MIG instances the execution holds."
+)
+EXECUTION_HOST_COUNT = _execution(
+    "execution:host_count", "count", _by_execution("count", NODE_GPU_COUNT), "Hosts the execution holds GPUs on."
+)
+EXECUTION_GPU_UTILIZATION_AVG = _execution(
+    "execution:gpu_utilization_ratio:avg",
+    "ratio",
+    _by_execution("avg", GPU_UTILIZATION),
+    "Mean utilisation over the execution's GPUs, 0-1.",
+)
+EXECUTION_GPU_MEMORY_UTILIZATION_MAX = _execution(
+    "execution:gpu_memory_utilization_ratio:max",
+    "ratio",
+    _by_execution("max", GPU_MEMORY_UTILIZATION),
+    "Highest framebuffer capacity used among the execution's GPUs, 0-1.",
+)
+EXECUTION_GPU_MEMORY_USED_SUM = _execution(
+    "execution:gpu_memory_used_bytes:sum",
+    "bytes",
+    _by_execution("sum", GPU_MEMORY_USED),
+    "Framebuffer memory in use over all the execution's GPUs (MIG instances have their own).",
+)
+EXECUTION_GPU_POWER_SUM = _execution(
+    "execution:gpu_power_watts:sum",
+    "watts",
+    aggregate("sum", EXECUTION_LABELS, aggregate("max", (EXECUTION_LABEL, "UUID"), GPU_POWER.select())),
+    "Board power of the execution's GPUs, each physical GPU counted once.",
+)
+EXECUTION_GPU_TEMPERATURE_MAX = _execution(
+    "execution:gpu_temperature_celsius:max",
+    "celsius",
+    _by_execution("max", GPU_TEMPERATURE),
+    "Hottest of the execution's GPUs.",
+)
+EXECUTION_SERIES: tuple[Series, ...] = (
+    EXECUTION_GPU_COUNT,
+    EXECUTION_HOST_COUNT,
+    EXECUTION_GPU_UTILIZATION_AVG,
+    EXECUTION_GPU_MEMORY_UTILIZATION_MAX,
+    EXECUTION_GPU_MEMORY_USED_SUM,
+    EXECUTION_GPU_POWER_SUM,
+    EXECUTION_GPU_TEMPERATURE_MAX,
+)
+
+# What cost attribution needs, per execution and GPU model: GPU-hours are the allocated count
+# integrated over time, GPU-hours of work the summed utilisation integrated over time.
+MODEL_GPU_COUNT = Series(
+    "execution_model:gpu_count",
+    "count",
+    MODEL_LABELS,
+    (Formula(aggregate("count", MODEL_LABELS, GPU_PRESENCE.select())),),
+    "GPUs or MIG instances of each model the execution holds: integrated over time, the GPU-hours billed.",
+)
+MODEL_GPU_UTILIZATION_SUM = Series(
+    "execution_model:gpu_utilization_ratio:sum",
+    "ratio",
+    MODEL_LABELS,
+    (Formula(aggregate("sum", MODEL_LABELS, GPU_UTILIZATION.select())),),
+    "Busy GPU-equivalents of each model: integrated over time, the GPU-hours of actual work.",
+)
+COST_SERIES: tuple[Series, ...] = (MODEL_GPU_COUNT, MODEL_GPU_UTILIZATION_SUM)
+# The price of a GPU-hour per model, recorded from the config (dashboards.price_per_gpu_hour);
+# rules.recording builds its expression from the config.
+PRICE = Series(
+    "gpu_model:price_per_gpu_hour",
+    "price",
+    (MODEL_LABEL,),
+    (),
+    "Price of a GPU-hour per `modelName`, in `dashboards.currency`.",
+)
+
+API_SERIES: tuple[Series, ...] = tuple(s for s in GPU_SERIES + NODE_SERIES if s.api_name)
+ALL_SERIES: tuple[Series, ...] = (
+    *GPU_SERIES,
+    *GPU_HEALTH_SERIES,
+    NODE_GPU_COUNT,
+    *NODE_SERIES,
+    *NODE_DERIVED_SERIES,
+    *EXECUTION_SERIES,
+    *COST_SERIES,
+    PRICE,
+)

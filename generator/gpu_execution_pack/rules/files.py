@@ -1,0 +1,50 @@
+"""Rule groups rendered as Prometheus rule files (``<rules_dir>/<name>.rules.yml``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.output import yaml_document
+from gpu_execution_pack.rules.alerts import alert_group
+from gpu_execution_pack.rules.groups import AlertRule, RecordingRule, RuleGroup
+from gpu_execution_pack.rules.recording import recording_groups
+
+RULE_FILE_SUFFIX = ".rules.yml"
+SOURCE = "gpu_execution_pack/rules/"
+
+
+def rule_document(rule: RecordingRule | AlertRule) -> dict:
+    if isinstance(rule, RecordingRule):
+        return {"record": rule.record, "expr": rule.expr}
+    doc: dict = {"alert": rule.alert, "expr": rule.expr}
+    if rule.for_:
+        doc["for"] = rule.for_
+    doc["labels"] = {"severity": rule.severity}
+    doc["annotations"] = {"summary": rule.summary, "description": rule.description, "runbook_url": rule.runbook_url}
+    return doc
+
+
+def group_document(group: RuleGroup) -> dict:
+    doc: dict = {"name": group.name}
+    if group.interval:
+        doc["interval"] = group.interval
+    doc["rules"] = [rule_document(r) for r in group.rules]
+    return doc
+
+
+def rule_files(cfg: Config, rules_dir: Path | None = None) -> dict[Path, str]:
+    """Every rule file for ``cfg``, keyed by path; groups sharing a file name share the file."""
+    rules_dir = Path(cfg.output.rules_dir) if rules_dir is None else rules_dir
+    by_file: dict[str, list[RuleGroup]] = {}
+    for group in all_groups(cfg):
+        by_file.setdefault(group.file, []).append(group)
+    return {
+        rules_dir / f"{name}{RULE_FILE_SUFFIX}": yaml_document({"groups": [group_document(g) for g in groups]}, SOURCE)
+        for name, groups in by_file.items()
+    }
+
+
+def all_groups(cfg: Config) -> list[RuleGroup]:
+    """Recording groups first (alerts read them), in evaluation order."""
+    return [*recording_groups(cfg), alert_group(cfg)]

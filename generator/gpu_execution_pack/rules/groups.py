@@ -1,0 +1,64 @@
+"""Rules and rule groups as the pack builds them, before they are written to files.
+
+A rule's expression is a PromQL tree: ``expr`` is its text, ``inputs`` the metrics it reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpu_execution_pack.promql import Expr, render
+
+# Mimir's and Thanos' rulers refuse larger groups (Mimir's default ruler_max_rules_per_rule_group).
+MAX_RULES_PER_GROUP = 20
+
+
+class _Expression:
+    """What every rule has: its expression as a tree."""
+
+    tree: Expr
+
+    @property
+    def expr(self) -> str:
+        """The expression as written to the rule file."""
+        return render(self.tree)
+
+    @property
+    def inputs(self) -> frozenset[str]:
+        """The metric names the rule reads (itself included, for a running maximum)."""
+        return self.tree.metric_names()
+
+
+@dataclass(frozen=True)
+class RecordingRule(_Expression):
+    """A recording rule: the series it records and its expression."""
+
+    record: str
+    tree: Expr
+
+
+@dataclass(frozen=True)
+class AlertRule(_Expression):
+    """An alert rule with the pack's conventions: severity, static summary, templated description, runbook."""
+
+    alert: str
+    tree: Expr
+    severity: str
+    summary: str
+    description: str
+    runbook_url: str
+    for_: str = ""
+
+
+@dataclass(frozen=True)
+class RuleGroup:
+    """A rule group and the file (``<file>.rules.yml``) it is written to."""
+
+    name: str
+    file: str
+    rules: tuple[RecordingRule | AlertRule, ...]
+    interval: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.rules) > MAX_RULES_PER_GROUP:
+            raise ValueError(f"group {self.name} has {len(self.rules)} rules; keep it within {MAX_RULES_PER_GROUP}")

@@ -1,0 +1,462 @@
+"""Which alerts a scenario should fire, and when: the alert tests' oracle.
+
+Each alert's condition is restated here in Python over the scenario's truth (``model``), not
+read from the rules, so a wrong threshold, comparison, label or description in
+``gpu_execution_pack.rules.alerts`` makes the promtool tests fail. The recorded series are modelled as the
+rules define them: a GPU's series exist while its execution runs and its host's exporter
+answers; an execution's host and execution series exist while any of its GPUs report.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache
+
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.promql import parse_duration_seconds
+from gpu_execution_pack.rules import catalog
+from gpu_execution_pack.rules.catalog import EXECUTION_LABEL, HOST_LABEL, Series
+from gpu_execution_pack.scenario import expected, model
+from gpu_execution_pack.scenario.humanize import go_value, humanize, humanize_percentage
+from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Scenario
+
+PREFIX = "GpuExecution"
+# The level, used and total series of each "runs out" alert pair.
+GPU_MEMORY = (catalog.GPU_MEMORY_UTILIZATION, catalog.GPU_MEMORY_USED, catalog.GPU_MEMORY_TOTAL)
+HOST_RAM = (catalog.NODE_RAM_UTILIZATION, catalog.NODE_RAM_USED, catalog.NODE_RAM_TOTAL)
+STEP_MINUTES = STEP_SECONDS / 60
+
+
+@dataclass(frozen=True)
+class Entity:
+    """One alert instance an alert could fire for: its labels, and what it is about."""
+
+    labels: tuple[tuple[str, str], ...]
+    execution: Execution | None = None
+    gpu: Gpu | None = None
+    host: str = ""
+
+
+@dataclass(frozen=True)
+class AlertSpec:
+    """An alert as the oracle understands it."""
+
+    name: str
+    for_minutes: float
+    severity: str
+    entities: Callable[[World], list[Entity]]
+    holds: Callable[[World, Entity, float], bool]
+    describe: Callable[[World, Entity, float], str]
+
+
+class World:
+    """The recorded series of one scenario, as the rules should produce them."""
+
+    def __init__(self, scenario: Scenario, cfg: Config):
+        self.s = scenario
+        self.cfg = cfg
+        self.gpu_truth = cache(self._gpu_truth)
+        self.host_truth = cache(self._host_truth)
+
+    def alive(self, host: str, minute: float) -> bool:
+        outage = self.s.host(host).dcgm_outage
+        return outage is None or not outage[0] <= minute < outage[1]
+
+    def _gpu_truth(self, execution: Execution, gpu: Gpu, minute: float) -> dict[Series, float] | None:
+        if not self.alive(gpu.host, minute):
+            return None
+        return model.gpu_truth(self.s, execution, gpu, minute)
+
+    def reporting(self, execution: Execution, minute: float, host: str = "") -> list[tuple[Gpu, dict[Series, float]]]:
+        """The execution's GPUs (on ``host`` if given) with recorded series at ``minute``."""
+        out = []
+        for g in execution.gpus:
+            if host and g.host != host:
+                continue
+            truth = self.gpu_truth(execution, g, minute)
+            if truth is not None:
+                out.append((g, truth))
+        return out
+
+    def _host_truth(self, execution: Execution, host: str, minute: float) -> dict[Series, float] | None:
+        if not self.reporting(execution, minute, host):
+            return None
+        return model.host_truth(self.s, self.s.host(host), minute)
+
+    def samples(self, value: Callable[[float], float | None], minute: float, window: str) -> list[tuple[float, float]]:
+        """(minute, value) of a series over a range selector ``[window]`` ending at ``minute``."""
+        start = minute - parse_duration_seconds(window) / 60
+        out = []
+        for m in model.grid(max(start, 0), minute):
+            v = value(m)
+            if v is not None:
+                out.append((m, v))
+        return out
+
+
+# --- Prometheus functions over samples ------------------------------------------------------
+
+
+def predict_linear(samples: list[tuple[float, float]], at_minute: float, seconds: float) -> float | None:
+    """predict_linear, as Prometheus 2.x computes it (least squares, intercept at the evaluation time)."""
+    if len(samples) < 2:
+        return None
+    n = sum_x = sum_y = sum_xy = sum_x2 = 0.0
+    for m, v in samples:
+        x = (m - at_minute) * 60
+        n += 1.0
+        sum_y += v
+        sum_x += x
+        sum_xy += x * v
+        sum_x2 += x * x
+    cov_xy = sum_xy - sum_x * sum_y / n
+    var_x = sum_x2 - sum_x * sum_x / n
+    slope = cov_xy / var_x
+    intercept = sum_y / n - slope * sum_x / n
+    return intercept + slope * seconds
+
+
+def changes(samples: list[tuple[float, float]]) -> int:
+    return sum(1 for (_, a), (_, b) in itertools.pairwise(samples) if a != b)
+
+
+def bit_set(value: float, bit: int) -> bool:
+    return int(value) // bit % 2 == 1
+
+
+# --- Entities -------------------------------------------------------------------------------
+
+
+def gpu_entities(world: World) -> list[Entity]:
+    return [Entity(tuple(sorted(expected.gpu_labels(e, g).items())), e, g) for e in world.s.executions for g in e.gpus]
+
+
+def host_entities(world: World) -> list[Entity]:
+    return [
+        Entity(((EXECUTION_LABEL, e.id), (HOST_LABEL, h)), e, host=h)
+        for e in world.s.executions
+        for h in sorted({g.host for g in e.gpus})
+    ]
+
+
+def execution_entities(world: World) -> list[Entity]:
+    return [Entity(((EXECUTION_LABEL, e.id),), e) for e in world.s.executions]
+
+
+def target_entities(world: World) -> list[Entity]:
+    return [Entity((("instance", f"{h.name}:9400"), ("job", "dcgm-exporter")), host=h.name) for h in world.s.hosts]
+
+
+def gpu_name(entity: Entity) -> str:
+    g = entity.gpu
+    assert g is not None
+    mig = f" (MIG instance {g.mig_instance})" if g.mig_instance else ""
+    return f"GPU {g.index}{mig} ({g.model}, {g.uuid}) on {g.host}"
+
+
+def truth_of(world: World, entity: Entity, minute: float) -> dict[Series, float] | None:
+    assert entity.execution is not None and entity.gpu is not None
+    return world.gpu_truth(entity.execution, entity.gpu, minute)
+
+
+# --- The alerts -----------------------------------------------------------------------------
+
+
+def specs(cfg: Config) -> list[AlertSpec]:
+    """Every alert the pack ships, as the oracle states it."""
+    a = cfg.alerts
+
+    def minutes(duration: str) -> float:
+        return parse_duration_seconds(duration) / 60
+
+    def value(key: Series) -> Callable[[World, Entity, float], float | None]:
+        def get(world: World, entity: Entity, minute: float) -> float | None:
+            truth = truth_of(world, entity, minute)
+            return truth.get(key) if truth else None
+
+        return get
+
+    def host_value(key: Series) -> Callable[[World, Entity, float], float | None]:
+        def get(world: World, entity: Entity, minute: float) -> float | None:
+            assert entity.execution is not None
+            truth = world.host_truth(entity.execution, entity.host, minute)
+            return truth[key] if truth else None
+
+        return get
+
+    def at_least(get: Callable, threshold: float) -> Callable[[World, Entity, float], bool]:
+        return lambda w, e, m: (v := get(w, e, m)) is not None and v >= threshold
+
+    def filling_up(
+        series: tuple[Series, Series, Series], get: Callable, alert
+    ) -> Callable[[World, Entity, float], bool]:
+        ratio, used, total = (get(s) for s in series)
+
+        def holds(w: World, e: Entity, m: float) -> bool:
+            if ratio(w, e, m) is None:
+                return False
+            ratios = w.samples(lambda t: ratio(w, e, t), m, alert.lookback)
+            predicted = predict_linear(w.samples(lambda t: used(w, e, t), m, alert.lookback), m, horizon(alert))
+            return (
+                predicted is not None and predicted >= total(w, e, m) and min(v for _, v in ratios) >= alert.min_level
+            )
+
+        return holds
+
+    def horizon(alert) -> int:
+        return int(parse_duration_seconds(alert.horizon))
+
+    # GPU memory
+    gpu_ratio = value(catalog.GPU_MEMORY_UTILIZATION)
+
+    def gpu_memory_described(tail: str) -> Callable[[World, Entity, float], str]:
+        def describe(w: World, e: Entity, m: float) -> str:
+            assert e.execution is not None
+            return (
+                f"Execution {e.execution.id} has used {humanize_percentage(gpu_ratio(w, e, m))} "
+                f"of the memory of {gpu_name(e)}{tail}"
+            )
+
+        return describe
+
+    g_high, g_pred = a.gpu_memory_high, a.gpu_memory_exhaustion
+    h_high, h_pred = a.host_memory_high, a.host_memory_exhaustion
+    host_ratio = host_value(catalog.NODE_RAM_UTILIZATION)
+
+    def host_described(tail: str) -> Callable[[World, Entity, float], str]:
+        def describe(w: World, e: Entity, m: float) -> str:
+            assert e.execution is not None
+            return (
+                f"Host {e.host}, where execution {e.execution.id} runs, has used "
+                f"{humanize_percentage(host_ratio(w, e, m))} of its RAM{tail}"
+            )
+
+        return describe
+
+    # Throttling
+    p, t = a.power_throttling, a.thermal_throttling
+
+    def reasons(truth: dict[Series, float], bits: tuple[int, ...], violation: Series, share: float) -> bool:
+        r = truth.get(catalog.GPU_CLOCKS_EVENT_REASONS)
+        v = truth.get(violation)
+        return (r is not None and any(bit_set(r, b) for b in bits)) or (v is not None and v >= share)
+
+    def power_holds(w: World, e: Entity, m: float) -> bool:
+        truth = truth_of(w, e, m)
+        if truth is None:
+            return False
+        evidence = reasons(truth, (0x4, 0x80), catalog.GPU_POWER_VIOLATION, p.min_throttled_share)
+        ratio = truth.get(catalog.GPU_POWER_TO_LIMIT)
+        if ratio is None:
+            return evidence
+        clock_down = truth[catalog.GPU_SM_CLOCK] < truth[catalog.GPU_SM_CLOCK_PEAK]
+        return ratio >= p.threshold and (clock_down or evidence)
+
+    def power_described(w: World, e: Entity, m: float) -> str:
+        truth = truth_of(w, e, m)
+        assert truth is not None and e.execution is not None
+        drawing = ""
+        if catalog.GPU_POWER_TO_LIMIT in truth:
+            drawing = f", drawing {humanize_percentage(truth[catalog.GPU_POWER_TO_LIMIT])} of the limit"
+        return (
+            f"Execution {e.execution.id}: {gpu_name(e)} has been held at its power limit for {p.for_}{drawing}"
+            f", SM clock at {humanize(truth[catalog.GPU_SM_CLOCK])}Hz"
+            f" (peak {humanize(truth[catalog.GPU_SM_CLOCK_PEAK])}Hz)."
+        )
+
+    def thermal_holds(w: World, e: Entity, m: float) -> bool:
+        truth = truth_of(w, e, m)
+        if truth is None:
+            return False
+        hot = truth[catalog.GPU_TEMPERATURE] >= t.threshold_celsius
+        return hot or reasons(truth, (0x20, 0x40), catalog.GPU_THERMAL_VIOLATION, t.min_throttled_share)
+
+    def thermal_described(w: World, e: Entity, m: float) -> str:
+        truth = truth_of(w, e, m)
+        assert truth is not None and e.execution is not None
+        return (
+            f"Execution {e.execution.id}: {gpu_name(e)} has been hot or slowed down by temperature for {t.for_}"
+            f", at {humanize(truth[catalog.GPU_TEMPERATURE])} °C (threshold {t.threshold_celsius:g} °C)."
+        )
+
+    # Waste
+    u = a.gpu_underutilized
+
+    def mean_util(w: World, e: Entity, m: float) -> float | None:
+        assert e.execution is not None
+        utils = [truth[catalog.GPU_UTILIZATION] for _, truth in w.reporting(e.execution, m)]
+        return sum(utils) / len(utils) if utils else None
+
+    def under_described(w: World, e: Entity, m: float) -> str:
+        assert e.execution is not None
+        gpus = len(w.reporting(e.execution, m))
+        hosts = [w.host_truth(e.execution, h, m) for h in sorted({g.host for g in e.execution.gpus})]
+        cpus = [h[catalog.NODE_CPU_UTILIZATION] for h in hosts if h]
+        text = (
+            f"Execution {e.execution.id} has kept its {go_value(gpus)} GPUs at "
+            f"{humanize_percentage(mean_util(w, e, m))} mean utilisation for {u.for_} "
+            f"(threshold {u.threshold * 100:g}%). "
+        )
+        if not cpus:
+            return text + "No host CPU data is recorded for it."
+        cpu = max(cpus)
+        if cpu >= u.cpu_saturated:
+            return (
+                text
+                + f"Its host CPU is saturated ({humanize_percentage(cpu)}): "
+                + "CPU-bound pre-processing is starving the GPUs."
+            )
+        return text + (
+            f"Its host CPU is not saturated ({humanize_percentage(cpu)}): "
+            "the GPUs are likely waiting on data loading or I/O."
+        )
+
+    # Telemetry
+    tm, down = a.telemetry_missing, a.dcgm_exporter_down
+
+    def missing_holds(w: World, e: Entity, m: float) -> bool:
+        assert e.gpu is not None
+        if w.alive(e.gpu.host, m):
+            return False  # the GPU reports, labelled or not
+        return bool(w.samples(lambda t_: 1.0 if truth_of(w, e, t_) else None, m, tm.window))
+
+    def missing_described(w: World, e: Entity, m: float) -> str:
+        assert e.execution is not None
+        return (
+            f"{gpu_name(e)}, held by execution {e.execution.id}, has reported nothing to dcgm-exporter for {tm.for_}."
+        )
+
+    # Xid
+    x = a.xid_errors
+    xid = value(catalog.GPU_LAST_XID)
+
+    def xid_holds(w: World, e: Entity, m: float) -> bool:
+        now = xid(w, e, m)
+        return now is not None and now > 0 and changes(w.samples(lambda t_: xid(w, e, t_), m, x.window)) > 0
+
+    def xid_described(w: World, e: Entity, m: float) -> str:
+        assert e.execution is not None
+        code = go_value(xid(w, e, m))
+        return f"Execution {e.execution.id}: {gpu_name(e)} reported Xid {code} within the last {x.window}."
+
+    return [
+        AlertSpec(
+            "GpuMemoryHigh",
+            minutes(g_high.for_),
+            g_high.severity,
+            gpu_entities,
+            at_least(gpu_ratio, g_high.threshold),
+            gpu_memory_described(f" for {g_high.for_} (threshold {g_high.threshold * 100:g}%)."),
+        ),
+        AlertSpec(
+            "GpuMemoryFillingUp",
+            minutes(g_pred.for_),
+            g_pred.severity,
+            gpu_entities,
+            filling_up(GPU_MEMORY, value, g_pred),
+            gpu_memory_described(
+                f", and at the trend of the last {g_pred.lookback} it runs out within {g_pred.horizon}."
+            ),
+        ),
+        AlertSpec(
+            "HostMemoryHigh",
+            minutes(h_high.for_),
+            h_high.severity,
+            host_entities,
+            at_least(host_ratio, h_high.threshold),
+            host_described(f" for {h_high.for_} (threshold {h_high.threshold * 100:g}%)."),
+        ),
+        AlertSpec(
+            "HostMemoryFillingUp",
+            minutes(h_pred.for_),
+            h_pred.severity,
+            host_entities,
+            filling_up(HOST_RAM, host_value, h_pred),
+            host_described(
+                f", and at the trend of the last {h_pred.lookback} its RAM runs out within {h_pred.horizon}."
+            ),
+        ),
+        AlertSpec("PowerThrottling", minutes(p.for_), p.severity, gpu_entities, power_holds, power_described),
+        AlertSpec("ThermalThrottling", minutes(t.for_), t.severity, gpu_entities, thermal_holds, thermal_described),
+        AlertSpec(
+            "GpuUnderutilized",
+            minutes(u.for_),
+            u.severity,
+            execution_entities,
+            lambda w, e, m: (v := mean_util(w, e, m)) is not None and v < u.threshold,
+            under_described,
+        ),
+        AlertSpec("TelemetryMissing", minutes(tm.for_), tm.severity, gpu_entities, missing_holds, missing_described),
+        AlertSpec(
+            "DcgmExporterDown",
+            minutes(down.for_),
+            down.severity,
+            target_entities,
+            lambda w, e, m: not w.alive(e.host, m),
+            lambda w, e, m: (
+                f"dcgm-exporter target {e.host}:9400 of job dcgm-exporter has been down for {down.for_}: "
+                "executions on its GPUs have no GPU metrics."
+            ),
+        ),
+        AlertSpec("XidError", 0, x.severity, gpu_entities, xid_holds, xid_described),
+    ]
+
+
+# --- Firing ---------------------------------------------------------------------------------
+
+
+class Timelines:
+    """Each alert's condition per entity on the sample grid, and when it fires."""
+
+    MARGIN = 8  # steps of condition computed beyond the window on both sides, for shifted checks
+
+    def __init__(self, specs_: list[AlertSpec], world: World):
+        self.world = world
+        self.specs = specs_
+        self.entities = {spec.name: spec.entities(world) for spec in specs_}
+        self.steps = world.s.steps
+        self._held: dict[tuple[str, Entity], list[int]] = {}  # prefix sums of "condition holds"
+        for spec in specs_:
+            for entity in self.entities[spec.name]:
+                sums = [0]
+                for k in range(-self.MARGIN, self.steps + self.MARGIN + 1):
+                    sums.append(sums[-1] + spec.holds(world, entity, k * STEP_MINUTES))
+                self._held[spec.name, entity] = sums
+
+    def holds(self, spec: AlertSpec, entity: Entity, step: int) -> bool:
+        sums = self._held[spec.name, entity]
+        i = step + self.MARGIN
+        return sums[i + 1] - sums[i] == 1
+
+    def firing(self, spec: AlertSpec, entity: Entity, step: int, shift: int = 0) -> bool:
+        """The condition held at every evaluation of the last ``for`` (as shifted by ``shift`` steps)."""
+        length = round(spec.for_minutes / STEP_MINUTES)
+        if step - length < 0:
+            return False
+        sums = self._held[spec.name, entity]
+        lo, hi = step - length + shift + self.MARGIN, step + shift + self.MARGIN
+        return sums[hi + 1] - sums[lo] == length + 1
+
+    def firing_at(self, spec: AlertSpec, step: int) -> list[Entity]:
+        return [e for e in self.entities[spec.name] if self.firing(spec, e, step)]
+
+    def robust(self, step: int, steps: int = 2) -> bool:
+        """No alert's outcome at ``step`` changes if a condition starts or ends a few steps sooner or later."""
+        for spec in self.specs:
+            for entity in self.entities[spec.name]:
+                if len({self.firing(spec, entity, step, d) for d in range(-steps, steps + 1)}) > 1:
+                    return False
+        return True
+
+    def transitions(self) -> list[int]:
+        """Steps where some alert's condition starts or stops, or its ``for`` elapses."""
+        out = set()
+        for spec in self.specs:
+            length = round(spec.for_minutes / STEP_MINUTES)
+            for entity in self.entities[spec.name]:
+                for k in range(self.steps + 1):
+                    if self.holds(spec, entity, k) != self.holds(spec, entity, k - 1):
+                        out.update({k, k + length})
+        return sorted(k for k in out if 0 <= k <= self.steps)

@@ -1,0 +1,114 @@
+"""What every recorded series should hold at an instant of a scenario: the tests' oracle.
+
+Computed from the scenario's own model, never from the rules, so the promtool tests built
+from it can fail.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from gpu_execution_pack.rules import catalog
+from gpu_execution_pack.rules.catalog import EXECUTION_LABEL, HOST_LABEL
+from gpu_execution_pack.scenario import model
+from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Scenario
+
+RATE_WINDOW_MINUTES = 1.0  # the default rate_window: host CPU must be steady over it
+TENANT_LABEL = "namespace"  # the default api.tenant_label, which every test variant keeps
+
+
+@dataclass(frozen=True)
+class Sample:
+    labels: dict[str, str]
+    value: float
+
+
+def gpu_labels(execution: Execution, gpu: Gpu) -> dict[str, str]:
+    labels = {
+        EXECUTION_LABEL: execution.id,
+        TENANT_LABEL: execution.namespace,  # every attribution mode carries the tenant (api.tenant_label)
+        HOST_LABEL: gpu.host,
+        "gpu": str(gpu.index),
+        "UUID": gpu.uuid,
+        "modelName": gpu.model,
+    }
+    if gpu.mig_instance:
+        labels |= {"GPU_I_ID": gpu.mig_instance, "GPU_I_PROFILE": gpu.mig_profile}
+    return labels
+
+
+def running(scenario: Scenario, minute: float) -> list[Execution]:
+    return [e for e in scenario.executions if e.phase_at(minute) is not None]
+
+
+def hosts_steady(scenario: Scenario, minute: float, window: float = RATE_WINDOW_MINUTES) -> bool:
+    """Whether every host's RAM and CPU are constant over the rate window ending at ``minute``."""
+    steps = int(window * 60 // STEP_SECONDS)
+    for host in scenario.hosts:
+        values = [model.host_truth(scenario, host, minute - k * STEP_SECONDS / 60) for k in range(steps + 1)]
+        if any(v != values[0] for v in values):
+            return False
+    return True
+
+
+def expected(scenario: Scenario, minute: float) -> dict[str, list[Sample]]:
+    """Expected samples of every recorded series at ``minute``, keyed by series name."""
+    out: dict[str, list[Sample]] = defaultdict(list)
+    for e in running(scenario, minute):
+        per_gpu = [(g, model.gpu_truth(scenario, e, g, minute)) for g in e.gpus]
+        for gpu, truth in per_gpu:
+            assert truth is not None
+            for key, value in truth.items():
+                out[key.name].append(Sample(gpu_labels(e, gpu), value))
+        hosts = sorted({g.host for g in e.gpus})
+        for host in hosts:
+            labels = {EXECUTION_LABEL: e.id, HOST_LABEL: host}
+            out[catalog.NODE_GPU_COUNT.name].append(Sample(labels, float(sum(g.host == host for g in e.gpus))))
+            for key, value in model.host_truth(scenario, scenario.host(host), minute).items():
+                out[key.name].append(Sample(labels, value))
+        truths = [t for _, t in per_gpu if t]
+        ex = {EXECUTION_LABEL: e.id}
+        utils = [t[catalog.GPU_UTILIZATION] for t in truths]
+        out[catalog.EXECUTION_GPU_COUNT.name].append(Sample(ex, float(len(e.gpus))))
+        out[catalog.EXECUTION_HOST_COUNT.name].append(Sample(ex, float(len(hosts))))
+        out[catalog.EXECUTION_GPU_UTILIZATION_AVG.name].append(Sample(ex, sum(utils) / len(utils)))
+        out[catalog.EXECUTION_GPU_MEMORY_UTILIZATION_MAX.name].append(
+            Sample(ex, max(t[catalog.GPU_MEMORY_UTILIZATION] for t in truths))
+        )
+        out[catalog.EXECUTION_GPU_MEMORY_USED_SUM.name].append(
+            Sample(ex, sum(t[catalog.GPU_MEMORY_USED] for t in truths))
+        )
+        # One physical GPU counts once, however many of its MIG instances the execution holds.
+        devices = {g.device_key: model.device_power(scenario, g, minute) for g in e.gpus}
+        out[catalog.EXECUTION_GPU_POWER_SUM.name].append(Sample(ex, float(sum(devices.values()))))
+        out[catalog.EXECUTION_GPU_TEMPERATURE_MAX.name].append(
+            Sample(ex, max(t[catalog.GPU_TEMPERATURE] for t in truths))
+        )
+        for gpu_model in sorted({g.model for g in e.gpus}):
+            of_model = [t for g, t in per_gpu if g.model == gpu_model and t]
+            labels = {EXECUTION_LABEL: e.id, "modelName": gpu_model}
+            out[catalog.MODEL_GPU_COUNT.name].append(Sample(labels, float(len(of_model))))
+            out[catalog.MODEL_GPU_UTILIZATION_SUM.name].append(
+                Sample(labels, sum(t[catalog.GPU_UTILIZATION] for t in of_model))
+            )
+    return out
+
+
+def prices(scenario: Scenario, minute: float, listed: dict[str, float], default: float) -> list[Sample]:
+    """The price series: every listed model, and each other model some running execution holds."""
+    in_use = {g.model for e in running(scenario, minute) for g in e.gpus}
+    models = {**listed, **{m: default for m in in_use if m not in listed}}
+    return [Sample({"modelName": m}, float(p)) for m, p in sorted(models.items())]
+
+
+def eval_minutes(scenario: Scenario) -> list[float]:
+    """The middle of every phase of every execution: where each phase's values are checked."""
+    minutes = set()
+    for e in scenario.executions:
+        t = e.start_minute
+        for name in e.phases:
+            length = model.PHASES[name].minutes
+            minutes.add(t + length / 2)
+            t += length
+    return sorted(minutes)

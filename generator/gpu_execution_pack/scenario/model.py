@@ -1,0 +1,529 @@
+"""What a synthetic scenario is: executions on GPUs on hosts, going through phases.
+
+A scenario is the truth that tests compare recorded series with. Values are given in the
+units the older exporters use (percent, MiB, MHz, W, degrees C, bytes/s); ``Truth`` turns them
+into base units with this module's own constants, independently of the catalog's units, so a
+wrong conversion in the catalog makes the tests fail instead of agreeing with itself. Truths are
+keyed by the catalog's series objects: names are shared, values are not.
+
+Values are chosen so that every conversion is exact in floating point (integer MiB and MHz,
+percent divided by 100, dyadic CPU shares): promtool 2.42 compares sample values exactly.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass, replace
+from functools import cache, cached_property
+
+from gpu_execution_pack.rules import catalog
+from gpu_execution_pack.rules.catalog import Series
+
+# Independent unit facts for the oracle (not read from the catalog on purpose).
+BYTES_PER_MIB = 1024 * 1024
+HERTZ_PER_MHZ = 1_000_000
+PERCENT_PER_RATIO = 100
+
+STEP_SECONDS = 15  # dcgm-exporter's and node_exporter's usual scrape interval
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuLoad:
+    """What one GPU reports during a phase (older exporters' units); given by keyword in the phase table."""
+
+    util_percent: float
+    mem_used_mib: int
+    mem_used_end_mib: int | None = None  # a linear ramp to this value over the phase, else flat
+    power_watts: float
+    temp_celsius: float
+    sm_clock_mhz: int
+    mem_clock_mhz: int
+    pcie_rx_bytes_per_second: int
+    pcie_tx_bytes_per_second: int
+    # Throttle evidence, published only where a scenario exports those optional fields.
+    clock_event_reasons: int = 0
+    power_violation_share: float = 0.0  # of wall time, held down by the power limit
+    thermal_violation_share: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostLoad:
+    """What one execution adds to a host during a phase. CPU shares are dyadic (n/8)."""
+
+    cpu_busy: float
+    ram_used_bytes: int
+    ram_used_end_bytes: int | None = None  # a linear ramp to this value over the phase, else flat
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    minutes: int
+    gpu: GpuLoad
+    host: HostLoad
+
+
+# H100-like numbers: 80 GiB usable framebuffer, 700 W enforced limit.
+PHASES: dict[str, Phase] = {
+    p.name: p
+    for p in (
+        Phase(
+            "loading",
+            5,
+            GpuLoad(
+                util_percent=4,
+                mem_used_mib=4096,
+                power_watts=110.5,
+                temp_celsius=36,
+                sm_clock_mhz=1755,
+                mem_clock_mhz=2619,
+                pcie_rx_bytes_per_second=2_000_000_000,
+                pcie_tx_bytes_per_second=50_000_000,
+            ),
+            HostLoad(cpu_busy=0.75, ram_used_bytes=32 * 1024**3),
+        ),
+        Phase(
+            "compute",
+            10,
+            GpuLoad(
+                util_percent=97,
+                mem_used_mib=61440,
+                power_watts=650.25,
+                temp_celsius=68,
+                sm_clock_mhz=1980,
+                mem_clock_mhz=2619,
+                pcie_rx_bytes_per_second=400_000_000,
+                pcie_tx_bytes_per_second=200_000_000,
+            ),
+            HostLoad(cpu_busy=0.25, ram_used_bytes=48 * 1024**3),
+        ),
+        Phase(
+            "memory_ramp",
+            10,
+            GpuLoad(
+                util_percent=92,
+                mem_used_mib=61440,
+                mem_used_end_mib=81408,
+                power_watts=640,
+                temp_celsius=70,
+                sm_clock_mhz=1980,
+                mem_clock_mhz=2619,
+                pcie_rx_bytes_per_second=300_000_000,
+                pcie_tx_bytes_per_second=100_000_000,
+            ),
+            HostLoad(cpu_busy=0.25, ram_used_bytes=56 * 1024**3),
+        ),
+        Phase(
+            "throttled",
+            10,
+            # SW power cap and SW thermal slowdown bits (0x4 | 0x20).
+            GpuLoad(
+                util_percent=95,
+                mem_used_mib=65536,
+                power_watts=699.5,
+                temp_celsius=86,
+                sm_clock_mhz=1410,
+                mem_clock_mhz=2619,
+                pcie_rx_bytes_per_second=400_000_000,
+                pcie_tx_bytes_per_second=200_000_000,
+                clock_event_reasons=0x24,
+                power_violation_share=0.75,
+                thermal_violation_share=0.5,
+            ),
+            HostLoad(cpu_busy=0.375, ram_used_bytes=48 * 1024**3),
+        ),
+        Phase(
+            "idle",
+            5,
+            GpuLoad(
+                util_percent=0,
+                mem_used_mib=512,
+                power_watts=72.25,
+                temp_celsius=31,
+                sm_clock_mhz=345,
+                mem_clock_mhz=2619,
+                pcie_rx_bytes_per_second=0,
+                pcie_tx_bytes_per_second=0,
+                clock_event_reasons=0x1,
+            ),
+            HostLoad(cpu_busy=0, ram_used_bytes=4 * 1024**3),
+        ),
+        # Phases the alert tests use.
+        Phase(
+            "leak",  # framebuffer grows from 60 % to 97.5 % over 15 minutes...
+            15,
+            GpuLoad(
+                util_percent=90,
+                mem_used_mib=49152,
+                mem_used_end_mib=79872,
+                power_watts=610,
+                temp_celsius=71,
+                sm_clock_mhz=1980,
+                mem_clock_mhz=2619,
+                pcie_rx_bytes_per_second=300_000_000,
+                pcie_tx_bytes_per_second=100_000_000,
+            ),
+            HostLoad(cpu_busy=0.25, ram_used_bytes=48 * 1024**3),
+        ),
+        Phase(
+            "oom",  # ... and on to 100 % over 5, when the framework gives up
+            5,
+            GpuLoad(
+                util_percent=90,
+                mem_used_mib=79872,
+                mem_used_end_mib=81920,
+                power_watts=610,
+                temp_celsius=71,
+                sm_clock_mhz=1980,
+                mem_clock_mhz=2619,
+                pcie_rx_bytes_per_second=300_000_000,
+                pcie_tx_bytes_per_second=100_000_000,
+            ),
+            HostLoad(cpu_busy=0.25, ram_used_bytes=48 * 1024**3),
+        ),
+        Phase(
+            "host_leak",  # host RAM grows from 128 GiB to 254 GiB of 256 GiB over 40 minutes
+            40,
+            GpuLoad(
+                util_percent=93,
+                mem_used_mib=61440,
+                power_watts=630,
+                temp_celsius=69,
+                sm_clock_mhz=1980,
+                mem_clock_mhz=2619,
+                pcie_rx_bytes_per_second=400_000_000,
+                pcie_tx_bytes_per_second=200_000_000,
+            ),
+            HostLoad(cpu_busy=0.25, ram_used_bytes=120 * 1024**3, ram_used_end_bytes=246 * 1024**3),
+        ),
+        Phase(
+            "capped",  # at the power limit with the SM clock pulled down (SW power cap bit)
+            30,
+            GpuLoad(
+                util_percent=96,
+                mem_used_mib=61440,
+                power_watts=699.5,
+                temp_celsius=79,
+                sm_clock_mhz=1410,
+                mem_clock_mhz=2619,
+                pcie_rx_bytes_per_second=400_000_000,
+                pcie_tx_bytes_per_second=200_000_000,
+                clock_event_reasons=0x4,
+                power_violation_share=0.75,
+            ),
+            HostLoad(cpu_busy=0.25, ram_used_bytes=48 * 1024**3),
+        ),
+        Phase(
+            "hot",  # at 88 °C, under the power limit
+            15,
+            GpuLoad(
+                util_percent=95,
+                mem_used_mib=61440,
+                power_watts=560,
+                temp_celsius=88,
+                sm_clock_mhz=1830,
+                mem_clock_mhz=2619,
+                pcie_rx_bytes_per_second=400_000_000,
+                pcie_tx_bytes_per_second=200_000_000,
+                clock_event_reasons=0x20,
+                power_violation_share=0.0,
+                thermal_violation_share=0.625,
+            ),
+            HostLoad(cpu_busy=0.25, ram_used_bytes=48 * 1024**3),
+        ),
+        Phase(
+            "stalled",  # waiting on input, the host CPU mostly idle
+            40,
+            GpuLoad(
+                util_percent=6,
+                mem_used_mib=30720,
+                power_watts=120,
+                temp_celsius=40,
+                sm_clock_mhz=1755,
+                mem_clock_mhz=2619,
+                pcie_rx_bytes_per_second=20_000_000,
+                pcie_tx_bytes_per_second=1_000_000,
+            ),
+            HostLoad(cpu_busy=0.25, ram_used_bytes=24 * 1024**3),
+        ),
+        Phase(
+            "cpu_bound",  # pre-processing saturates the host CPU
+            40,
+            GpuLoad(
+                util_percent=9,
+                mem_used_mib=30720,
+                power_watts=140,
+                temp_celsius=42,
+                sm_clock_mhz=1755,
+                mem_clock_mhz=2619,
+                pcie_rx_bytes_per_second=50_000_000,
+                pcie_tx_bytes_per_second=1_000_000,
+            ),
+            HostLoad(cpu_busy=0.875, ram_used_bytes=24 * 1024**3),
+        ),
+    )
+}
+
+TRAINING = ("loading", "compute", "memory_ramp", "throttled", "idle")
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """A GPU, or a MIG instance of one (mig_instance set)."""
+
+    host: str
+    index: int
+    model: str = "NVIDIA H100 80GB HBM3"
+    mig_instance: str = ""
+    mig_profile: str = ""
+    mem_total_mib: int = 81920  # used + free, the driver's reserve excluded
+
+    @property
+    def uuid(self) -> str:
+        return f"GPU-{self.host}-{self.index:04d}"
+
+    @property
+    def device_key(self) -> tuple[str, int]:
+        return (self.host, self.index)
+
+
+@dataclass(frozen=True)
+class Execution:
+    id: str
+    gpus: tuple[Gpu, ...]
+    phases: tuple[str, ...] = TRAINING
+    start_minute: int = 0
+    # Per-GPU change of utilisation (percent points), so GPUs of one execution differ.
+    util_offsets: tuple[float, ...] = ()
+    namespace: str = "research"
+
+    @cached_property
+    def phase_starts(self) -> tuple[int, ...]:
+        """The minute each phase begins, then the end: a fleet's day-long executions have hundreds."""
+        starts = [self.start_minute]
+        for name in self.phases:
+            starts.append(starts[-1] + PHASES[name].minutes)
+        return tuple(starts)
+
+    @property
+    def end_minute(self) -> int:
+        return self.phase_starts[-1]
+
+    def _phase_index(self, minute: float) -> int | None:
+        if not self.start_minute <= minute < self.end_minute:
+            return None
+        return bisect_right(self.phase_starts, minute) - 1
+
+    def phase_at(self, minute: float) -> Phase | None:
+        i = self._phase_index(minute)
+        return None if i is None else PHASES[self.phases[i]]
+
+    def phase_start_at(self, minute: float) -> int:
+        """When the phase running at ``minute`` began (phases may repeat)."""
+        i = self._phase_index(minute)
+        if i is None:
+            raise ValueError(f"execution {self.id} is not running at minute {minute}")
+        return self.phase_starts[i]
+
+    def util_offset(self, gpu: Gpu) -> float:
+        i = self.gpus.index(gpu)
+        return self.util_offsets[i] if i < len(self.util_offsets) else 0
+
+
+@dataclass(frozen=True)
+class XidEvent:
+    """An Xid error on a physical GPU; its exporter's gauge holds the code afterwards."""
+
+    host: str
+    index: int
+    minute: float
+    code: int
+
+
+@dataclass(frozen=True)
+class Host:
+    name: str
+    generation: str = "4.8"  # the dcgm-exporter generation on this host
+    host_label: str = ""  # "Hostname" or "hostname"; default by generation
+    dcgm_outage: tuple[float, float] | None = None  # the host's dcgm-exporter is down from, until
+    cpus: int = 2
+    ram_total_bytes: int = 256 * 1024**3
+    base_cpu_busy: float = 0.125
+    base_ram_used_bytes: int = 8 * 1024**3
+
+    @property
+    def dcgm_host_label(self) -> str:
+        return self.host_label or ("Hostname" if self.generation == "4.8" else "hostname")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A set of hosts and executions over a time window, with exporter quirks."""
+
+    name: str
+    description: str
+    hosts: tuple[Host, ...]
+    executions: tuple[Execution, ...]
+    unowned_gpus: tuple[Gpu, ...] = ()
+    missing: frozenset[str] = frozenset()  # catalog signal keys the exporter does not export
+    exported: frozenset[str] = frozenset()  # signal keys it exports beyond the defaults (see render.published)
+    max_sm_clock_mhz: int = 1980
+    xid_events: tuple[XidEvent, ...] = ()
+    power_limit_enforced_watts: float = 700
+    power_limit_requested_watts: float = 750
+    minutes: int = 0  # window length; default: until the last execution ends
+
+    @property
+    def window_minutes(self) -> int:
+        return self.minutes or max(e.end_minute for e in self.executions)
+
+    @property
+    def steps(self) -> int:
+        return self.window_minutes * 60 // STEP_SECONDS
+
+    def host(self, name: str) -> Host:
+        return next(h for h in self.hosts if h.name == name)
+
+    def with_generation(self, generation: str, name: str, host_label: str = "") -> Scenario:
+        hosts = tuple(replace(h, generation=generation, host_label=host_label) for h in self.hosts)
+        return replace(self, name=name, hosts=hosts)
+
+    def all_gpus(self) -> list[Gpu]:
+        return [g for e in self.executions for g in e.gpus] + list(self.unowned_gpus)
+
+
+def gpu_truth(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float) -> dict[Series, float] | None:
+    """What each per-GPU recorded series should be, in base units; None when the execution is not running."""
+    phase = execution.phase_at(minute)
+    if phase is None:
+        return None
+    load = phase.gpu
+    device = device_load(scenario, gpu, minute)  # temperature and clocks are device-wide on MIG
+    util = (load.util_percent + execution.util_offset(gpu)) / PERCENT_PER_RATIO
+    used_mib = mem_used_mib(execution, gpu, minute)
+    out = {
+        catalog.GPU_UTILIZATION: util,
+        catalog.GPU_MEMORY_USED: used_mib * BYTES_PER_MIB,
+        catalog.GPU_MEMORY_TOTAL: gpu.mem_total_mib * BYTES_PER_MIB,
+        catalog.GPU_MEMORY_UTILIZATION: (used_mib * BYTES_PER_MIB) / (gpu.mem_total_mib * BYTES_PER_MIB),
+        catalog.GPU_TEMPERATURE: float(device.temp_celsius),
+        catalog.GPU_POWER: float(device_power(scenario, gpu, minute)),
+        catalog.GPU_SM_CLOCK: float(device.sm_clock_mhz * HERTZ_PER_MHZ),
+        catalog.GPU_MEMORY_CLOCK: float(device.mem_clock_mhz * HERTZ_PER_MHZ),
+        catalog.GPU_PCIE_RX: float(load.pcie_rx_bytes_per_second),
+        catalog.GPU_PCIE_TX: float(load.pcie_tx_bytes_per_second),
+    }
+    limit = power_limit(scenario)
+    if limit is not None:
+        out[catalog.GPU_POWER_LIMIT] = limit
+        out[catalog.GPU_POWER_TO_LIMIT] = out[catalog.GPU_POWER] / limit
+    out[catalog.GPU_SM_CLOCK_PEAK] = float(sm_clock_peak_mhz(scenario, execution, gpu, minute) * HERTZ_PER_MHZ)
+    out[catalog.GPU_LAST_XID] = float(last_xid(scenario, gpu, minute))
+    if "clocks_event_reasons" in scenario.exported:
+        out[catalog.GPU_CLOCKS_EVENT_REASONS] = float(device.clock_event_reasons)
+    if "power_violation" in scenario.exported:
+        out[catalog.GPU_POWER_VIOLATION] = device.power_violation_share
+    if "thermal_violation" in scenario.exported:
+        out[catalog.GPU_THERMAL_VIOLATION] = device.thermal_violation_share
+    if "pcie_rx" in scenario.missing:
+        del out[catalog.GPU_PCIE_RX]
+    if "pcie_tx" in scenario.missing:
+        del out[catalog.GPU_PCIE_TX]
+    return out
+
+
+def grid(start: float, end: float) -> list[float]:
+    """The sample minutes from ``start`` to ``end``, both included."""
+    first = -(-round(start * 60) // STEP_SECONDS)
+    return [k * STEP_SECONDS / 60 for k in range(first, int(end * 60 // STEP_SECONDS) + 1)]
+
+
+def sm_clock_peak_mhz(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float) -> int:
+    """The highest SM clock the GPU showed since the execution started (its max clock where exported)."""
+    if "max_sm_clock" in scenario.exported:
+        return scenario.max_sm_clock_mhz
+    return _clock_peaks(scenario, gpu, execution.start_minute)[minute]
+
+
+@cache
+def _clock_peaks(scenario: Scenario, gpu: Gpu, start: float) -> dict[float, int]:
+    """Running maximum of the GPU's SM clock from ``start``, at every sample minute of the scenario."""
+    peaks, peak = {}, 0
+    for m in grid(start, scenario.window_minutes):
+        peak = max(peak, device_load(scenario, gpu, m).sm_clock_mhz)
+        peaks[m] = peak
+    return peaks
+
+
+def last_xid(scenario: Scenario, gpu: Gpu, minute: float) -> int:
+    """The physical GPU's last Xid code at ``minute`` (0: none since the exporter started)."""
+    seen = sorted(
+        (e for e in scenario.xid_events if (e.host, e.index) == gpu.device_key and e.minute <= minute),
+        key=lambda e: e.minute,
+    )
+    return seen[-1].code if seen else 0
+
+
+def power_limit(scenario: Scenario) -> float | None:
+    if "power_limit_enforced" not in scenario.missing:
+        return float(scenario.power_limit_enforced_watts)
+    if "power_limit_requested" not in scenario.missing:
+        return float(scenario.power_limit_requested_watts)
+    return None
+
+
+def ramp(phase: Phase, start: int, end: int | None, into_phase: float) -> int:
+    """A value ramping linearly from ``start`` to about ``end`` over the phase, on the 15 s sample grid."""
+    if end is None:
+        return start
+    steps = phase.minutes * 60 // STEP_SECONDS - 1
+    k = int(into_phase * 60 // STEP_SECONDS)
+    return start + k * ((end - start) // steps)
+
+
+def mem_used_mib(execution: Execution, gpu: Gpu, minute: float) -> int:
+    """Framebuffer used at ``minute``, following the phase's ramp."""
+    phase = execution.phase_at(minute)
+    assert phase is not None
+    load = phase.gpu
+    scale = gpu.mem_total_mib / 81920  # MIG instances hold a share of the GPU's memory
+    end = None if load.mem_used_end_mib is None else int(load.mem_used_end_mib * scale)
+    return ramp(phase, int(load.mem_used_mib * scale), end, minute - execution.phase_start_at(minute))
+
+
+def device_power(scenario: Scenario, gpu: Gpu, minute: float) -> float:
+    """A physical GPU's power: that of the busiest execution on any of its instances."""
+    powers = []
+    for e in scenario.executions:
+        for g in e.gpus:
+            if g.device_key == gpu.device_key:
+                phase = e.phase_at(minute)
+                powers.append(phase.gpu.power_watts if phase else PHASES["idle"].gpu.power_watts)
+    return max(powers) if powers else PHASES["idle"].gpu.power_watts
+
+
+def device_load(scenario: Scenario, gpu: Gpu, minute: float) -> GpuLoad:
+    """Device-wide readings (temperature, clocks) of a physical GPU: the first running instance's."""
+    for e in scenario.executions:
+        for g in e.gpus:
+            if g.device_key == gpu.device_key and e.phase_at(minute):
+                return e.phase_at(minute).gpu  # type: ignore[union-attr]
+    return PHASES["idle"].gpu
+
+
+def host_truth(scenario: Scenario, host: Host, minute: float) -> dict[Series, float]:
+    """A host's RAM and CPU at ``minute``: its base load plus each running execution's share."""
+    busy, ram = host.base_cpu_busy, host.base_ram_used_bytes
+    for e in scenario.executions:
+        phase = e.phase_at(minute)
+        if phase and any(g.host == host.name for g in e.gpus):
+            busy += phase.host.cpu_busy
+            ram += ramp(
+                phase, phase.host.ram_used_bytes, phase.host.ram_used_end_bytes, minute - e.phase_start_at(minute)
+            )
+    return {
+        catalog.NODE_RAM_TOTAL: float(host.ram_total_bytes),
+        catalog.NODE_RAM_USED: float(ram),
+        catalog.NODE_RAM_UTILIZATION: ram / host.ram_total_bytes,
+        catalog.NODE_CPU_UTILIZATION: min(busy, 1.0),
+    }

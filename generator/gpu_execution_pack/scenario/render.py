@@ -1,0 +1,357 @@
+"""Render a scenario as the raw series exporters would publish, for promtool ``input_series``.
+
+Raw metric names and their units come from the catalog (that is what the rules read);
+the numbers come from the scenario's oracle (``model``), converted with the oracle's own
+unit facts. Series are rendered for one exporter generation per host and one attribution
+mode, so the same truth can be checked through every combination.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cache, partial
+
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.rules import catalog
+from gpu_execution_pack.scenario import model
+from gpu_execution_pack.scenario.model import Execution, Gpu, Host, Scenario
+
+STALE = "stale"
+Sample = float | str | None  # a value, STALE, or None for no sample
+
+DRIVER_VERSION = "550.54.15"
+
+# The custom counters file the README asks for adds the power limits to dcgm-exporter's defaults.
+CUSTOM_COUNTERS = frozenset({"power_limit_enforced", "power_limit_requested"})
+# Every DCGM signal a recorded series reads. A scenario publishes each raw metric an exporter
+# collects by default, and the custom counters, unless it says the field is missing
+# (Scenario.missing); the rest only where it says it exports them (Scenario.exported).
+READ_SIGNALS = frozenset(key for s in catalog.ALL_SERIES for f in s.formulas for key in f.signals)
+DCGM_SIGNALS = tuple(k for k, s in catalog.SIGNALS.items() if s.exporter == "dcgm" and k in READ_SIGNALS)
+
+
+def published(key: str, raw: catalog.RawMetric, scenario: Scenario) -> bool:
+    """Whether an exporter in ``scenario`` publishes ``raw`` for signal ``key``."""
+    if key in scenario.missing:
+        return False
+    return raw.default_collected or key in CUSTOM_COUNTERS or key in scenario.exported
+
+
+RESERVED_MIB = 512
+# Exporter units of the violation counters, per dcgm.violation_counter_unit.
+VIOLATION_TICKS_PER_SECOND = {"ns": 1_000_000_000, "us": 1_000_000}
+
+
+class ScenarioError(ValueError):
+    """A scenario value cannot be rendered exactly in an exporter's unit."""
+
+
+def to_unit(base: float, unit: str) -> float:
+    """Convert an oracle base-unit value to an exporter unit, exactly or not at all."""
+    if unit == "percent":
+        value = round(base * model.PERCENT_PER_RATIO, 9)
+        back = value / model.PERCENT_PER_RATIO
+    elif unit == "MiB":
+        value = base / model.BYTES_PER_MIB
+        back = value * model.BYTES_PER_MIB
+    elif unit == "MHz":
+        value = base / model.HERTZ_PER_MHZ
+        back = value * model.HERTZ_PER_MHZ
+    else:
+        return base
+    if back != base:
+        raise ScenarioError(f"{base} does not convert exactly to {unit}; choose a value that does")
+    return value
+
+
+@dataclass(frozen=True)
+class RenderedSeries:
+    metric: str
+    labels: tuple[tuple[str, str], ...]
+    samples: tuple[Sample, ...]
+
+    @property
+    def selector(self) -> str:
+        inner = ",".join(f'{k}="{v}"' for k, v in self.labels)
+        return f"{self.metric}{{{inner}}}"
+
+
+def raw_for(signal_key: str, generation: str) -> catalog.RawMetric | None:
+    """The raw metric an exporter generation publishes for a signal, if any."""
+    for raw in catalog.SIGNALS[signal_key].raws:
+        if generation in raw.generations:
+            return raw
+    return None
+
+
+def gpu_publishes(scenario: Scenario, gpu: Gpu, owner: Execution | None, minute: float) -> dict[str, float]:
+    """What a GPU (or MIG instance) publishes for each DCGM gauge signal at ``minute``, in base units.
+
+    The one definition of a GPU's exporter values: the generic renderer and the fleet's both read
+    it. ``owner`` is the execution holding the GPU, whether or not it runs at ``minute``.
+    """
+    phase = owner.phase_at(minute) if owner is not None else None
+    running = owner is not None and phase is not None
+    util = (phase.gpu.util_percent + owner.util_offset(gpu)) / model.PERCENT_PER_RATIO if running else 0.0
+    used_mib = model.mem_used_mib(owner, gpu, minute) if running else model.PHASES["idle"].gpu.mem_used_mib
+    used, total = used_mib * model.BYTES_PER_MIB, gpu.mem_total_mib * model.BYTES_PER_MIB
+    device = model.device_load(scenario, gpu, minute)  # temperature and clocks are device-wide on MIG
+    own = phase.gpu if running else model.PHASES["idle"].gpu  # PCIe traffic is the instance's own
+    return {
+        # On MIG instances GPU_UTIL reads 0 and the engine activity carries the utilisation;
+        # on whole GPUs the engine activity differs, to prove GPU_UTIL is preferred.
+        "gpu_util": 0.0 if gpu.mig_instance else util,
+        "gr_engine_active": util if gpu.mig_instance else util / 2,
+        "fb_used": float(used),
+        "fb_free": float(total - used),
+        "fb_reserved": float(RESERVED_MIB * model.BYTES_PER_MIB),
+        "fb_capacity": float(total + RESERVED_MIB * model.BYTES_PER_MIB),
+        "gpu_temp": float(device.temp_celsius),
+        "power_usage": float(model.device_power(scenario, gpu, minute)),
+        "power_limit_enforced": float(scenario.power_limit_enforced_watts),
+        "power_limit_requested": float(scenario.power_limit_requested_watts),
+        "sm_clock": float(device.sm_clock_mhz * model.HERTZ_PER_MHZ),
+        "mem_clock": float(device.mem_clock_mhz * model.HERTZ_PER_MHZ),
+        "pcie_rx": float(own.pcie_rx_bytes_per_second),
+        "pcie_tx": float(own.pcie_tx_bytes_per_second),
+        "xid_last": float(model.last_xid(scenario, gpu, minute)),
+        "max_sm_clock": float(scenario.max_sm_clock_mhz * model.HERTZ_PER_MHZ),
+        "clocks_event_reasons": float(device.clock_event_reasons),
+    }
+
+
+class Renderer:
+    """Renders one scenario for one configuration (attribution mode and labels)."""
+
+    def __init__(self, scenario: Scenario, cfg: Config):
+        self.s = scenario
+        self.cfg = cfg
+        self.mode = cfg.attribution.mode
+        # Every raw metric of a GPU reads the same values: compute them once per sample.
+        self.publishes = cache(partial(gpu_publishes, scenario))
+
+    # -- time ----------------------------------------------------------------------------
+    def minutes(self) -> list[float]:
+        return [k * model.STEP_SECONDS / 60 for k in range(self.s.steps + 1)]
+
+    def when(self, active: Callable[[float], bool], value: Callable[[float], float]) -> tuple[Sample, ...]:
+        """Samples while ``active``, a stale marker where it stops, nothing otherwise."""
+        out: list[Sample] = []
+        for m in self.minutes():
+            if active(m):
+                out.append(value(m))
+            elif out and out[-1] not in (None, STALE):
+                out.append(STALE)
+            else:
+                out.append(None)
+        return tuple(out)
+
+    def while_running(self, execution: Execution, value: Callable[[float], float]) -> tuple[Sample, ...]:
+        """Samples while ``execution`` holds its GPUs, a stale marker after it ends, nothing before."""
+        return self.when(lambda m: execution.start_minute <= m < execution.end_minute, value)
+
+    @staticmethod
+    def dcgm_alive(host: Host, minute: float) -> bool:
+        return host.dcgm_outage is None or not host.dcgm_outage[0] <= minute < host.dcgm_outage[1]
+
+    # -- DCGM ----------------------------------------------------------------------------
+    def owner(self, gpu: Gpu) -> Execution | None:
+        return next((e for e in self.s.executions if gpu in e.gpus), None)
+
+    def gpu_labels(self, host: Host, gpu: Gpu, owner: Execution | None) -> dict[str, str]:
+        labels = {
+            "DCGM_FI_DRIVER_VERSION" if host.generation == "4.8" else "DCGM_FI_SYSTEM_DRIVER_VERSION": DRIVER_VERSION,
+            host.dcgm_host_label: host.name,
+            "UUID": gpu.uuid,
+            "device": f"nvidia{gpu.index}",
+            "gpu": str(gpu.index),
+            "instance": f"{host.name}:9400",
+            "job": "dcgm-exporter",
+            "modelName": gpu.model,
+            "pci_bus_id": f"00000000:{0x18 + gpu.index:02X}:00.0",
+        }
+        if gpu.mig_instance:
+            labels |= {"GPU_I_ID": gpu.mig_instance, "GPU_I_PROFILE": gpu.mig_profile}
+        if owner is not None and self.mode == "label":
+            # With its pod mapping, dcgm-exporter also attaches the workload's namespace: the tenant.
+            labels |= {self.cfg.execution_label: owner.id, self.cfg.api.tenant_label: owner.namespace}
+        if self.mode == "kubernetes":
+            # Behind a ServiceMonitor with honorLabels: false: pod names the exporter itself.
+            labels |= {"namespace": "gpu-operator", "pod": f"nvidia-dcgm-exporter-{host.name}"}
+            if owner is not None:
+                labels |= {"exported_namespace": owner.namespace, "exported_pod": self.pod_name(owner, host)}
+        return labels
+
+    @staticmethod
+    def pod_name(execution: Execution, host: Host) -> str:
+        return f"{execution.id}-worker-{host.name}"
+
+    def violation_counter(self, key: str, gpu: Gpu) -> Callable[[float], float]:
+        """A violation counter in the configured unit: it grows by the throttled share of each step."""
+        ticks = VIOLATION_TICKS_PER_SECOND[self.cfg.dcgm.violation_counter_unit]
+        field = {"power_violation": "power_violation_share", "thermal_violation": "thermal_violation_share"}[key]
+        totals, total = {}, 0.0
+        for m in self.minutes():
+            totals[m] = total
+            total += getattr(model.device_load(self.s, gpu, m), field) * model.STEP_SECONDS * ticks
+        return totals.__getitem__
+
+    def gpu_spans(self, host: Host, gpu: Gpu) -> list[tuple[dict[str, str], Callable[[float], bool]]]:
+        """Each label set a GPU's series carry, and when.
+
+        The exporter attaches an execution's labels only while it runs and publishes the GPU
+        without them before and after; in mapping mode the raw series never carry them.
+        Nothing is published while the host's exporter is down.
+        """
+        owner = self.owner(gpu)
+        alive = partial(self.dcgm_alive, host)
+        if owner is None or self.mode == "mapping":
+            return [(self.gpu_labels(host, gpu, owner), alive)]
+
+        def running(m: float) -> bool:
+            return owner.start_minute <= m < owner.end_minute
+
+        return [
+            (self.gpu_labels(host, gpu, owner), lambda m: running(m) and alive(m)),
+            (self.gpu_labels(host, gpu, None), lambda m: not running(m) and alive(m)),
+        ]
+
+    def dcgm_series(self) -> Iterator[RenderedSeries]:
+        for host in self.s.hosts:
+            for gpu in (g for g in self.s.all_gpus() if g.host == host.name):
+                owner = self.owner(gpu)
+                for labels, active in self.gpu_spans(host, gpu):
+                    for key in DCGM_SIGNALS:
+                        raw = raw_for(key, host.generation)
+                        if raw is None or not published(key, raw, self.s):
+                            continue
+                        if raw.type == "counter":
+                            value = self.violation_counter(key, gpu)
+                        else:
+                            value = partial(self.raw_value, key, gpu, owner, raw.unit)
+                        yield RenderedSeries(raw.name, tuple(sorted(labels.items())), self.when(active, value))
+            # The exporter's scrape target: up while it answers.
+            target = (("instance", f"{host.name}:9400"), ("job", "dcgm-exporter"))
+            yield RenderedSeries("up", target, tuple(float(self.dcgm_alive(host, m)) for m in self.minutes()))
+
+    def raw_value(self, key: str, gpu: Gpu, owner: Execution | None, unit: str, minute: float) -> float:
+        """What the exporter publishes for ``key``, in its own unit."""
+        return to_unit(self.publishes(gpu, owner, minute)[key], unit)
+
+    # -- attribution metrics -------------------------------------------------------------
+    def attribution_series(self) -> Iterator[RenderedSeries]:
+        if self.mode == "mapping":
+            for e in self.s.executions:
+                for gpu in e.gpus:
+                    labels = {
+                        self.cfg.execution_label: e.id,
+                        self.cfg.api.tenant_label: e.namespace,
+                        "UUID": gpu.uuid,
+                        "hostname": gpu.host,
+                        "instance": "scheduler:9800",
+                        "job": "scheduler-exporter",
+                    }
+                    if gpu.mig_instance:
+                        labels["GPU_I_ID"] = gpu.mig_instance
+                    yield RenderedSeries(
+                        self.cfg.attribution.mapping_metric,
+                        tuple(sorted(labels.items())),
+                        self.while_running(e, lambda m: 1.0),
+                    )
+        elif self.mode == "kubernetes":
+            label = catalog.KUBE_POD_LABEL_PREFIX + self.cfg.execution_label
+            for e in self.s.executions:
+                for host in sorted({g.host for g in e.gpus}):
+                    labels = {
+                        label: e.id,
+                        "namespace": e.namespace,
+                        "pod": self.pod_name(e, self.s.host(host)),
+                        "uid": f"uid-{e.id}-{host}",
+                        "instance": "kube-state-metrics:8080",
+                        "job": "kube-state-metrics",
+                    }
+                    yield RenderedSeries(
+                        self.cfg.attribution.kubernetes_metric,
+                        tuple(sorted(labels.items())),
+                        self.while_running(e, lambda m: 1.0),
+                    )
+
+    # -- node_exporter -------------------------------------------------------------------
+    def node_series(self) -> Iterator[RenderedSeries]:
+        for host in self.s.hosts:
+            target = (("instance", f"{host.name}:9100"), ("job", "node"))
+            truths = [model.host_truth(self.s, host, m) for m in self.minutes()]
+            yield RenderedSeries(
+                "node_uname_info", tuple(sorted((*target, ("nodename", host.name)))), tuple(1.0 for _ in truths)
+            )
+            yield RenderedSeries("node_memory_MemTotal_bytes", target, tuple(t[catalog.NODE_RAM_TOTAL] for t in truths))
+            yield RenderedSeries(
+                "node_memory_MemAvailable_bytes",
+                target,
+                tuple(t[catalog.NODE_RAM_TOTAL] - t[catalog.NODE_RAM_USED] for t in truths),
+            )
+            # Counters: each sample adds the step's idle (or busy) seconds.
+            for mode in ("idle", "user"):
+                for cpu in range(host.cpus):
+                    total, samples = 0.0, []
+                    for t in truths:
+                        samples.append(total)
+                        busy = t[catalog.NODE_CPU_UTILIZATION]
+                        total += model.STEP_SECONDS * ((1 - busy) if mode == "idle" else busy)
+                    labels = tuple(sorted((*target, ("cpu", str(cpu)), ("mode", mode))))
+                    yield RenderedSeries("node_cpu_seconds_total", labels, tuple(samples))
+
+    def all_series(self) -> list[RenderedSeries]:
+        return [*self.dcgm_series(), *self.attribution_series(), *self.node_series()]
+
+
+# -- promtool notation -----------------------------------------------------------------------
+
+
+def fmt(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def expand_notation(samples: tuple[Sample, ...]) -> str:
+    """Compress samples into promtool's notation: ``axN``, ``a+bxN``, ``_xN``, ``stale``."""
+    parts: list[str] = []
+    i, n = 0, len(samples)
+    while i < n:
+        v = samples[i]
+        if v is None:
+            j = i
+            while j < n and samples[j] is None:
+                j += 1
+            parts.append("_" if j - i == 1 else f"_x{j - i}")
+            i = j
+            continue
+        if v == STALE:
+            parts.append(STALE)
+            i += 1
+            continue
+        # The longest run with a constant step from samples[i].
+        j = i + 1
+        step = None
+        while j < n and isinstance(samples[j], float) and samples[j] is not None:
+            d = samples[j] - samples[j - 1]  # type: ignore[operator]
+            if step is None:
+                step = d
+            elif d != step or samples[i] + step * (j - i) != samples[j]:  # type: ignore[operator]
+                break
+            j += 1
+        count = j - i - 1
+        if count == 0:
+            parts.append(fmt(v))  # type: ignore[arg-type]
+        elif not step:
+            parts.append(f"{fmt(v)}x{count}")  # type: ignore[arg-type]
+        else:
+            sign = "+" if step > 0 else "-"
+            parts.append(f"{fmt(v)}{sign}{fmt(abs(step))}x{count}")  # type: ignore[arg-type]
+        i = j
+    return " ".join(parts)
+
+
+def input_series(scenario: Scenario, cfg: Config) -> list[dict[str, str]]:
+    """promtool ``input_series`` entries for ``scenario`` under ``cfg``."""
+    return [{"series": s.selector, "values": expand_notation(s.samples)} for s in Renderer(scenario, cfg).all_series()]

@@ -1,0 +1,95 @@
+"""promtool test suites built from the scenario library, for the built-in defaults or any config.
+
+Suites are generated, not committed: ``build`` writes the rule files of each configuration and
+a promtool test file per suite into a build folder, and ``gpu-execution-pack test`` runs them.
+With the built-in defaults every attribution variant is proven on the same scenarios; with a
+user's config, its own rules are tested on the scenario library with its thresholds, labels
+and attribution mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpu_execution_pack.config import Config, config_from_mapping
+from gpu_execution_pack.output import yaml_document
+from gpu_execution_pack.rules.files import all_groups, rule_files
+from gpu_execution_pack.scenario import library
+from gpu_execution_pack.scenario.model import STEP_SECONDS, Scenario
+from gpu_execution_pack.testsuites.alerts import alert_suite
+from gpu_execution_pack.testsuites.recording import recording_suite
+
+SOURCE = "gpu_execution_pack/testsuites/ and gpu_execution_pack/scenario/"
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A configuration whose rules are tested, and the scenarios they are tested on."""
+
+    name: str
+    config: Config
+    scenarios: tuple[Scenario, ...]
+    alerts: bool = False  # also test its alert rules on the alert scenarios
+
+
+def default_variants() -> list[Variant]:
+    """The built-in defaults and each other attribution mode, on the same scenarios."""
+    attribution = tuple(library.attribution_suite())
+
+    def variant(name: str, overrides: dict[str, Any]) -> Variant:
+        return Variant(name, config_from_mapping(overrides, f"variant {name}"), attribution)
+
+    return [
+        Variant("default", Config(), tuple(library.default_suite()), alerts=True),
+        variant("mapping", {"attribution": {"mode": "mapping"}}),
+        variant("kubernetes", {"attribution": {"mode": "kubernetes"}}),
+        # dcgm-exporter's --hpc-job-mapping-dir label, with scrape selectors set.
+        variant(
+            "hpc_job",
+            {"execution_label": "hpc_job", "selectors": {"dcgm": 'job="dcgm-exporter"', "node": 'job="node"'}},
+        ),
+    ]
+
+
+def config_variants(cfg: Config) -> list[Variant]:
+    """A user's configuration, on the scenarios its attribution mode can be rendered in."""
+    scenarios = library.default_suite() if cfg.attribution.mode == "label" else library.attribution_suite()
+    return [Variant("config", cfg, tuple(scenarios), alerts=True)]
+
+
+def _test_document(variant: Variant, rule_paths: list[Path], tests: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "rule_files": [str(p) for p in rule_paths],
+        "evaluation_interval": f"{STEP_SECONDS}s",
+        # Dependency order, as the rules are written; promtool otherwise sorts groups by name.
+        "group_eval_order": [g.name for g in all_groups(variant.config)],
+        "tests": tests,
+    }
+
+
+def suite_files(variants: list[Variant], build_dir: Path, only: str = "") -> dict[Path, str]:
+    """Rule files (``<build_dir>/<variant>/``) and test files (``<build_dir>/<suite>.test.yml``), by path.
+
+    ``only`` keeps one suite: a variant's name, or ``<variant>-alerts``.
+    """
+    files: dict[Path, str] = {}
+    for v in variants:
+        rules = rule_files(v.config, build_dir / v.name)
+        relative = [p.relative_to(build_dir) for p in rules]
+        suites = {v.name: lambda v=v: recording_suite(v.config, list(v.scenarios))}
+        if v.alerts:
+            suites[f"{v.name}-alerts"] = lambda v=v: alert_suite(v.config, library.alert_suite())
+        for name, tests in suites.items():
+            if only and name != only:
+                continue
+            files |= rules
+            doc = _test_document(v, relative, tests())
+            files[build_dir / f"{name}.test.yml"] = yaml_document(doc, SOURCE)
+    return files
+
+
+def suite_test_paths(files: dict[Path, str]) -> list[Path]:
+    """The promtool test files among ``suite_files``' output."""
+    return sorted(p for p in files if p.name.endswith(".test.yml"))

@@ -1,0 +1,94 @@
+"""promtool unit tests of the recording rules, built from the scenario library and its oracle.
+
+Each scenario becomes one promtool test: its raw series rendered for the configuration, and
+every recorded series checked against the oracle (``scenario.expected``) mid-phase.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.promql import format_duration
+from gpu_execution_pack.rules import catalog
+from gpu_execution_pack.scenario import expected, render
+from gpu_execution_pack.scenario.model import STEP_SECONDS, Scenario
+
+# Series whose value is a mean or sum of fractions: Prometheus 2.x accumulates means
+# incrementally and 3.x uses compensated sums, and the order of a sum is its own, so the last
+# bit differs between versions and from Python's. They are compared rounded to ROUND_TO,
+# which still tells any real error apart.
+AVERAGED = frozenset({catalog.EXECUTION_GPU_UTILIZATION_AVG.name, catalog.MODEL_GPU_UTILIZATION_SUM.name})
+ROUND_TO = 1e-9
+# Host series read RAM and a CPU rate: checked only where the host's load is steady over the rate window.
+HOST_SERIES = frozenset(s.name for s in (*catalog.NODE_SERIES, *catalog.NODE_DERIVED_SERIES))
+
+
+def rounded(value: float) -> float:
+    """``value`` as PromQL's round(value, ROUND_TO) computes it."""
+    inverse = 1.0 / ROUND_TO
+    return math.floor(value * inverse + 0.5) / inverse
+
+
+def _labels(name: str, labels: dict[str, str]) -> str:
+    return name + "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+
+
+def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
+    """One promtool test: the scenario's raw series, and every recorded series checked mid-phase."""
+    checks = []
+    records = [s.name for s in catalog.ALL_SERIES if s is not catalog.PRICE]
+    for minute in expected.eval_minutes(scenario):
+        want = expected.expected(scenario, minute)
+        steady = expected.hosts_steady(scenario, minute)
+        for record in records:
+            if record in HOST_SERIES and not steady:
+                continue  # host load changes within the rate window: not a clean check
+            samples = sorted(want.get(record, []), key=lambda s: sorted(s.labels.items()))
+            if record in AVERAGED:
+                exp = [{"labels": _labels("", s.labels), "value": rounded(s.value)} for s in samples]
+                checks.append(
+                    {
+                        "expr": f"round({record}, {ROUND_TO})",
+                        "eval_time": format_duration(minute * 60),
+                        "exp_samples": exp,
+                    }
+                )
+                continue
+            checks.append(
+                {
+                    "expr": record,
+                    "eval_time": format_duration(minute * 60),
+                    "exp_samples": [{"labels": _labels(record, s.labels), "value": s.value} for s in samples],
+                }
+            )
+        d = cfg.dashboards
+        price = expected.prices(scenario, minute, dict(d.price_per_gpu_hour), d.default_price_per_gpu_hour)
+        checks.append(
+            {
+                "expr": catalog.PRICE.name,
+                "eval_time": format_duration(minute * 60),
+                "exp_samples": [{"labels": _labels(catalog.PRICE.name, s.labels), "value": s.value} for s in price],
+            }
+        )
+        for gpu in scenario.unowned_gpus:  # a GPU nobody holds has no execution_gpu: series
+            instance = f', GPU_I_ID="{gpu.mig_instance}"' if gpu.mig_instance else ""
+            checks.append(
+                {
+                    "expr": f'{{__name__=~"execution_gpu:.+", UUID="{gpu.uuid}"{instance}}}',
+                    "eval_time": format_duration(minute * 60),
+                    "exp_samples": [],
+                }
+            )
+    return {
+        "name": scenario.name,
+        "interval": f"{STEP_SECONDS}s",
+        "input_series": render.input_series(scenario, cfg),
+        "promql_expr_test": checks,
+    }
+
+
+def recording_suite(cfg: Config, scenarios: list[Scenario]) -> list[dict[str, Any]]:
+    """The promtool tests of ``scenarios`` for the rules ``cfg`` generates."""
+    return [scenario_test(s, cfg) for s in scenarios]
