@@ -139,7 +139,7 @@ class FleetExposition:
     # -- dcgm-exporter -----------------------------------------------------------------------
     def gpu_values(self, slot: _Slot, minute: float) -> dict[str, float]:
         """What one GPU entry publishes at ``minute``, in dcgm-exporter 4.8's units."""
-        base = render.gpu_publishes(slot.device, slot.gpu, slot.owner, minute)
+        base = model.gpu_publishes(slot.device, slot.gpu, slot.owner, minute)
         return {key: to_unit(base[key], self.names[key].unit) for key in DCGM_SIGNALS}
 
     def dcgm_samples(self, slots: list[_Slot], times: Iterable[float], stamp: bool) -> dict[str, list[str]]:

@@ -25,6 +25,7 @@ from starlette.testclient import TestClient
 
 from .conftest import EXECUTION, REPO
 from .prometheus_harness import Prometheus
+from .test_catalog import CONTRACT
 
 pytestmark = pytest.mark.usefixtures("promtool_available")
 
@@ -276,20 +277,7 @@ def test_the_openapi_document_is_served_and_lists_the_contract(api):
     client, _, _ = api
     doc = client.get("/openapi.json").json()
     assert doc["openapi"].startswith("3.")
-    assert set(doc["components"]["schemas"]["Metrics"]["properties"]["series"]["required"]) == {
-        "gpuUtilizationPercent",
-        "gpuMemoryUtilizationPercent",
-        "gpuTemperatureCelsius",
-        "gpuPowerWatt",
-        "gpuPowerLimitWatt",
-        "gpuClockSmMhz",
-        "gpuClockMemMhz",
-        "gpuPcieThroughputRxBytesPerSec",
-        "gpuPcieThroughputTxBytesPerSec",
-        "systemRamTotalBytes",
-        "systemRamUsedBytes",
-        "systemCpuUsagePercent",
-    }
+    assert set(doc["components"]["schemas"]["Metrics"]["properties"]["series"]["required"]) == set(CONTRACT)
     assert set(doc["paths"][PATH]["get"]["responses"]) == {"200", "400", "401", "404", "502", "504"}
 
 

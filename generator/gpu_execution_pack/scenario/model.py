@@ -25,6 +25,7 @@ HERTZ_PER_MHZ = 1_000_000
 PERCENT_PER_RATIO = 100
 
 STEP_SECONDS = 15  # dcgm-exporter's and node_exporter's usual scrape interval
+RESERVED_MIB = 512  # framebuffer the driver keeps: FB_RESERVED, and in FB_TOTAL but not in used + free
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -430,6 +431,42 @@ def gpu_truth(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float)
     if "pcie_tx" in scenario.missing:
         del out[catalog.GPU_PCIE_TX]
     return out
+
+
+def gpu_publishes(scenario: Scenario, gpu: Gpu, owner: Execution | None, minute: float) -> dict[str, float]:
+    """What a GPU (or MIG instance) publishes for each DCGM gauge signal at ``minute``, in base units.
+
+    The one definition of a GPU's exporter values: the generic renderer and the fleet's both read
+    it. ``owner`` is the execution holding the GPU, whether or not it runs at ``minute``.
+    """
+    phase = owner.phase_at(minute) if owner is not None else None
+    running = owner is not None and phase is not None
+    util = (phase.gpu.util_percent + owner.util_offset(gpu)) / PERCENT_PER_RATIO if running else 0.0
+    used_mib = mem_used_mib(owner, gpu, minute) if running else PHASES["idle"].gpu.mem_used_mib
+    used, total = used_mib * BYTES_PER_MIB, gpu.mem_total_mib * BYTES_PER_MIB
+    device = device_load(scenario, gpu, minute)  # temperature and clocks are device-wide on MIG
+    own = phase.gpu if running else PHASES["idle"].gpu  # PCIe traffic is the instance's own
+    return {
+        # On MIG instances GPU_UTIL reads 0 and the engine activity carries the utilisation;
+        # on whole GPUs the engine activity differs, to prove GPU_UTIL is preferred.
+        "gpu_util": 0.0 if gpu.mig_instance else util,
+        "gr_engine_active": util if gpu.mig_instance else util / 2,
+        "fb_used": float(used),
+        "fb_free": float(total - used),
+        "fb_reserved": float(RESERVED_MIB * BYTES_PER_MIB),
+        "fb_capacity": float(total + RESERVED_MIB * BYTES_PER_MIB),
+        "gpu_temp": float(device.temp_celsius),
+        "power_usage": float(device_power(scenario, gpu, minute)),
+        "power_limit_enforced": float(scenario.power_limit_enforced_watts),
+        "power_limit_requested": float(scenario.power_limit_requested_watts),
+        "sm_clock": float(device.sm_clock_mhz * HERTZ_PER_MHZ),
+        "mem_clock": float(device.mem_clock_mhz * HERTZ_PER_MHZ),
+        "pcie_rx": float(own.pcie_rx_bytes_per_second),
+        "pcie_tx": float(own.pcie_tx_bytes_per_second),
+        "xid_last": float(last_xid(scenario, gpu, minute)),
+        "max_sm_clock": float(scenario.max_sm_clock_mhz * HERTZ_PER_MHZ),
+        "clocks_event_reasons": float(device.clock_event_reasons),
+    }
 
 
 def grid(start: float, end: float) -> list[float]:

@@ -38,7 +38,6 @@ def published(key: str, raw: catalog.RawMetric, scenario: Scenario) -> bool:
     return raw.default_collected or key in CUSTOM_COUNTERS or key in scenario.exported
 
 
-RESERVED_MIB = 512
 # Exporter units of the violation counters, per dcgm.violation_counter_unit.
 VIOLATION_TICKS_PER_SECOND = {"ns": 1_000_000_000, "us": 1_000_000}
 
@@ -85,42 +84,6 @@ def raw_for(signal_key: str, generation: str) -> catalog.RawMetric | None:
     return None
 
 
-def gpu_publishes(scenario: Scenario, gpu: Gpu, owner: Execution | None, minute: float) -> dict[str, float]:
-    """What a GPU (or MIG instance) publishes for each DCGM gauge signal at ``minute``, in base units.
-
-    The one definition of a GPU's exporter values: the generic renderer and the fleet's both read
-    it. ``owner`` is the execution holding the GPU, whether or not it runs at ``minute``.
-    """
-    phase = owner.phase_at(minute) if owner is not None else None
-    running = owner is not None and phase is not None
-    util = (phase.gpu.util_percent + owner.util_offset(gpu)) / model.PERCENT_PER_RATIO if running else 0.0
-    used_mib = model.mem_used_mib(owner, gpu, minute) if running else model.PHASES["idle"].gpu.mem_used_mib
-    used, total = used_mib * model.BYTES_PER_MIB, gpu.mem_total_mib * model.BYTES_PER_MIB
-    device = model.device_load(scenario, gpu, minute)  # temperature and clocks are device-wide on MIG
-    own = phase.gpu if running else model.PHASES["idle"].gpu  # PCIe traffic is the instance's own
-    return {
-        # On MIG instances GPU_UTIL reads 0 and the engine activity carries the utilisation;
-        # on whole GPUs the engine activity differs, to prove GPU_UTIL is preferred.
-        "gpu_util": 0.0 if gpu.mig_instance else util,
-        "gr_engine_active": util if gpu.mig_instance else util / 2,
-        "fb_used": float(used),
-        "fb_free": float(total - used),
-        "fb_reserved": float(RESERVED_MIB * model.BYTES_PER_MIB),
-        "fb_capacity": float(total + RESERVED_MIB * model.BYTES_PER_MIB),
-        "gpu_temp": float(device.temp_celsius),
-        "power_usage": float(model.device_power(scenario, gpu, minute)),
-        "power_limit_enforced": float(scenario.power_limit_enforced_watts),
-        "power_limit_requested": float(scenario.power_limit_requested_watts),
-        "sm_clock": float(device.sm_clock_mhz * model.HERTZ_PER_MHZ),
-        "mem_clock": float(device.mem_clock_mhz * model.HERTZ_PER_MHZ),
-        "pcie_rx": float(own.pcie_rx_bytes_per_second),
-        "pcie_tx": float(own.pcie_tx_bytes_per_second),
-        "xid_last": float(model.last_xid(scenario, gpu, minute)),
-        "max_sm_clock": float(scenario.max_sm_clock_mhz * model.HERTZ_PER_MHZ),
-        "clocks_event_reasons": float(device.clock_event_reasons),
-    }
-
-
 class Renderer:
     """Renders one scenario for one configuration (attribution mode and labels)."""
 
@@ -129,7 +92,7 @@ class Renderer:
         self.cfg = cfg
         self.mode = cfg.attribution.mode
         # Every raw metric of a GPU reads the same values: compute them once per sample.
-        self.publishes = cache(partial(gpu_publishes, scenario))
+        self.publishes = cache(partial(model.gpu_publishes, scenario))
 
     # -- time ----------------------------------------------------------------------------
     def minutes(self) -> list[float]:
