@@ -42,7 +42,7 @@ def test_overrides_apply_and_keep_other_defaults(tmp_path: Path):
 
 
 BAD = [
-    ({"colour": "red"}, "colour: unknown key; accepted keys: alerts, api, attribution, dashboards, dcgm"),
+    ({"colour": "red"}, "colour: unknown key; accepted keys: alertmanager, alerts, api, attribution, dashboards, dcgm"),
     (
         {"attribution": {"mod": "label"}},
         "attribution.mod: unknown key; accepted keys in attribution: kubernetes_metric",
@@ -105,7 +105,21 @@ def test_unreadable_and_invalid_files_are_named(tmp_path: Path):
 def test_empty_file_means_defaults(tmp_path: Path):
     empty = tmp_path / "empty.yml"
     empty.write_text("# nothing set\n")
-    assert load_config(empty) == Config()
+    cfg = load_config(empty)
+    # The output folders are the defaults' names, in the config file's folder.
+    assert (cfg.output.rules_dir, cfg.output.docs_dir) == (str(tmp_path / "rules"), str(tmp_path / "docs"))
+    assert dataclasses.replace(cfg, output=Config().output) == Config()
+
+
+def test_relative_paths_are_read_from_the_config_files_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    (tmp_path / "config").mkdir()
+    config = tmp_path / "config" / "pack.yml"
+    config.write_text("output: {rules_dir: ../prometheus/rules}\napi: {keys_file: keys.txt}\n")
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config("config/pack.yml")
+    assert cfg.output.rules_dir == "prometheus/rules"  # relative to the working directory, where it lies under it
+    assert cfg.api.keys_file == "config/keys.txt"
+    assert cfg.output.dashboards_dir == "config/dashboards"
 
 
 def _leaf_fields(obj, prefix=""):
@@ -124,8 +138,8 @@ def test_every_key_says_what_it_is_and_why_to_change_it():
 
 
 def test_generated_docs_are_current():
-    for path, render in build.DOCS.items():
-        assert (REPO / path).read_text() == render(), f"{path} is stale: run `make docs`"
+    for path, text in build.docs_outputs(Config()).items():
+        assert (REPO / path).read_text() == text, f"{path} is stale: run `make docs`"
 
 
 def test_defaults_yaml_round_trips_to_the_defaults():

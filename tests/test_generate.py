@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 from gpu_execution_pack import build, cli
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Config, load_config
 from gpu_execution_pack.output import write_all
 from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.rules.groups import MAX_RULES_PER_GROUP
@@ -27,15 +27,33 @@ def test_two_generations_give_identical_bytes(tmp_path: Path):
     assert any(p.suffix == ".json" for p in first) and any(p.name.endswith(".rules.yml") for p in first)
 
 
-def test_committed_output_is_current():
+def test_committed_output_and_docs_are_current():
     files = build.generated_files(Config())
+    assert {p for p in files if p.parts[0] == "docs"} == {
+        Path(f"docs/{n}.md") for n in ("runbook", "configuration", "series")
+    }
     stale = [str(p) for p, text in files.items() if not (REPO / p).exists() or (REPO / p).read_text() != text]
-    assert not stale, f"stale generated files, run `make rules`: {stale}"
+    assert not stale, f"stale generated files, run `make rules dashboards docs`: {stale}"
 
 
-def test_committed_docs_are_current():
-    stale = [str(p) for p, render in build.DOCS.items() if (REPO / p).read_text() != render()]
-    assert not stale, f"stale docs, run `make docs`: {stale}"
+def test_a_users_config_generates_and_checks_only_its_own_files(tmp_path: Path):
+    """Paths come from the config file's folder; with a config, the pack's own reference docs are not involved."""
+    ops = tmp_path / "ops"
+    (ops / "config").mkdir(parents=True)
+    config = ops / "config" / "pack.yml"
+    config.write_text("output: {rules_dir: ../prom, dashboards_dir: ../graf, docs_dir: ../runbooks}\n")
+    cfg = load_config(config)
+    files = build.generated_files(cfg, "config/pack.yml")
+    tops = {p.relative_to(ops).parts[0] for p in map(Path.resolve, files)}
+    assert tops == {"prom", "graf", "runbooks"}
+    assert {p.name for p in files if p.parent.name == "runbooks"} == {"runbook.md"}
+
+
+def test_output_dir_overrides_the_config(tmp_path: Path):
+    assert cli.main(["generate", "--output-dir", str(tmp_path / "elsewhere")]) == 0
+    assert (tmp_path / "elsewhere" / "alerts.rules.yml").exists()
+    assert cli.main(["docs", "-o", str(tmp_path / "books")]) == 0
+    assert (tmp_path / "books" / "runbook.md").read_text() == (REPO / "docs" / "runbook.md").read_text()
 
 
 def test_check_command_fails_on_stale_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]):

@@ -1,13 +1,14 @@
 """What the pack generates for a configuration, and the checks ``gpu-execution-pack check`` runs on it.
 
 The CLI only parses arguments and prints; this module says which files each command writes
-and what ``check`` verifies, so the tests and the CLI share one definition.
+and what ``check`` verifies, so the tests and the CLI share one definition. ``config`` is the
+config file as the user named it (None: the built-in defaults); generated headers give it in
+the command that regenerates them.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 from gpu_execution_pack import promtool
@@ -15,34 +16,43 @@ from gpu_execution_pack.config import Config
 from gpu_execution_pack.dashboards import dashboard_json, provisioning
 from gpu_execution_pack.dashboards import lint as dashboard_lint
 from gpu_execution_pack.docs import configuration, runbook, series
+from gpu_execution_pack.output import command
 from gpu_execution_pack.rules import lint as alert_lint
 from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, rule_files
 
-# The reference docs, each rendered from its one source (config schema, catalog, runbook template).
-DOCS: dict[Path, Callable[[], str]] = {
-    Path("docs/configuration.md"): configuration.render,
-    Path("docs/series.md"): series.render,
-    Path("docs/runbook.md"): runbook.render,
-}
+RUNBOOK = "runbook.md"
 
 
-def rule_outputs(cfg: Config) -> dict[Path, str]:
+def rule_outputs(cfg: Config, config: str | None = None) -> dict[Path, str]:
     """What ``generate`` writes: rule files and their PrometheusRule objects."""
-    rules_dir = Path(cfg.output.rules_dir)
-    files = rule_files(cfg)
-    return files | provisioning.kubernetes_rules(cfg, files, rules_dir)
+    rules_dir, regenerate = Path(cfg.output.rules_dir), command("generate", config)
+    files = rule_files(cfg, rules_dir, regenerate)
+    return files | provisioning.kubernetes_rules(cfg, files, rules_dir, regenerate)
 
 
-def dashboard_outputs(cfg: Config) -> dict[Path, str]:
+def dashboard_outputs(cfg: Config, config: str | None = None) -> dict[Path, str]:
     """What ``dashboards`` writes: the dashboards, Grafana provisioning files and ConfigMaps."""
-    out = Path(cfg.output.dashboards_dir)
+    out, regenerate = Path(cfg.output.dashboards_dir), command("dashboards", config)
     files = dashboard_json(cfg)
-    return files | provisioning.grafana_files(cfg, out) | provisioning.kubernetes_dashboards(cfg, files, out)
+    return (
+        files
+        | provisioning.grafana_files(cfg, out, regenerate)
+        | provisioning.kubernetes_dashboards(cfg, files, out, regenerate)
+    )
 
 
-def generated_files(cfg: Config) -> dict[Path, str]:
-    """Everything the pack generates for ``cfg``."""
-    return rule_outputs(cfg) | dashboard_outputs(cfg)
+def docs_outputs(cfg: Config, config: str | None = None) -> dict[Path, str]:
+    """What ``docs`` writes: the runbook with the config's figures; with the defaults, the pack's reference too."""
+    docs_dir = Path(cfg.output.docs_dir)
+    files = {docs_dir / RUNBOOK: runbook.render(cfg, command("docs", config))}
+    if config is None:  # the pack's own reference, rendered from its schema and catalog
+        files |= {docs_dir / "configuration.md": configuration.render(), docs_dir / "series.md": series.render()}
+    return files
+
+
+def generated_files(cfg: Config, config: str | None = None) -> dict[Path, str]:
+    """Everything the pack generates for ``cfg``: what ``check`` compares."""
+    return rule_outputs(cfg, config) | dashboard_outputs(cfg, config) | docs_outputs(cfg, config)
 
 
 def stale(files: dict[Path, str]) -> list[Path]:
@@ -53,7 +63,7 @@ def stale(files: dict[Path, str]) -> list[Path]:
 def convention_problems(cfg: Config, files: dict[Path, str]) -> list[str]:
     """Alert and dashboard conventions broken by the generated ``files``, and queries promtool rejects."""
     rule_paths = sorted(p for p in files if p.name.endswith(RULE_FILE_SUFFIX))
-    problems = alert_lint.lint((p, files[p]) for p in rule_paths)
+    problems = alert_lint.lint(((p, files[p]) for p in rule_paths), runbook.render(cfg))
     dashboards = {p: json.loads(files[p]) for p in dashboard_json(cfg)}
     for path, dashboard in dashboards.items():
         problems += dashboard_lint.lint(path.name, dashboard)

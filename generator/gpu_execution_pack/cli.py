@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import tempfile
 from pathlib import Path
 
 from gpu_execution_pack import __version__, build, promtool, testsuites
-from gpu_execution_pack.config import ConfigError, load_config
+from gpu_execution_pack.config import Config, ConfigError, load_config
 from gpu_execution_pack.docs.configuration import defaults_yaml
 from gpu_execution_pack.output import stale_files, write_all
 from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, rule_files
@@ -26,24 +27,41 @@ def _write(files: dict[Path, str], directory: Path, patterns: tuple[str, ...]) -
     return 0
 
 
-def cmd_generate(args: argparse.Namespace) -> int:
+def config_for(args: argparse.Namespace, output_key: str = "") -> Config:
+    """The config ``--config`` names (or the defaults), with ``--output-dir`` replacing ``output.<output_key>``."""
     cfg = load_config(args.config)
-    return _write(build.rule_outputs(cfg), Path(cfg.output.rules_dir), (f"*{RULE_FILE_SUFFIX}",))
+    if output_key and getattr(args, "output_dir", None):
+        cfg = dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, **{output_key: args.output_dir}))
+    return cfg
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    cfg = config_for(args, "rules_dir")
+    return _write(build.rule_outputs(cfg, args.config), Path(cfg.output.rules_dir), (f"*{RULE_FILE_SUFFIX}",))
 
 
 def cmd_dashboards(args: argparse.Namespace) -> int:
-    cfg = load_config(args.config)
-    return _write(build.dashboard_outputs(cfg), Path(cfg.output.dashboards_dir), ("*.json",))
+    cfg = config_for(args, "dashboards_dir")
+    return _write(build.dashboard_outputs(cfg, args.config), Path(cfg.output.dashboards_dir), ("*.json",))
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    cfg = config_for(args, "docs_dir")
+    files = build.docs_outputs(cfg, args.config)
+    changed = write_all(files)
+    for path in files:
+        print(f"{path}: {'updated' if path in changed else 'up to date'}")
+    return 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Committed output and docs up to date, alert and dashboard conventions kept, promtool accepts it all."""
-    cfg = load_config(args.config)
-    files = build.generated_files(cfg)
-    docs = {path: render() for path, render in build.DOCS.items()}
-    stale = build.stale(files | docs)
+    """What the config generates is up to date, keeps the alert and dashboard conventions, and promtool accepts it."""
+    cfg = config_for(args)
+    files = build.generated_files(cfg, args.config)
+    stale = build.stale(files)
     if stale:
-        print("stale generated files (run `make rules dashboards docs` and commit them):", file=sys.stderr)
+        regenerate = "generate, dashboards and docs" + (f" with --config {args.config}" if args.config else "")
+        print(f"stale generated files (run gpu-execution-pack {regenerate}, and commit them):", file=sys.stderr)
         for p in stale:
             print(f"  {p}", file=sys.stderr)
         return 1
@@ -132,13 +150,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_docs(args: argparse.Namespace) -> int:
-    changed = write_all({path: render() for path, render in build.DOCS.items()})
-    for path in build.DOCS:
-        print(f"{path}: {'updated' if path in changed else 'up to date'}")
-    return 0
-
-
 def cmd_defaults(args: argparse.Namespace) -> int:
     sys.stdout.write(defaults_yaml())
     return 0
@@ -153,10 +164,14 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--config", "-c", help="YAML config file (default: built-in defaults)")
         return cmd
 
-    with_config(sub.add_parser("generate", help="write the rule files")).set_defaults(func=cmd_generate)
-    with_config(sub.add_parser("dashboards", help="write the dashboards and their provisioning files")).set_defaults(
-        func=cmd_dashboards
-    )
+    def with_output(cmd: argparse.ArgumentParser, key: str) -> argparse.ArgumentParser:
+        cmd.add_argument("--output-dir", "-o", help=f"write here instead of output.{key} of the config")
+        return with_config(cmd)
+
+    with_output(sub.add_parser("generate", help="write the rule files"), "rules_dir").set_defaults(func=cmd_generate)
+    with_output(
+        sub.add_parser("dashboards", help="write the dashboards and their provisioning files"), "dashboards_dir"
+    ).set_defaults(func=cmd_dashboards)
     with_config(sub.add_parser("check", help="fail if generated files are stale; promtool check rules")).set_defaults(
         func=cmd_check
     )
@@ -169,9 +184,13 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--build-dir", default=str(DEFAULT_BUILD_DIR), help="where the suites are written")
     t.add_argument("--rules-dir", default="rules", help="hand-written suites in <rules-dir>/tests/ are run too")
     t.set_defaults(func=cmd_test)
-    sub.add_parser("docs", help="write docs/configuration.md, docs/series.md and docs/runbook.md").set_defaults(
-        func=cmd_docs
-    )
+    with_output(
+        sub.add_parser(
+            "docs",
+            help="write the runbook with the config's figures (with the defaults, also the pack's reference docs)",
+        ),
+        "docs_dir",
+    ).set_defaults(func=cmd_docs)
     sub.add_parser("defaults", help="print the default config as YAML").set_defaults(func=cmd_defaults)
     q = with_config(sub.add_parser("query", help="print an execution's metrics as JSON, read from Prometheus"))
     q.add_argument("execution_id")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -52,4 +54,29 @@ def load_config(path: str | Path | None) -> Config:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML: {err}") from None
-    return config_from_mapping(data, str(path))
+    return relative_to(config_from_mapping(data, str(path)), path.parent)
+
+
+def relative_to(cfg: Config, base: Path) -> Config:
+    """``cfg`` with its relative file and directory paths read from ``base`` (the config file's folder).
+
+    Paths stay relative to the working directory where they can, so generated files name them
+    the same on every machine.
+    """
+
+    def resolve(value: str) -> str:
+        if not value or Path(value).is_absolute():
+            return value
+        path = Path(os.path.abspath(base / value))
+        return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
+
+    out = cfg.output
+    output = dataclasses.replace(
+        out,
+        rules_dir=resolve(out.rules_dir),
+        dashboards_dir=resolve(out.dashboards_dir),
+        docs_dir=resolve(out.docs_dir),
+    )
+    return dataclasses.replace(
+        cfg, output=output, api=dataclasses.replace(cfg.api, keys_file=resolve(cfg.api.keys_file))
+    )

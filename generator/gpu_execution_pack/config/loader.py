@@ -25,11 +25,23 @@ class ConfigError(ValueError):
 
 LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+DNS_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 _MATCHER = r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
 MATCHERS_RE = re.compile(rf"^(?:{_MATCHER}(?:,{_MATCHER})*)?$")
 
 Kind = Literal[
-    "text", "duration", "label", "metric", "matchers", "regex", "ratio", "positive", "path", "prices", "labels"
+    "text",
+    "duration",
+    "label",
+    "dns_label",
+    "metric",
+    "matchers",
+    "regex",
+    "ratio",
+    "positive",
+    "path",
+    "prices",
+    "labels",
 ]
 # Mapping keys (these kinds) are held as sorted (key, value) pairs, so the config stays
 # hashable and its output does not depend on how the YAML was ordered.
@@ -85,6 +97,8 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         "matchers": (MATCHERS_RE.match, 'comma-separated label matchers such as job="dcgm", zone=~"eu-.*"'),
         "regex": (_compiles, "a regular expression with one capture group"),
         "path": (lambda v: v.strip() != "", "a non-empty path"),
+        # Kubernetes object names (RFC 1123 labels), of which the value is a prefix.
+        "dns_label": (DNS_LABEL_RE.match, "lower-case letters, digits and '-', starting with a letter"),
     }
     if kind in checks:
         ok, accepted = checks[kind]

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_execution_pack.config.alertmanager import Alertmanager
 from gpu_execution_pack.config.loader import ConfigError, opt, section
 from gpu_execution_pack.promql.durations import parse_duration_seconds
 from gpu_execution_pack.rules import catalog
@@ -340,8 +341,16 @@ class Dashboards:
     )
     folder: str = opt(
         "GPU executions",
-        "Grafana folder the file provider puts the dashboards in.",
+        "Grafana folder of the dashboards: the file provider's folder, and the Grafana sidecar's folder "
+        "annotation on the ConfigMaps.",
         "Your Grafana organises dashboards by team.",
+    )
+    provisioning_path: str = opt(
+        "/var/lib/grafana/dashboards/gpu-execution-pack",
+        "Where Grafana reads the dashboard JSON from: the file provider's `options.path` in "
+        "provisioning/dashboards.yml. Mount or copy the generated dashboards there.",
+        "Your Grafana image or Helm values mount dashboards at another path.",
+        kind="path",
     )
     datasource_name: str = opt(
         "Prometheus",
@@ -390,6 +399,20 @@ class Kubernetes:
         "Your sidecar watches another label.",
         kind="labels",
     )
+    folder_annotation: str = opt(
+        "grafana_folder",
+        "Annotation on the dashboard ConfigMaps whose value (`dashboards.folder`) names the Grafana folder: the "
+        "sidecar's `folderAnnotation` (kube-prometheus-stack: `sidecar.dashboards.folderAnnotation`).",
+        "Your sidecar reads the folder from another annotation.",
+        kind="text",
+    )
+    name_prefix: str = opt(
+        "gpu-execution-pack",
+        "Prefix of the generated object names: ConfigMaps `<prefix>-dashboard-<name>`, PrometheusRules "
+        "`<prefix>-<file>`, and the Grafana dashboard provider.",
+        "Several packs (clusters, tenants) are deployed into one namespace.",
+        kind="dns_label",
+    )
 
 
 @dataclass(frozen=True)
@@ -402,7 +425,8 @@ class Api:
     keys_file: str = opt(
         "",
         "File of API keys, one `<key> <tenant>` per line (`*` as tenant: every tenant); "
-        "GPU_PACK_API_KEYS holds the same, comma-separated, when no file is set.",
+        "GPU_PACK_API_KEYS holds the same, comma-separated, when no file is set. A relative path is read from the "
+        "config file's folder.",
         "Keep keys out of the config and mount them as a secret file.",
     )
     tenant_label: str = opt(
@@ -440,16 +464,25 @@ class Api:
 
 @dataclass(frozen=True)
 class Output:
+    """Relative paths are read from the config file's directory (or the working directory without one)."""
+
     rules_dir: str = opt(
         "rules",
-        "Directory the rule files (*.rules.yml) are written to.",
+        "Directory the rule files (*.rules.yml) are written to; relative paths are read from the config file's folder.",
         "Your ops repo keeps Prometheus rules elsewhere.",
         kind="path",
     )
     dashboards_dir: str = opt(
         "dashboards",
-        "Directory the dashboard JSON is written to.",
+        "Directory the dashboard JSON is written to; relative paths are read from the config file's folder.",
         "Your Grafana provisioning reads another directory.",
+        kind="path",
+    )
+    docs_dir: str = opt(
+        "docs",
+        "Directory `gpu-execution-pack docs` writes the runbook (runbook.md, with this config's thresholds) to; "
+        "relative to the config file's folder.",
+        "Your ops repo serves its runbooks from another directory.",
         kind="path",
     )
 
@@ -496,6 +529,9 @@ class Config:
     dashboards: Dashboards = section(Dashboards, "Grafana dashboards, their provisioning, and GPU-hour prices.")
     kubernetes: Kubernetes = section(Kubernetes, "The Kubernetes objects that wrap the rules and dashboards.")
     api: Api = section(Api, "The per-execution metrics endpoint (`gpu-execution-pack serve` and `query`).")
+    alertmanager: Alertmanager = section(
+        Alertmanager, "The Alertmanager routing snippet that delivers the pack's alerts."
+    )
     output: Output = section(Output, "Where generated files go.")
 
     @property

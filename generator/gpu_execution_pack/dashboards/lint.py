@@ -4,7 +4,7 @@
   has a title, a description, targets and a unit; every ``rate``-like function uses
   ``$__rate_interval``; counters (``*_total``) are read only through ``rate``-like functions.
 - model: the dashboard, each panel (its options and custom field config by panel kind) and each
-  target parsed with grafana-foundation-sdk's typed models (a dev dependency from PyPI), checked
+  target parsed with grafana-foundation-sdk's typed models (a dependency of the pack), checked
   against the models' type annotations and round-tripped back to JSON: a value of the wrong type
   or a key the model drops is a problem.
 - schema (optional, where Grafana's JSON Schemas are at hand): the dashboard against
@@ -125,7 +125,7 @@ def schema_problems(name: str, dashboard: dict[str, Any], schemas_dir: Path | No
     the directory ``GRAFANA_SCHEMAS_DIR`` names; with neither, or without the schemas there, this
     raises SchemasUnavailable rather than check nothing. model_problems needs no schemas.
     """
-    import jsonschema  # a dev dependency: only checking needs it
+    import jsonschema  # the dev extra: only this optional check needs it
 
     if schemas_dir is None:
         schemas_dir = configured_schemas_dir()
@@ -194,9 +194,9 @@ class _Sdk:
             from grafana_foundation_sdk.cog import plugins, runtime, variants
             from grafana_foundation_sdk.cog.encoder import JSONEncoder
             from grafana_foundation_sdk.models import dashboard
-        except ImportError as err:  # a dev dependency: only checking needs it
+        except ImportError as err:  # installed with the pack; a broken environment may lack it
             raise ModuleNotFoundError(
-                f"model_problems needs {SDK} (a dev dependency): pip install -e '.[dev]'", name=err.name
+                f"model_problems needs {SDK}, a dependency of gpu-execution-pack: reinstall the pack", name=err.name
             ) from err
         plugins.register_default_plugins()
         self.runtime = runtime
@@ -395,7 +395,7 @@ def model_problems(name: str, dashboard: dict[str, Any]) -> list[str]:
     type) and each target (as its datasource's query) are parsed with the SDK's ``from_json``
     and written back with ``to_json``: a parser that fails, a value not of the type the model
     declares, and a key of ours the model drops (does not know) are problems. Keys the model only
-    adds defaults for are not. Needs the SDK (a dev dependency); raises ModuleNotFoundError without it.
+    adds defaults for are not. Needs the SDK (a dependency of the pack); raises ModuleNotFoundError without it.
     """
     sdk = _sdk()
     out: list[str] = []

@@ -11,28 +11,27 @@ from pathlib import Path
 import yaml
 
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.output import yaml_document
+from gpu_execution_pack.output import command, yaml_document
 
-SOURCE = "generator/dashboards/provisioning.py"
+SOURCE = "gpu_execution_pack/dashboards/provisioning.py"
 GRAFANA_DIR = "provisioning"
 KUBERNETES_DIR = "kubernetes"
-GRAFANA_DASHBOARDS_PATH = "/var/lib/grafana/dashboards/gpu-execution-pack"
 
 
-def grafana_files(cfg: Config, dashboards_dir: Path) -> dict[Path, str]:
+def grafana_files(cfg: Config, dashboards_dir: Path, regenerate: str = command("dashboards")) -> dict[Path, str]:
     """A dashboard provider and a Prometheus datasource for Grafana's file provisioning."""
     d = cfg.dashboards
     provider = {
         "apiVersion": 1,
         "providers": [
             {
-                "name": "gpu-execution-pack",
+                "name": cfg.kubernetes.name_prefix,
                 "type": "file",
                 "folder": d.folder,
                 "disableDeletion": False,
                 "allowUiUpdates": False,  # the files are the source: UI edits would be lost on restart
                 "updateIntervalSeconds": 60,
-                "options": {"path": GRAFANA_DASHBOARDS_PATH, "foldersFromFilesStructure": False},
+                "options": {"path": d.provisioning_path, "foldersFromFilesStructure": False},
             }
         ],
     }
@@ -51,12 +50,14 @@ def grafana_files(cfg: Config, dashboards_dir: Path) -> dict[Path, str]:
     }
     out = dashboards_dir / GRAFANA_DIR
     return {
-        out / "dashboards.yml": yaml_document(provider, SOURCE),
-        out / "datasources.yml": yaml_document(datasource, SOURCE),
+        out / "dashboards.yml": yaml_document(provider, SOURCE, regenerate),
+        out / "datasources.yml": yaml_document(datasource, SOURCE, regenerate),
     }
 
 
-def kubernetes_dashboards(cfg: Config, dashboards: dict[Path, str], dashboards_dir: Path) -> dict[Path, str]:
+def kubernetes_dashboards(
+    cfg: Config, dashboards: dict[Path, str], dashboards_dir: Path, regenerate: str = command("dashboards")
+) -> dict[Path, str]:
     """One ConfigMap per dashboard, labelled for the Grafana sidecar of kube-prometheus-stack."""
     k = cfg.kubernetes
     out = {}
@@ -65,17 +66,20 @@ def kubernetes_dashboards(cfg: Config, dashboards: dict[Path, str], dashboards_d
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {
-                "name": f"gpu-execution-pack-dashboard-{path.stem}",
+                "name": f"{k.name_prefix}-dashboard-{path.stem}",
                 "namespace": k.namespace,
                 "labels": dict(k.dashboard_labels),
+                "annotations": {k.folder_annotation: cfg.dashboards.folder},
             },
             "data": {path.name: text},
         }
-        out[dashboards_dir / KUBERNETES_DIR / f"{path.stem}.configmap.yaml"] = yaml_document(doc, SOURCE)
+        out[dashboards_dir / KUBERNETES_DIR / f"{path.stem}.configmap.yaml"] = yaml_document(doc, SOURCE, regenerate)
     return out
 
 
-def kubernetes_rules(cfg: Config, rule_files: dict[Path, str], rules_dir: Path) -> dict[Path, str]:
+def kubernetes_rules(
+    cfg: Config, rule_files: dict[Path, str], rules_dir: Path, regenerate: str = command("generate")
+) -> dict[Path, str]:
     """One PrometheusRule per rule file, with the config's namespace and selector labels."""
     k = cfg.kubernetes
     out = {}
@@ -85,11 +89,11 @@ def kubernetes_rules(cfg: Config, rule_files: dict[Path, str], rules_dir: Path) 
             "apiVersion": "monitoring.coreos.com/v1",
             "kind": "PrometheusRule",
             "metadata": {
-                "name": f"gpu-execution-pack-{name}",
+                "name": f"{k.name_prefix}-{name}",
                 "namespace": k.namespace,
                 "labels": dict(k.rule_labels),
             },
             "spec": yaml.safe_load(text),
         }
-        out[rules_dir / KUBERNETES_DIR / f"{name}.prometheusrule.yaml"] = yaml_document(doc, SOURCE)
+        out[rules_dir / KUBERNETES_DIR / f"{name}.prometheusrule.yaml"] = yaml_document(doc, SOURCE, regenerate)
     return out

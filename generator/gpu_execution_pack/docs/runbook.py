@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import jinja2
 
+from gpu_execution_pack import __version__
 from gpu_execution_pack.config import Config
+from gpu_execution_pack.output import command
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.rules import catalog
 
 
-def render(cfg: Config | None = None) -> str:
-    """The runbook for ``cfg`` (built-in defaults if None)."""
+def render(cfg: Config | None = None, regenerate: str = command("docs")) -> str:
+    """The runbook for ``cfg`` (built-in defaults if None); its header gives ``regenerate`` as the command."""
     cfg = cfg or Config()
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("gpu_execution_pack", "docs/templates"),  # package data, wherever installed
@@ -21,4 +23,6 @@ def render(cfg: Config | None = None) -> str:
     env.filters["percent"] = lambda ratio: f"{ratio * 100:g} %"
     env.filters["number"] = lambda value: f"{value:g}"
     env.filters["seconds"] = lambda duration: f"{parse_duration_seconds(duration):g}"
-    return env.get_template("runbook.md.j2").render(cfg=cfg, a=cfg.alerts, c=catalog)
+    return env.get_template("runbook.md.j2").render(
+        cfg=cfg, a=cfg.alerts, c=catalog, version=__version__, regenerate=regenerate
+    )

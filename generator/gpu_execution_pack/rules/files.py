@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.output import yaml_document
+from gpu_execution_pack.output import command, yaml_document
 from gpu_execution_pack.rules.alerts import alert_group
 from gpu_execution_pack.rules.groups import AlertRule, RecordingRule, RuleGroup
 from gpu_execution_pack.rules.recording import recording_groups
@@ -33,14 +33,19 @@ def group_document(group: RuleGroup) -> dict:
     return doc
 
 
-def rule_files(cfg: Config, rules_dir: Path | None = None) -> dict[Path, str]:
-    """Every rule file for ``cfg``, keyed by path; groups sharing a file name share the file."""
+def rule_files(cfg: Config, rules_dir: Path | None = None, regenerate: str = command("generate")) -> dict[Path, str]:
+    """Every rule file for ``cfg``, keyed by path; groups sharing a file name share the file.
+
+    ``regenerate`` is the command the files' header gives for producing them again.
+    """
     rules_dir = Path(cfg.output.rules_dir) if rules_dir is None else rules_dir
     by_file: dict[str, list[RuleGroup]] = {}
     for group in all_groups(cfg):
         by_file.setdefault(group.file, []).append(group)
     return {
-        rules_dir / f"{name}{RULE_FILE_SUFFIX}": yaml_document({"groups": [group_document(g) for g in groups]}, SOURCE)
+        rules_dir / f"{name}{RULE_FILE_SUFFIX}": yaml_document(
+            {"groups": [group_document(g) for g in groups]}, SOURCE, regenerate
+        )
         for name, groups in by_file.items()
     }
 

@@ -19,7 +19,6 @@ from gpu_execution_pack.config import SEVERITIES
 from gpu_execution_pack.rules.alerts import ALERT_PREFIX
 from gpu_execution_pack.rules.groups import MAX_RULES_PER_GROUP
 
-RUNBOOK = Path("docs/runbook.md")
 MAX_NAME_LENGTH = 40
 NAME_RE = re.compile(rf"^{ALERT_PREFIX}[A-Z][A-Za-z0-9]*$")
 TEMPLATE_RE = re.compile(r"\{\{|\$value|\$labels")
@@ -64,7 +63,7 @@ def lint_alert(rule: dict[str, Any], anchors: set[str]) -> list[str]:
     elif url.partition("#")[2] != name.lower():
         problems.append(f"annotations.runbook_url must end with #{name.lower()}, the alert's runbook section")
     elif name.lower() not in anchors:
-        problems.append(f"annotations.runbook_url points at #{name.lower()}, which {RUNBOOK} has no section for")
+        problems.append(f"annotations.runbook_url points at #{name.lower()}, which the runbook has no section for")
     return problems
 
 
@@ -81,7 +80,7 @@ def lint_rule_file(path: Path | str, text: str, anchors: set[str]) -> list[str]:
     return problems
 
 
-def lint(files: Iterable[tuple[Path | str, str]], runbook: Path = RUNBOOK) -> list[str]:
-    """Lint rule files given as (path, text) pairs against the runbook at ``runbook``."""
-    anchors = runbook_anchors(runbook.read_text(encoding="utf-8")) if runbook.exists() else set()
+def lint(files: Iterable[tuple[Path | str, str]], runbook: str) -> list[str]:
+    """Lint rule files given as (path, text) pairs against the runbook's text (its sections are the anchors)."""
+    anchors = runbook_anchors(runbook)
     return [p for path, text in files for p in lint_rule_file(path, text, anchors)]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_execution_pack.config import Config, config_from_mapping
-from gpu_execution_pack.output import yaml_document
+from gpu_execution_pack.output import command, yaml_document
 from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.scenario import library
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Scenario
@@ -76,7 +76,7 @@ def suite_files(variants: list[Variant], build_dir: Path, only: str = "") -> dic
     """
     files: dict[Path, str] = {}
     for v in variants:
-        rules = rule_files(v.config, build_dir / v.name)
+        rules = rule_files(v.config, build_dir / v.name, command("test"))
         relative = [p.relative_to(build_dir) for p in rules]
         suites = {v.name: lambda v=v: recording_suite(v.config, list(v.scenarios))}
         if v.alerts:
@@ -86,7 +86,7 @@ def suite_files(variants: list[Variant], build_dir: Path, only: str = "") -> dic
                 continue
             files |= rules
             doc = _test_document(v, relative, tests())
-            files[build_dir / f"{name}.test.yml"] = yaml_document(doc, SOURCE)
+            files[build_dir / f"{name}.test.yml"] = yaml_document(doc, SOURCE, command("test"))
     return files
 
 
