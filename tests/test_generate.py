@@ -118,3 +118,16 @@ def test_served_series_follow_rule_interval_and_readers_of_recorded_series_the_d
         assert len(groups) == 6
         for g in groups:
             assert g.get("interval") == (fast if g["name"] in served else slow), (cfg, g["name"])
+
+
+def test_check_of_a_users_config_wants_an_absolute_runbook_url(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    config = tmp_path / "pack.yml"
+    config.write_text("alerts: {runbook_url: runbooks/gpu.md}\n")
+    for command in ("generate", "dashboards", "docs"):
+        assert cli.main([command, "--config", str(config)]) == 0
+    assert cli.main(["check", "--config", str(config)]) == 1
+    assert "alerts.runbook_url 'runbooks/gpu.md' is not an absolute http(s) URL" in capsys.readouterr().err
+    config.write_text("alerts: {runbook_url: 'https://runbooks.example.org/gpu.md'}\n")
+    for command in ("generate", "dashboards", "docs"):
+        assert cli.main([command, "--config", str(config)]) == 0
+    assert cli.main(["check", "--config", str(config)]) == 0

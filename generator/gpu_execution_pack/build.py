@@ -9,6 +9,7 @@ the command that regenerates them.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from gpu_execution_pack import promtool
@@ -60,10 +61,19 @@ def stale(files: dict[Path, str]) -> list[Path]:
     return [p for p, text in files.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
 
 
-def convention_problems(cfg: Config, files: dict[Path, str]) -> list[str]:
-    """Alert and dashboard conventions broken by the generated ``files``, and queries promtool rejects."""
+def convention_problems(cfg: Config, files: dict[Path, str], config: str | None = None) -> list[str]:
+    """Alert and dashboard conventions broken by the generated ``files``, and queries promtool rejects.
+
+    With a user's config the runbook link must be absolute: Alertmanager and Grafana open it from
+    elsewhere. The pack's defaults keep a link relative to its own repository.
+    """
     rule_paths = sorted(p for p in files if p.name.endswith(RULE_FILE_SUFFIX))
     problems = alert_lint.lint(((p, files[p]) for p in rule_paths), runbook.render(cfg))
+    if config is not None and not re.match(r"^https?://", cfg.alerts.runbook_url):
+        problems.append(
+            f"{config}: alerts.runbook_url {cfg.alerts.runbook_url!r} is not an absolute http(s) URL; set the URL "
+            f"your repository serves {Path(cfg.output.docs_dir) / RUNBOOK} from, so the link opens from Alertmanager"
+        )
     dashboards = {p: json.loads(files[p]) for p in dashboard_json(cfg)}
     for path, dashboard in dashboards.items():
         problems += dashboard_lint.lint(path.name, dashboard)

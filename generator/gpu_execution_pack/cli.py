@@ -65,7 +65,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         for p in stale:
             print(f"  {p}", file=sys.stderr)
         return 1
-    problems = build.convention_problems(cfg, files)
+    problems = build.convention_problems(cfg, files, args.config)
     if problems:
         print("generated output breaks the pack's conventions:", file=sys.stderr)
         for problem in problems:
