@@ -31,3 +31,10 @@ def test_errors_are_one_line_on_stderr_with_exit_2(tmp_path: Path, capsys: pytes
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "rate_window: 'often' is not accepted" in err
     assert "Traceback" not in err
+
+
+def test_serve_refuses_to_start_without_keys(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    monkeypatch.delenv("GPU_PACK_API_KEYS", raising=False)
+    assert cli.main(["serve", "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "api.keys_file" in err and "GPU_PACK_API_KEYS" in err and "--insecure-no-auth" in err

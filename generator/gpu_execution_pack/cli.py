@@ -146,7 +146,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         import uvicorn
     except ImportError:
         raise ConfigError(API_EXTRA_HINT) from None
-    uvicorn.run(app.create_app(load_config(args.config)), host=args.host, port=args.port, log_level="info")
+    served = app.create_app(load_config(args.config), insecure_no_auth=args.insecure_no_auth)
+    uvicorn.run(served, host=args.host, port=args.port, log_level="info")
     return 0
 
 
@@ -202,6 +203,11 @@ def parser() -> argparse.ArgumentParser:
     sv = with_config(sub.add_parser("serve", help="serve GET /api/v2/external/execution/{id}/metrics"))
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8080)
+    sv.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="serve every tenant without a key (a local test only; keys come from api.keys_file or GPU_PACK_API_KEYS)",
+    )
     sv.set_defaults(func=cmd_serve)
     return p
 

@@ -1,4 +1,4 @@
-"""The ASGI app: the metrics route, bearer auth, JSON errors, and the OpenAPI document."""
+"""The ASGI app: the metrics route, bearer auth, health probes, JSON errors, and the OpenAPI document."""
 
 from __future__ import annotations
 
@@ -6,39 +6,60 @@ import logging
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from gpu_execution_pack.api.auth import ALL_TENANTS, load_keys, tenant_for
+from gpu_execution_pack.api.auth import ALL_TENANTS, INSECURE_FLAG, load_keys, no_keys_message, tenant_for
 from gpu_execution_pack.api.metrics import ExecutionMetrics, RequestError
 from gpu_execution_pack.api.prometheus import PrometheusClient, PrometheusError
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Config, ConfigError
 from gpu_execution_pack.rules import catalog
 
 PATH = "/api/v2/external/execution/{execution_id}/metrics"
+READY_TIMEOUT_SECONDS = 2.0  # /readyz: how long Prometheus may take to answer `vector(1)`
 log = logging.getLogger("gpu_execution_pack.api")
 
 
-def error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def create_app(cfg: Config, keys: dict[str, str] | None = None) -> Starlette:
-    """The app for ``cfg``; ``keys`` (key -> tenant) default to the configured keys file or environment."""
+def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_auth: bool = False) -> Starlette:
+    """The app for ``cfg``; ``keys`` (key -> tenant) default to the configured keys file or environment.
+
+    Without keys it refuses to start (:class:`ConfigError`) unless ``insecure_no_auth``: then every
+    request, with or without a key, is served as all tenants, and a warning says so once.
+    """
     keys = load_keys(cfg.api.keys_file) if keys is None else keys
+    if not keys and not insecure_no_auth:
+        raise ConfigError(no_keys_message(cfg.api.keys_file))
+    if insecure_no_auth:
+        ignored = f"; the {len(keys)} configured key(s) are ignored" if keys else ""
+        log.warning("authentication is off (%s): every request sees every tenant%s", INSECURE_FLAG, ignored)
     state: dict[str, Any] = {}
 
     @asynccontextmanager
     async def lifespan(app: Starlette):
         client = PrometheusClient(cfg.api.prometheus_url, cfg.api.timeout_seconds)
+        # Probes get their own client: a short timeout, and no waiting behind metrics requests for a connection.
+        probe = PrometheusClient(cfg.api.prometheus_url, min(READY_TIMEOUT_SECONDS, cfg.api.timeout_seconds))
         state["metrics"] = ExecutionMetrics(cfg, client)
-        yield
-        await client.close()
+        state["probe"] = probe
+        try:
+            yield
+        finally:
+            await probe.close()
+            await client.close()
 
     async def metrics(request: Request) -> JSONResponse:
-        tenant = tenant_for(request.headers.get("authorization"), keys)
+        if insecure_no_auth:
+            tenant: str | None = ALL_TENANTS
+        else:
+            tenant = tenant_for(request.headers.get("authorization"), keys)
         if tenant is None:
             return error(401, "missing or unknown bearer token")
         q = request.query_params
@@ -57,11 +78,50 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None) -> Starlette:
             return error(err.status, str(err))
         return JSONResponse(body)
 
+    async def healthz(request: Request) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> JSONResponse:
+        probe: PrometheusClient | None = state.get("probe")
+        if probe is None:
+            return JSONResponse({"status": "not ready", "error": "the app has not started"}, status_code=503)
+        try:
+            # httpx's timeout bounds each phase; this bounds the whole answer.
+            with anyio.fail_after(READY_TIMEOUT_SECONDS + 1):
+                await probe.instant("vector(1)")
+        except PrometheusError as err:
+            return JSONResponse({"status": "not ready", "error": str(err)}, status_code=503)
+        except TimeoutError:
+            message = f"Prometheus at {probe.url} did not answer in time"
+            return JSONResponse({"status": "not ready", "error": message}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
     async def openapi(request: Request) -> JSONResponse:
         return JSONResponse(openapi_document())
 
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        if exc.status_code == 404:
+            message = f"no such route: {request.url.path}"
+        elif exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            message = f"method {request.method} not allowed on {request.url.path}" + (
+                f"; allowed: {allowed}" if allowed else ""
+            )
+        else:
+            message = exc.detail
+        return error(exc.status_code, message, exc.headers)
+
+    async def server_error(request: Request, exc: Exception) -> JSONResponse:
+        return error(500, "internal server error")  # the traceback goes to the server's log, not the client
+
     return Starlette(
-        routes=[Route(PATH, metrics, methods=["GET"]), Route("/openapi.json", openapi, methods=["GET"])],
+        routes=[
+            Route(PATH, metrics, methods=["GET"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+            Route("/openapi.json", openapi, methods=["GET"]),
+        ],
+        exception_handlers={HTTPException: http_error, Exception: server_error},
         lifespan=lifespan,
     )
 
@@ -108,6 +168,7 @@ def openapi_document() -> dict[str, Any]:
         },
     }
     err = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    status = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Status"}}}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "gpu-execution-pack metrics", "version": "2"},
@@ -117,6 +178,14 @@ def openapi_document() -> dict[str, Any]:
                 "Entry": entry,
                 "Metrics": response,
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
+                "Status": {
+                    "type": "object",
+                    "required": ["status"],
+                    "properties": {
+                        "status": {"type": "string", "enum": ["ok", "ready", "not ready"]},
+                        "error": {"type": "string", "description": "Why it is not ready"},
+                    },
+                },
             },
         },
         "security": [{"bearer": []}],
@@ -157,6 +226,26 @@ def openapi_document() -> dict[str, Any]:
                         "504": {"description": "Prometheus too slow", **err},
                     },
                 }
-            }
+            },
+            "/healthz": {
+                "get": {
+                    "summary": "Liveness: the process is up (Prometheus is not asked)",
+                    "security": [],
+                    "responses": {"200": {"description": '{"status": "ok"}', **status}},
+                }
+            },
+            "/readyz": {
+                "get": {
+                    "summary": "Readiness: Prometheus answers the instant query `vector(1)` in time",
+                    "security": [],
+                    "responses": {
+                        "200": {"description": '{"status": "ready"}', **status},
+                        "503": {
+                            "description": 'Prometheus unreachable, failing or too slow: {"status": "not ready"}',
+                            **status,
+                        },
+                    },
+                }
+            },
         },
     }

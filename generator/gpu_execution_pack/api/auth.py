@@ -10,6 +10,18 @@ from gpu_execution_pack.config import ConfigError
 
 ENV_KEYS = "GPU_PACK_API_KEYS"
 ALL_TENANTS = "*"
+INSECURE_FLAG = "--insecure-no-auth"
+
+
+def no_keys_message(keys_file: str) -> str:
+    """Why the endpoint refuses to start without keys, and where keys come from."""
+    found = f"api.keys_file ({keys_file}) holds no keys" if keys_file else f"no api.keys_file and no {ENV_KEYS}"
+    return (
+        f"the metrics endpoint has no API keys ({found}): set api.keys_file in the config to a file of "
+        f"`<key> <tenant>` lines (tenant `*`: every tenant), or, when no file is set, "
+        f"{ENV_KEYS}=key:tenant,... in the environment; or pass {INSECURE_FLAG} to serve every tenant "
+        "without a key"
+    )
 
 
 def load_keys(keys_file: str) -> dict[str, str]:
