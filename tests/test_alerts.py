@@ -106,9 +106,7 @@ def test_the_lint_rejects_each_broken_convention(path: str, value: object, probl
 
 def test_the_lint_rejects_a_runbook_url_to_a_missing_section():
     problems = alert_lint.lint_alert(GOOD_RULE, anchors=set())
-    assert problems == [
-        "annotations.runbook_url points at #gpuexecutionexample, which docs/runbook.md has no section for"
-    ]
+    assert problems == ["annotations.runbook_url points at #gpuexecutionexample, which the runbook has no section for"]
 
 
 def test_the_lint_rejects_a_group_over_20_rules():
@@ -126,8 +124,9 @@ def test_make_check_fails_on_an_alert_with_a_templated_summary(tmp_path: Path, m
 
     monkeypatch.setattr(AlertBuilder, "xid_errors", templated)
     config = tmp_path / "pack.yml"
-    config.write_text(yaml.safe_dump({"output": {"rules_dir": str(tmp_path / "rules")}}))
-    assert cli.main(["generate", "--config", str(config)]) == 0
+    config.write_text(yaml.safe_dump({"alerts": {"runbook_url": "https://runbooks.example.org/gpu.md"}}))
+    for command in ("generate", "dashboards", "docs"):
+        assert cli.main([command, "--config", str(config)]) == 0
     assert cli.main(["check", "--config", str(config)]) == 1
     err = capsys.readouterr().err
     assert "GpuExecutionXidError: annotations.summary is templated" in err

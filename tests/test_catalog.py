@@ -93,10 +93,9 @@ def test_violation_counters_are_read_in_the_configured_unit():
     for unit, per_second in (("ns", 1_000_000_000), ("us", 1_000_000)):
         cfg = config_from_mapping({"dcgm": {"violation_counter_unit": unit}})
         exprs = {r.record: r.expr for g in recording_groups(cfg) for r in g.rules}
-        assert (
-            f'rate(DCGM_FI_DEV_POWER_VIOLATION{{execution_id!=""}}[1m]) / {per_second}'
-            in exprs["execution_gpu:gpu_power_violation_ratio"]
-        )
+        violation = exprs[catalog.GPU_POWER_VIOLATION.name]
+        assert 'rate(DCGM_FI_DEV_POWER_VIOLATION{execution_id!=""}[1m])' in violation
+        assert re.search(rf"\)\s*/ {per_second}\b", violation), violation
 
 
 def test_each_generation_has_at_most_one_name_per_signal_the_api_reads():
@@ -120,7 +119,8 @@ def test_formulas_name_known_signals_of_the_right_exporter():
 
 
 def test_recorded_names_follow_level_metric_operations():
-    pattern = re.compile(r"^(execution_gpu|execution_node|execution_model|execution|gpu_model):[a-z_]+(:[a-z_]+)?$")
+    levels = "execution_gpu|execution_node|execution_model|execution|gpu_model|gpu_exporter|node_exporter"
+    pattern = re.compile(rf"^({levels}):[a-z_]+(:[a-z_]+)?$")
     records = [s.name for s in catalog.ALL_SERIES]
     assert len(records) == len(set(records))
     for record in records:
@@ -149,7 +149,7 @@ def test_every_api_series_can_be_computed_from_one_generation_alone(generation):
     exprs = {r.record: r.expr for g in recording_groups(cfg) for r in g.rules}
     for record in CONTRACT.values():
         assert record in exprs
-    assert "DCGM_FI_DEV_GPU_UTIL_RATIO" in exprs[catalog.GPU_UTILIZATION.name] or generation == "4.8"
+    assert "DCGM_FI_DEV_GPU_UTIL_RATIO" in exprs[catalog.GPU_UTILIZATION.name] or generation in ("3.3", "4.8")
     other = [g for g in catalog.GENERATIONS if g != generation]
     only_other = {r.name for s in catalog.SIGNALS.values() for r in s.raws if not set(r.generations) & {generation}}
     assert other

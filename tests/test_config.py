@@ -58,13 +58,13 @@ BAD = [
     ({"rate_window": "0s"}, "rate_window: '0s' is not accepted; expected a Prometheus duration above zero"),
     ({"selectors": {"dcgm": "job=dcgm"}}, "selectors.dcgm: 'job=dcgm' is not accepted; expected comma-separated label"),
     ({"dcgm": {"generations": []}}, "dcgm.generations: expected a non-empty list"),
-    ({"dcgm": {"generations": ["4.7"]}}, "dcgm.generations: '4.7' is not accepted; accepted: 4.8, 4.9, 4.10"),
+    ({"dcgm": {"generations": ["4.7"]}}, "dcgm.generations: '4.7' is not accepted; accepted: 3.3, 4.8, 4.9, 4.10"),
     ({"dcgm": {"violation_counter_unit": "ms"}}, "dcgm.violation_counter_unit: 'ms' is not accepted; accepted: ns, us"),
     (
-        {"node": {"nodename_regex": "[a-z"}},
-        "node.nodename_regex: '[a-z' is not accepted; expected a regular expression",
+        {"node": {"host_regex": "[a-z"}},
+        "node.host_regex: '[a-z' is not accepted; expected a regular expression",
     ),
-    ({"node": {"nodename_regex": ".+"}}, "expected a regular expression with one capture group"),
+    ({"node": {"host_regex": ".+"}}, "expected a regular expression with one capture group"),
     (
         {"alerts": {"gpu_memory_high": {"threshold": 95}}},
         "alerts.gpu_memory_high.threshold: 95.0 is not accepted; expected a ratio above 0 and at most 1",

@@ -144,7 +144,8 @@ def test_backfill_rounds_follow_the_rules_dependencies():
     first = next(i for i, r in enumerate(rounds) if catalog.GPU_UTILIZATION.name in r)
     later = next(i for i, r in enumerate(rounds) if catalog.NODE_GPU_COUNT.name in r)
     last = next(i for i, r in enumerate(rounds) if catalog.NODE_RAM_UTILIZATION.name in r)
-    assert first == 0 < later < last
+    hosts = next(i for i, r in enumerate(rounds) if catalog.GPU_EXPORTER_HOST.name in r)
+    assert hosts < first < later < last
 
 
 def panel_queries(cfg: Config, window: str) -> list[tuple[str, str, str]]:
@@ -195,3 +196,17 @@ def test_execution_overview_reports_the_scenarios_truth(prometheus):
     assert last("Efficiency") == pytest.approx(last("GPU-hours of work") / last("GPU-hours billed"))
     assert 0.3 < last("Efficiency") < 1
     assert last("Cost (USD)") == pytest.approx(last("GPU-hours billed") * 3.0)  # H100 at the configured price
+
+
+@pytest.mark.usefixtures("promtool_available")
+def test_count_panels_answer_zero_not_no_data_on_a_fleet_with_nothing_to_count(prometheus):
+    """Hours before the scenario nothing runs, throttles or risks OOM: counts read 0, not "No data"."""
+    server, start, _, window = prometheus
+    counts = ("Executions", "GPUs held", "Hosts")
+    fleet = {t: q for d, t, q in panel_queries(Config(), window) if d == "fleet" and t in counts}
+    assert set(fleet) == set(counts)
+    throttling = [q for d, t, q in panel_queries(Config(), window) if d == "fleet" and t.startswith("GPUs throttling")]
+    assert len(throttling) == 3
+    for query in [*fleet.values(), *throttling]:
+        result = server.query(query, start - 3 * 3600)
+        assert [float(r["value"][1]) for r in result] == [0.0], query

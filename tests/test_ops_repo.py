@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from gpu_execution_pack import __version__
 
 from .conftest import REPO

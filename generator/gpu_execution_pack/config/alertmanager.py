@@ -110,5 +110,9 @@ class Alertmanager:
 
     def severity_receivers(self) -> tuple[tuple[str, str], ...]:
         """(severity, receiver) for each severity with a receiver of its own, most severe first."""
-        chosen = (("critical", self.critical_receiver), ("warning", self.warning_receiver), ("info", self.info_receiver))
+        chosen = (
+            ("critical", self.critical_receiver),
+            ("warning", self.warning_receiver),
+            ("info", self.info_receiver),
+        )
         return tuple((severity, receiver) for severity, receiver in chosen if receiver.strip())

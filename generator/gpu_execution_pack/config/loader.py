@@ -37,6 +37,7 @@ Kind = Literal[
     "metric",
     "matchers",
     "regex",
+    "regex_any",
     "ratio",
     "positive",
     "path",
@@ -96,6 +97,7 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         "metric": (METRIC_NAME_RE.match, "a metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)"),
         "matchers": (MATCHERS_RE.match, 'comma-separated label matchers such as job="dcgm", zone=~"eu-.*"'),
         "regex": (_compiles, "a regular expression with one capture group"),
+        "regex_any": (_compiles_any, "a regular expression"),
         "path": (lambda v: v.strip() != "", "a non-empty path"),
         # Kubernetes object names (RFC 1123 labels), of which the value is a prefix.
         "dns_label": (DNS_LABEL_RE.match, "lower-case letters, digits and '-', starting with a letter"),
@@ -106,6 +108,14 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         if not (allow_empty and value == "") and not ok(value):
             raise ConfigError(f"{where}: {value!r} is not accepted; expected {accepted}")
     return value
+
+
+def _compiles_any(value: str) -> bool:
+    try:
+        re.compile(value)
+    except re.error:
+        return False
+    return True
 
 
 def _compiles(value: str) -> bool:

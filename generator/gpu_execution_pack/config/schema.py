@@ -61,6 +61,14 @@ class Attribution:
         "You record pod labels under another metric.",
         kind="metric",
     )
+    pod_info_metric: str = opt(
+        "kube_pod_info",
+        "kube-state-metrics' series naming each pod's node (labels namespace, pod, node); where "
+        "dcgm-exporter's host label is its own pod name (the upstream Helm chart without NODE_NAME), the "
+        "exporter pod's node names its GPUs' host. Read in every attribution mode; absent is fine.",
+        "You record kube_pod_info under another name.",
+        kind="metric",
+    )
     kubernetes_selector: str = opt(
         "",
         "kubernetes mode: label matchers added to the pod-labels selector.",
@@ -115,11 +123,23 @@ class Dcgm:
 
 @dataclass(frozen=True)
 class Node:
-    nodename_regex: str = opt(
-        "(.+)",
-        "Regex over node_uname_info's nodename; its first group must equal the DCGM host label.",
-        "DCGM reports short host names and nodename is a FQDN: use `([^.]+).*`.",
+    host_regex: str = opt(
+        "([^.]+).*",
+        "Regex whose first group is a host's name, applied alike to node_uname_info's nodename, to "
+        "dcgm-exporter's host labels and to Kubernetes node names; a GPU and a host are the same machine "
+        "when their names agree after it. The default keeps the short name, so `gpu-01` and "
+        "`gpu-01.cluster.local` agree, and every recorded series names hosts by their short name.",
+        "Your host names differ only after the first dot (e.g. `rack1.gpu-01` and `rack2.gpu-01`): use `(.+)` "
+        "and make both exporters report the same spelling.",
         kind="regex",
+    )
+    placeholder_nodenames: str = opt(
+        "localhost|localhost[.]localdomain|[0-9a-f]{12}",
+        "Regex of nodenames that name no machine: badly provisioned hosts, and node_exporter in a container "
+        "without the host's UTS namespace (a 12-hex-digit container id). Such a node_exporter target is named by "
+        "the dcgm-exporter scraped from the same address, or by that address.",
+        "Your images ship another default hostname.",
+        kind="regex_any",
     )
 
 
@@ -503,8 +523,16 @@ class Config:
     node: Node = section(Node, "node_exporter facts that differ between installs.")
     rate_window: str = opt(
         "1m",
-        "Window of rate() over counters (host CPU).",
-        "Keep it at least 4x the scrape interval: 2m for a 30 s scrape.",
+        "Window of rate() over counters (host CPU, DCGM violation counters). A window that holds fewer than "
+        "two samples falls back to `rate_window_fallback`.",
+        "Your scrape interval is 15 s and you want the CPU series to follow changes faster: 30s.",
+        kind="duration",
+    )
+    rate_window_fallback: str = opt(
+        "4m",
+        "Window of rate() where `rate_window` holds fewer than two samples: at 4m it answers for scrape "
+        "intervals up to 1m (Prometheus' own default), where a 1m window holds one sample.",
+        "You scrape node_exporter less often than every minute: keep it at least twice your scrape interval.",
         kind="duration",
     )
     rule_interval: str = opt(

@@ -6,7 +6,7 @@ from gpu_execution_pack.config import Config
 from gpu_execution_pack.dashboards import execution, house
 from gpu_execution_pack.dashboards.execution import gpu_hours, query
 from gpu_execution_pack.dashboards.house import Section, stat, table, timeseries
-from gpu_execution_pack.promql import Expr, Paren, aggregate, call, on
+from gpu_execution_pack.promql import Expr, Paren, aggregate, any_of, call, on
 from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.rules.catalog import Series
 
@@ -25,14 +25,20 @@ def execution_link(cfg: Config) -> str:
     return f"/d/{uid}?{variables}&${{__url_time_range}}"
 
 
+def or_zero(expr: Expr) -> Expr:
+    """A count or sum that reads 0, not "No data", when nothing matches (a healthy or idle fleet)."""
+    return any_of([expr, call("vector", 0)], stacked=False)
+
+
 def over_fleet(op: str, series: Series) -> Expr:
-    """``op`` of ``series`` over every execution now."""
-    return aggregate(op, None, series.select())
+    """``op`` of ``series`` over every execution now; counts and sums read 0 when there is none."""
+    expr = aggregate(op, None, series.select())
+    return or_zero(expr) if op in ("count", "sum") else expr
 
 
 def at_threshold(series: Series, threshold: float) -> Expr:
-    """How many GPUs' ``series`` is at or above an alert's ``threshold`` now."""
-    return aggregate("count", None, series.select().ge(threshold))
+    """How many GPUs' ``series`` is at or above an alert's ``threshold`` now: 0 on a healthy fleet."""
+    return or_zero(aggregate("count", None, series.select().ge(threshold)))
 
 
 def render(cfg: Config) -> str:
@@ -46,7 +52,7 @@ def render(cfg: Config) -> str:
     wasted = call("topk", 20, gpu_hours(idle, by_execution))
     billed = gpu_hours(gpus, by_execution)
     held = catalog.EXECUTION_GPU_COUNT
-    hosts = aggregate("count", None, aggregate("count", [catalog.HOST_LABEL], catalog.NODE_GPU_COUNT.select()))
+    hosts = or_zero(aggregate("count", None, aggregate("count", [catalog.HOST_LABEL], catalog.NODE_GPU_COUNT.select())))
     overview = (
         Section("Now")
         .add(

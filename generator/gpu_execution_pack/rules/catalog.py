@@ -20,14 +20,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from gpu_execution_pack.promql import Expr, Placeholder, Selector, aggregate, placeholders, selector
+from gpu_execution_pack.promql import Expr, Placeholder, Selector, aggregate, call, placeholders, selector
 
 # --- Exporter generations -------------------------------------------------------------------
 # dcgm-exporter renamed fields and changed units twice (domain-notes 2.4). A generation is
 # named by the first release that emits its names; "4.8" stands for every release up to 4.8.x.
-GENERATIONS: tuple[str, ...] = ("4.8", "4.9", "4.10")
+GENERATIONS: tuple[str, ...] = ("3.3", "4.8", "4.9", "4.10")
 GENERATION_NOTES: dict[str, str] = {
-    "4.8": "dcgm-exporter up to 4.8.x: DCGM 3 names, utilisation in %, clocks in MHz, memory in MiB",
+    "3.3": "dcgm-exporter 2.x up to 3.3.6-3.4.2: as 4.8, but PCIe in DCGM_FI_DEV_PCIE_{RX,TX}_THROUGHPUT (KB/s)",
+    "4.8": "dcgm-exporter 3.3.7-3.5.0 up to 4.8.x: DCGM 3 names, utilisation in %, clocks in MHz, memory in MiB",
     "4.9": "4.9.x: DCGM 4.7 names, utilisation as ratio 0-1, clocks in Hz, memory in bytes",
     "4.10": "4.10 and later: as 4.9, and DCGM_FI_PROF_PCIE_{RX,TX}_BYTES become *_BYTES_PER_SECOND",
 }
@@ -43,23 +44,31 @@ GPU_IDENTITY_LABELS: tuple[str, ...] = (HOST_LABEL, "gpu", "UUID", "modelName", 
 GPU_JOIN_LABELS: tuple[str, ...] = ("UUID", "GPU_I_ID")
 MODEL_LABEL = "modelName"
 
-# (target, source) label copies applied to raw DCGM series before anything else: a non-empty
-# source label overwrites the target. dcgm-exporter 4.8.3 renamed Hostname to hostname.
-DCGM_LABEL_ALIASES: tuple[tuple[str, str], ...] = ((HOST_LABEL, "Hostname"),)
-# Behind a Helm ServiceMonitor with honorLabels: false the workload's pod labels arrive as
-# exported_* while pod/namespace name the exporter itself (domain-notes 2.3).
-KUBERNETES_LABEL_ALIASES: tuple[tuple[str, str], ...] = (
-    ("namespace", "exported_namespace"),
-    ("pod", "exported_pod"),
-)
+# Behind a ServiceMonitor with honorLabels: false (the Helm chart's and the GPU Operator's default)
+# a workload's pod labels arrive as exported_<label>, while namespace and pod name the exporter
+# itself (domain-notes 2.3, 7): a label is read from exported_<label> where that is present.
+EXPORTED_PREFIX = "exported_"
 KUBERNETES_JOIN_LABELS: tuple[str, ...] = ("namespace", "pod")
+
+# --- Host identity --------------------------------------------------------------------------
+# A host's name is resolved once per scrape target (job, instance), not guessed per series:
+# rules.recording records which host each dcgm-exporter and node_exporter target is on.
+TARGET_LABELS: tuple[str, ...] = ("job", "instance")
+# dcgm-exporter's host label: Hostname up to 4.8.2, hostname from 4.8.3; a scrape config may add
+# its own hostname beside an old exporter's Hostname (domain-notes 7).
+DCGM_HOST_LABELS: tuple[str, ...] = (HOST_LABEL, "Hostname")
+# kube-state-metrics' kube_pod_info names each pod's node: the dcgm-exporter pod's node is its GPUs'.
+POD_NODE_LABEL = "node"
+# The host part of a target's address ("10.0.0.7" of "10.0.0.7:9400"): dcgm-exporter and
+# node_exporter scraped from one machine share it.
+ADDRESS_REGEX = "(.+):[0-9]+"
 # kube-state-metrics exposes an allow-listed pod label <name> as label_<name>.
 KUBE_POD_LABEL_PREFIX = "label_"
 
 # node_exporter: host-level series are joined to executions through the node's name.
 NODE_INFO_METRIC = "node_uname_info"
 NODE_NAME_LABEL = "nodename"
-NODE_TARGET_LABELS: tuple[str, ...] = ("job", "instance")
+NODE_TARGET_LABELS: tuple[str, ...] = TARGET_LABELS
 
 # --- Units --------------------------------------------------------------------------------
 
@@ -114,6 +123,10 @@ UNITS: dict[str, Unit] = {
         Unit("watts", "watts"),
         Unit("celsius", "celsius"),
         Unit("bytes_per_second", "bytes_per_second"),
+        # NVML's PCIe throughput (DCGM_FI_DEV_PCIE_*_THROUGHPUT) is documented as "KB/s" without saying
+        # which KB. NVML counts sizes in binary multiples elsewhere (framebuffer MiB are 1024^2 bytes),
+        # so KB is read as 1024 bytes; were it 1000, these series would read 2.4 % high.
+        Unit("KB_per_second", "bytes_per_second", "*", 1024),
         Unit("seconds", "seconds"),
         # DCGM's violation counters: time held down, in a unit the sources disagree on (config).
         Unit("nanoseconds", "seconds", "/", 1_000_000_000),
@@ -161,7 +174,8 @@ class Signal:
         return tuple(sorted(chosen, key=lambda r: -max(GENERATIONS.index(g) for g in r.generations)))
 
 
-_NEW = ("4.9", "4.10")
+_OLD = ("3.3", "4.8")  # DCGM 3 names
+_NEW = ("4.9", "4.10")  # DCGM 4.7 names
 
 
 def _dcgm(key: str, base: str, doc: str, *raws: RawMetric, device_wide: bool = False) -> Signal:
@@ -175,49 +189,49 @@ SIGNALS: dict[str, Signal] = {
             "gpu_util",
             "ratio",
             "Share of time a kernel ran on the GPU; 0 or absent on MIG instances.",
-            RawMetric("DCGM_FI_DEV_GPU_UTIL", "percent", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_GPU_UTIL", "percent", generations=_OLD),
             RawMetric("DCGM_FI_DEV_GPU_UTIL_RATIO", "ratio", generations=_NEW),
         ),
         _dcgm(
             "gr_engine_active",
             "ratio",
             "Graphics/compute engine activity; the utilisation of a MIG instance.",
-            RawMetric("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "ratio", generations=("4.8",)),
+            RawMetric("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "ratio", generations=_OLD),
             RawMetric("DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", "ratio", generations=_NEW),
         ),
         _dcgm(
             "fb_used",
             "bytes",
             "Framebuffer memory in use (not MEM_COPY_UTIL, which is bandwidth).",
-            RawMetric("DCGM_FI_DEV_FB_USED", "MiB", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_FB_USED", "MiB", generations=_OLD),
             RawMetric("DCGM_FI_DEV_FB_USED_BYTES", "bytes", generations=_NEW),
         ),
         _dcgm(
             "fb_free",
             "bytes",
             "Framebuffer memory free.",
-            RawMetric("DCGM_FI_DEV_FB_FREE", "MiB", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_FB_FREE", "MiB", generations=_OLD),
             RawMetric("DCGM_FI_DEV_FB_FREE_BYTES", "bytes", generations=_NEW),
         ),
         _dcgm(
             "fb_reserved",
             "bytes",
             "Framebuffer memory the driver reserves.",
-            RawMetric("DCGM_FI_DEV_FB_RESERVED", "MiB", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_FB_RESERVED", "MiB", generations=_OLD),
             RawMetric("DCGM_FI_DEV_FB_RESERVED_BYTES", "bytes", generations=_NEW),
         ),
         _dcgm(
             "fb_capacity",
             "bytes",
             "Framebuffer size, reserved memory included.",
-            RawMetric("DCGM_FI_DEV_FB_TOTAL", "MiB", generations=("4.8",), default_collected=False),
+            RawMetric("DCGM_FI_DEV_FB_TOTAL", "MiB", generations=_OLD, default_collected=False),
             RawMetric("DCGM_FI_DEV_FB_CAPACITY_BYTES", "bytes", generations=_NEW),
         ),
         _dcgm(
             "gpu_temp",
             "celsius",
             "GPU die temperature.",
-            RawMetric("DCGM_FI_DEV_GPU_TEMP", "celsius", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_GPU_TEMP", "celsius", generations=_OLD),
             RawMetric("DCGM_FI_DEV_GPU_TEMP_CELSIUS", "celsius", generations=_NEW),
             device_wide=True,
         ),
@@ -225,7 +239,7 @@ SIGNALS: dict[str, Signal] = {
             "power_usage",
             "watts",
             "Board power draw.",
-            RawMetric("DCGM_FI_DEV_POWER_USAGE", "watts", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_POWER_USAGE", "watts", generations=_OLD),
             RawMetric("DCGM_FI_DEV_BOARD_POWER_WATTS", "watts", generations=_NEW),
             device_wide=True,
         ),
@@ -233,7 +247,7 @@ SIGNALS: dict[str, Signal] = {
             "power_limit_enforced",
             "watts",
             "Effective power limit after every limiter; needs a custom counters file.",
-            RawMetric("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "watts", generations=("4.8",), default_collected=False),
+            RawMetric("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "watts", generations=_OLD, default_collected=False),
             RawMetric(
                 "DCGM_FI_DEV_BOARD_POWER_LIMIT_ENFORCED_WATTS", "watts", generations=_NEW, default_collected=False
             ),
@@ -250,7 +264,7 @@ SIGNALS: dict[str, Signal] = {
             "sm_clock",
             "hertz",
             "SM clock.",
-            RawMetric("DCGM_FI_DEV_SM_CLOCK", "MHz", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_SM_CLOCK", "MHz", generations=_OLD),
             RawMetric("DCGM_FI_DEV_SM_CLOCK_HERTZ", "hertz", generations=_NEW),
             device_wide=True,
         ),
@@ -258,7 +272,7 @@ SIGNALS: dict[str, Signal] = {
             "mem_clock",
             "hertz",
             "Memory clock.",
-            RawMetric("DCGM_FI_DEV_MEM_CLOCK", "MHz", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_MEM_CLOCK", "MHz", generations=_OLD),
             RawMetric("DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", "hertz", generations=_NEW),
             device_wide=True,
         ),
@@ -266,15 +280,18 @@ SIGNALS: dict[str, Signal] = {
             "max_sm_clock",
             "hertz",
             "Highest SM clock the GPU supports.",
-            RawMetric("DCGM_FI_DEV_MAX_SM_CLOCK", "MHz", generations=("4.8",), default_collected=False),
+            RawMetric("DCGM_FI_DEV_MAX_SM_CLOCK", "MHz", generations=_OLD, default_collected=False),
             RawMetric("DCGM_FI_DEV_MAX_SM_CLOCK_HERTZ", "hertz", generations=_NEW, default_collected=False),
             device_wide=True,
         ),
         # PCIe profiling fields are gauges of bytes per second, not counters; RX is host to device.
+        # The oldest exporters' default counters held NVML's PCIe throughput instead: typed counter in
+        # their CSV, but a per-second gauge (domain-notes 7).
         _dcgm(
             "pcie_rx",
             "bytes_per_second",
             "PCIe receive (host to device) throughput.",
+            RawMetric("DCGM_FI_DEV_PCIE_RX_THROUGHPUT", "KB_per_second", generations=("3.3",)),
             RawMetric("DCGM_FI_PROF_PCIE_RX_BYTES", "bytes_per_second", generations=("4.8", "4.9")),
             RawMetric("DCGM_FI_PROF_PCIE_RX_BYTES_PER_SECOND", "bytes_per_second", generations=("4.10",)),
         ),
@@ -282,6 +299,7 @@ SIGNALS: dict[str, Signal] = {
             "pcie_tx",
             "bytes_per_second",
             "PCIe transmit (device to host) throughput.",
+            RawMetric("DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "KB_per_second", generations=("3.3",)),
             RawMetric("DCGM_FI_PROF_PCIE_TX_BYTES", "bytes_per_second", generations=("4.8", "4.9")),
             RawMetric("DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND", "bytes_per_second", generations=("4.10",)),
         ),
@@ -290,7 +308,7 @@ SIGNALS: dict[str, Signal] = {
             "bitmask",
             "Why clocks are held down (bits in domain-notes 2.1).",
             RawMetric("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "bitmask", default_collected=False),
-            RawMetric("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "bitmask", generations=("4.8",), default_collected=False),
+            RawMetric("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "bitmask", generations=_OLD, default_collected=False),
             device_wide=True,
         ),
         # The violation counters' unit is disputed (ns in the exporter's help, us in DCGM's
@@ -314,7 +332,7 @@ SIGNALS: dict[str, Signal] = {
             "xid_last",
             "xid",
             "The last Xid code, sticky until the exporter restarts: use changes().",
-            RawMetric("DCGM_FI_DEV_XID_ERRORS", "xid", generations=("4.8",)),
+            RawMetric("DCGM_FI_DEV_XID_ERRORS", "xid", generations=_OLD),
             RawMetric("DCGM_FI_DEV_XID_ERROR", "xid", generations=_NEW),
             device_wide=True,
         ),
@@ -322,7 +340,7 @@ SIGNALS: dict[str, Signal] = {
             "slowdown_temp",
             "celsius",
             "Temperature at which the GPU starts slowing down.",
-            RawMetric("DCGM_FI_DEV_SLOWDOWN_TEMP", "celsius", generations=("4.8",), default_collected=False),
+            RawMetric("DCGM_FI_DEV_SLOWDOWN_TEMP", "celsius", generations=_OLD, default_collected=False),
             RawMetric("DCGM_FI_DEV_GPU_TEMP_SLOWDOWN_CELSIUS", "celsius", generations=_NEW, default_collected=False),
             device_wide=True,
         ),
@@ -599,7 +617,8 @@ NODE_CPU_UTILIZATION = Series(
     "execution_node:system_cpu_utilization_ratio",
     "ratio",
     NODE_LABELS,
-    (Formula(1 - aggregate("avg", NODE_TARGET_LABELS, signal("cpu_idle_seconds"))),),
+    # Clamped: a ratio never leaves [0, 1], whatever a counter does within the window.
+    (Formula(call("clamp", 1 - aggregate("avg", NODE_TARGET_LABELS, signal("cpu_idle_seconds")), 0, 1)),),
     "Host CPU busy share, averaged over its CPUs, 0-1.",
     "systemCpuUsagePercent",
     "percent",
@@ -700,8 +719,37 @@ PRICE = Series(
     "Price of a GPU-hour per `modelName`, in `dashboards.currency`.",
 )
 
+# The host of every scrape target, recorded first; the formulas depend on the config (host_regex,
+# selectors), so rules.recording builds them.
+_TARGET_HOST = (*TARGET_LABELS, HOST_LABEL)
+DCGM_TARGET_LABELS = Series(
+    "gpu_exporter:host_labels",
+    "info",
+    (*TARGET_LABELS, *DCGM_HOST_LABELS, *KUBERNETES_JOIN_LABELS),
+    (),
+    "The host labels each dcgm-exporter target publishes (one pass over its GPUs): what its host is resolved from.",
+)
+NODE_EXPORTER_HOST = Series(
+    "node_exporter:host_info",
+    "info",
+    _TARGET_HOST,
+    (),
+    "The host each node_exporter target is on: its nodename (after node.host_regex), or, for a placeholder "
+    "nodename, the dcgm-exporter host scraped from the same address, else that address.",
+)
+GPU_EXPORTER_HOST = Series(
+    "gpu_exporter:host_info",
+    "info",
+    _TARGET_HOST,
+    (),
+    "The host each dcgm-exporter target is on: the first of its hostname or Hostname label, its pod's "
+    "Kubernetes node, or the node_exporter at its address that names a known host; else its own label.",
+)
+HOST_SERIES: tuple[Series, ...] = (DCGM_TARGET_LABELS, NODE_EXPORTER_HOST, GPU_EXPORTER_HOST)
+
 API_SERIES: tuple[Series, ...] = tuple(s for s in GPU_SERIES + NODE_SERIES if s.api_name)
 ALL_SERIES: tuple[Series, ...] = (
+    *HOST_SERIES,
     *GPU_SERIES,
     *GPU_HEALTH_SERIES,
     NODE_GPU_COUNT,

@@ -17,27 +17,33 @@ from __future__ import annotations
 
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import (
+    Binary,
     Expr,
     Paren,
+    Selector,
     aggregate,
     any_of,
     call,
     join,
     label_copy,
     label_set,
+    match,
     on,
     selector,
     substitute,
 )
 from gpu_execution_pack.rules import catalog
-from gpu_execution_pack.rules.catalog import EXECUTION_LABEL, GPU_IDENTITY_LABELS, Formula, Series, Signal
+from gpu_execution_pack.rules.catalog import EXECUTION_LABEL, GPU_IDENTITY_LABELS, HOST_LABEL, Formula, Series, Signal
 from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
 
 GROUP_PREFIX = "gpu-execution-pack"
+ADDRESS = "address"  # a scratch label: the host part of a target's instance
+# The signal every dcgm-exporter target publishes, for every GPU: its host labels are read from it.
+PRESENCE_SIGNAL = "fb_used"
 
 
 class Attribution:
-    """How one configuration ties normalised GPU series to executions."""
+    """How one configuration ties normalised GPU series to executions, and names their host."""
 
     def __init__(self, cfg: Config):
         self.cfg = cfg
@@ -56,14 +62,19 @@ class Attribution:
         return (EXECUTION_LABEL, *self.tenant, *GPU_IDENTITY_LABELS)
 
     @property
+    def identity(self) -> tuple[str, ...]:
+        """A GPU's identity before its host is named: its labels less the host, and the target that exports it."""
+        return (*(label for label in GPU_IDENTITY_LABELS if label != HOST_LABEL), *catalog.TARGET_LABELS)
+
+    @property
     def keep_labels(self) -> tuple[str, ...]:
         """Labels a normalised raw series keeps: the GPU's identity and what the join needs."""
         if self.mode == "label":
-            return (self.source, *self.tenant, *GPU_IDENTITY_LABELS)
+            return (self.source, *self.tenant, *self.identity)
         if self.mode == "kubernetes":
             keys = catalog.KUBERNETES_JOIN_LABELS
-            return GPU_IDENTITY_LABELS + keys + tuple(t for t in self.tenant if t not in keys)
-        return GPU_IDENTITY_LABELS
+            return self.identity + keys + tuple(t for t in self.tenant if t not in keys)
+        return self.identity
 
     @property
     def raw_matchers(self) -> str:
@@ -72,35 +83,49 @@ class Attribution:
 
     @property
     def label_aliases(self) -> tuple[tuple[str, str], ...]:
-        aliases = catalog.DCGM_LABEL_ALIASES
+        """Workload labels read from ``exported_<label>`` where present: the tenant always, the pod join keys too."""
+        if self.mode == "mapping":  # the tenant comes with the mapping metric
+            return ()
+        labels = dict.fromkeys(self.tenant)
         if self.mode == "kubernetes":
-            aliases += catalog.KUBERNETES_LABEL_ALIASES
-        return aliases
+            labels |= dict.fromkeys(catalog.KUBERNETES_JOIN_LABELS)
+        return tuple((label, catalog.EXPORTED_PREFIX + label) for label in labels)
 
     def attribute(self, expr: Expr) -> Expr:
-        """Turn a normalised per-GPU expression into one labelled with ``execution_id``."""
-        final = self.final_labels
+        """A normalised per-GPU expression labelled with ``execution_id`` (its host still to be named)."""
         if self.mode == "label":
             if self.source == EXECUTION_LABEL:
                 return expr
-            return aggregate("max", final, label_copy(Paren(expr), EXECUTION_LABEL, self.source))
+            return label_copy(Paren(expr), EXECUTION_LABEL, self.source)
         a = self.cfg.attribution
         if self.mode == "mapping":
             mapping: Expr = selector(a.mapping_metric, f'{self.source}!=""', a.mapping_selector)
             if self.source != EXECUTION_LABEL:
                 mapping = label_copy(mapping, EXECUTION_LABEL, self.source)
+            for tenant in self.tenant:  # the scheduler exporter may sit behind a ServiceMonitor too
+                mapping = label_copy(mapping, tenant, catalog.EXPORTED_PREFIX + tenant)
             owners = aggregate("group", (EXECUTION_LABEL, *self.tenant, *catalog.GPU_JOIN_LABELS), mapping)
-            copied = [lbl for lbl in GPU_IDENTITY_LABELS if lbl not in catalog.GPU_JOIN_LABELS]
+            copied = [label for label in self.identity if label not in catalog.GPU_JOIN_LABELS]
             return join(owners, "*", on(catalog.GPU_JOIN_LABELS, group_left=copied), expr)
         # kubernetes: the pod-labels side is made unique per pod, as kubernetes-mixin does.
         pods: Expr = label_copy(
             selector(a.kubernetes_metric, f'{self.source}!=""', a.kubernetes_selector), EXECUTION_LABEL, self.source
         )
-        for target, source in catalog.KUBERNETES_LABEL_ALIASES:
-            pods = label_copy(pods, target, source)
+        for target in catalog.KUBERNETES_JOIN_LABELS:
+            pods = label_copy(pods, target, catalog.EXPORTED_PREFIX + target)
         keys = catalog.KUBERNETES_JOIN_LABELS
         owners = aggregate("topk", keys, aggregate("max", (*keys, EXECUTION_LABEL), pods), param=1)
-        return aggregate("max", final, join(expr, "*", on(keys, group_left=(EXECUTION_LABEL,)), owners))
+        return join(expr, "*", on(keys, group_left=(EXECUTION_LABEL,)), owners)
+
+    def named(self, attributed: Expr) -> Expr:
+        """Attributed series with their host named from the exporter target's host map, one per GPU identity.
+
+        The ``max by`` also drops duplicate scrapes of one GPU by two targets on the same host.
+        """
+        hosts = join(
+            attributed, "*", on(catalog.TARGET_LABELS, group_left=(HOST_LABEL,)), catalog.GPU_EXPORTER_HOST.select()
+        )
+        return aggregate("max", self.final_labels, hosts)
 
 
 class RuleBuilder:
@@ -117,12 +142,23 @@ class RuleBuilder:
         return catalog.UNITS[raw.unit]
 
     def read(self, raw: catalog.RawMetric, *matchers: str) -> Expr:
-        """A raw metric selected and in its base unit; counters are read as rates over rate_window."""
+        """A raw metric selected and in its base unit; counters are read as rates (``rate``)."""
         expr: Expr = selector(raw.name, raw.matchers, *matchers)
         if raw.type == "counter":
-            expr = expr.range(self.cfg.rate_window)
-            expr = call("rate", expr)
+            expr = self.rate(expr)
         return self.unit_of(raw).to_base(expr)
+
+    def rate(self, counter: Selector) -> Expr:
+        """A counter's per-second rate over rate_window, else over rate_window_fallback where the first
+        holds fewer than two samples (a 1m scrape in a 1m window).
+
+        A window in which the counter went down yields nothing: old node_exporters let idle-seconds
+        jump back a little, which rate() reads as a reset worth the whole counter.
+        """
+        windows = dict.fromkeys((self.cfg.rate_window, self.cfg.rate_window_fallback))
+        return any_of(
+            [Paren(call("rate", counter.range(w)).unless(call("resets", counter.range(w)).gt(0))) for w in windows]
+        )
 
     # -- per-GPU ---------------------------------------------------------------------------
     def normalised(self, signal: Signal, where: str) -> Expr:
@@ -151,7 +187,7 @@ class RuleBuilder:
         alternatives = [e for e in (self.gpu_formula(f) for f in from_signals) if e is not None]
         if len(alternatives) > 1:  # each formula's generations grouped, for the reader
             alternatives = [Paren(a) for a in alternatives]
-        attributed = [self.attribution.attribute(any_of(alternatives))] if alternatives else []
+        attributed = [self.attribution.named(self.attribution.attribute(any_of(alternatives)))] if alternatives else []
         if attributed and from_recorded:
             attributed = [Paren(attributed[0])]
         return RecordingRule(series.name, any_of(attributed + from_recorded))
@@ -162,18 +198,99 @@ class RuleBuilder:
         per_target = substitute(
             formula.expr, lambda key: self.read(catalog.SIGNALS[key].raws[0], self.cfg.selectors.node)
         )
-        targets = catalog.NODE_TARGET_LABELS
-        info = aggregate(
-            "max", (*targets, catalog.NODE_NAME_LABEL), selector(catalog.NODE_INFO_METRIC, self.cfg.selectors.node)
-        )
-        named = join(per_target, "*", on(targets, group_left=(catalog.NODE_NAME_LABEL,)), info)
-        per_host = aggregate(
-            "max",
-            (catalog.HOST_LABEL,),
-            label_copy(named, catalog.HOST_LABEL, catalog.NODE_NAME_LABEL, self.cfg.node.nodename_regex),
-        )
+        host = on(catalog.TARGET_LABELS, group_left=(HOST_LABEL,))
+        per_host = aggregate("max", (HOST_LABEL,), join(per_target, "*", host, catalog.NODE_EXPORTER_HOST.select()))
         hosts = aggregate("group", catalog.NODE_LABELS, catalog.NODE_GPU_COUNT.select())
         return RecordingRule(series.name, join(hosts, "*", on((catalog.HOST_LABEL,), group_left=()), per_host))
+
+    # -- host identity ---------------------------------------------------------------------
+    def host_rules(self) -> tuple[RecordingRule, ...]:
+        """Which host every dcgm-exporter and node_exporter target is on, resolved once per target.
+
+        A GPU's host is the first of these that names a known host (a node_exporter target's):
+        its ``hostname`` label, its ``Hostname`` label, the Kubernetes node of its exporter pod
+        (kube_pod_info), or the host of the node_exporter scraped from the same address. Where none
+        does, its own label (else its address) still names a host. node.host_regex normalises every
+        name alike, so a short name and its FQDN agree.
+        """
+        cfg, targets = self.cfg, catalog.TARGET_LABELS
+        named = (*targets, HOST_LABEL)
+        regex = cfg.node.host_regex
+        presence = catalog.SIGNALS[PRESENCE_SIGNAL].raws_for(cfg.dcgm.generations)
+        raw = any_of([selector(r.name, cfg.selectors.dcgm) for r in presence], stacked=False)
+        labels = catalog.DCGM_TARGET_LABELS
+
+        def from_label(source: str, expr: Expr, pattern: str = regex) -> Expr:
+            return aggregate("group", named, label_copy(expr, HOST_LABEL, source, pattern))
+
+        def address(expr: Expr) -> Expr:
+            return label_copy(expr, ADDRESS, "instance", catalog.ADDRESS_REGEX)
+
+        placeholder = cfg.node.placeholder_nodenames
+        # What a dcgm-exporter target calls its host: hostname, else Hostname, else its address.
+        own = self.firsts(
+            [
+                from_label(HOST_LABEL, labels.select(f'{HOST_LABEL}!=""', match(HOST_LABEL, placeholder, "!~"))),
+                from_label("Hostname", labels.select('Hostname!=""', match("Hostname", placeholder, "!~"))),
+                from_label("instance", labels.select(), catalog.ADDRESS_REGEX),
+            ]
+        )
+        uname = selector(catalog.NODE_INFO_METRIC, cfg.selectors.node)
+        real = from_label(catalog.NODE_NAME_LABEL, uname.where(match(catalog.NODE_NAME_LABEL, placeholder, "!~")))
+        unnamed = address(aggregate("group", targets, uname.where(match(catalog.NODE_NAME_LABEL, placeholder, "=~"))))
+        dcgm_by_address = aggregate("topk", (ADDRESS,), address(own), param=1)
+        by_dcgm = aggregate(
+            "group", named, join(unnamed, "*", on((ADDRESS,), group_left=(HOST_LABEL,)), dcgm_by_address)
+        )
+        node_map = aggregate(
+            "topk", targets, self.firsts([real, by_dcgm, from_label(ADDRESS, unnamed, "(.*)")]), param=1
+        )
+        known = aggregate("group", (HOST_LABEL,), catalog.NODE_EXPORTER_HOST.select())
+
+        def if_known(expr: Expr) -> Expr:
+            return Paren(expr.and_(known, on((HOST_LABEL,)), stacked=True))
+
+        pods = aggregate(
+            "group",
+            (*catalog.KUBERNETES_JOIN_LABELS, catalog.POD_NODE_LABEL),
+            selector(cfg.attribution.pod_info_metric, cfg.attribution.kubernetes_selector),
+        )
+        exporter_pods = aggregate("group", (*targets, *catalog.KUBERNETES_JOIN_LABELS), labels.select())
+        pod_nodes = join(
+            exporter_pods, "*", on(catalog.KUBERNETES_JOIN_LABELS, group_left=(catalog.POD_NODE_LABEL,)), pods
+        )
+        nodes_by_address = aggregate("topk", (ADDRESS,), address(catalog.NODE_EXPORTER_HOST.select()), param=1)
+        at_address = join(
+            address(aggregate("group", targets, labels.select())),
+            "*",
+            on((ADDRESS,), group_left=(HOST_LABEL,)),
+            nodes_by_address,
+        )
+        candidates = {
+            "hostname label": if_known(from_label(HOST_LABEL, labels.select(f'{HOST_LABEL}!=""'))),
+            "Hostname label": if_known(from_label("Hostname", labels.select('Hostname!=""'))),
+            "exporter pod's node": if_known(from_label(catalog.POD_NODE_LABEL, pod_nodes)),
+            "node_exporter at the same address": aggregate("group", named, at_address),
+            "own label": own,
+        }
+        gpu_map = aggregate("topk", targets, self.firsts(self.host_candidates(candidates)), param=1)
+        return (
+            RecordingRule(labels.name, aggregate("group", labels.labels, raw)),
+            RecordingRule(catalog.NODE_EXPORTER_HOST.name, node_map),
+            RecordingRule(catalog.GPU_EXPORTER_HOST.name, gpu_map),
+        )
+
+    def host_candidates(self, candidates: dict[str, Expr]) -> list[Expr]:
+        """A GPU exporter target's host candidates, in the order they are tried (a seam for the mutation tests)."""
+        return list(candidates.values())
+
+    @staticmethod
+    def firsts(candidates: list[Expr]) -> Expr:
+        """Per scrape target, the first candidate that has a series for it (``or on (job, instance)``)."""
+        out = candidates[0]
+        for candidate in candidates[1:]:
+            out = Binary("or", out, candidate, on(catalog.TARGET_LABELS), stacked=True)
+        return out
 
     # -- cost ------------------------------------------------------------------------------
     def price_rule(self) -> RecordingRule:
@@ -189,6 +306,8 @@ class RuleBuilder:
         """The recording rule groups, in dependency order."""
         interval, derived = self.cfg.rule_interval, self.cfg.derived_interval
         return [
+            # Read by every per-GPU and per-host rule: first, at the same interval.
+            RuleGroup(f"{GROUP_PREFIX}.hosts", "execution-gpu", self.host_rules(), interval),
             RuleGroup(
                 f"{GROUP_PREFIX}.execution_gpu",
                 "execution-gpu",

@@ -15,6 +15,7 @@ from gpu_execution_pack.scenario import model
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Scenario
 
 RATE_WINDOW_MINUTES = 1.0  # the default rate_window: host CPU must be steady over it
+FALLBACK_WINDOW_MINUTES = 4.0  # the default rate_window_fallback, where a 1m window holds one sample
 TENANT_LABEL = "namespace"  # the default api.tenant_label, which every test variant keeps
 
 
@@ -42,10 +43,14 @@ def running(scenario: Scenario, minute: float) -> list[Execution]:
     return [e for e in scenario.executions if e.phase_at(minute) is not None]
 
 
-def hosts_steady(scenario: Scenario, minute: float, window: float = RATE_WINDOW_MINUTES) -> bool:
-    """Whether every host's RAM and CPU are constant over the rate window ending at ``minute``."""
-    steps = int(window * 60 // STEP_SECONDS)
+def hosts_steady(scenario: Scenario, minute: float) -> bool:
+    """Whether every host's RAM and CPU are constant over the rate window ending at ``minute``.
+
+    A host scraped less often than twice a rate window is read over the fallback window.
+    """
     for host in scenario.hosts:
+        window = RATE_WINDOW_MINUTES if 2 * host.node_scrape_seconds <= 60 else FALLBACK_WINDOW_MINUTES
+        steps = int(window * 60 // STEP_SECONDS)
         values = [model.host_truth(scenario, host, minute - k * STEP_SECONDS / 60) for k in range(steps + 1)]
         if any(v != values[0] for v in values):
             return False
@@ -55,6 +60,14 @@ def hosts_steady(scenario: Scenario, minute: float, window: float = RATE_WINDOW_
 def expected(scenario: Scenario, minute: float) -> dict[str, list[Sample]]:
     """Expected samples of every recorded series at ``minute``, keyed by series name."""
     out: dict[str, list[Sample]] = defaultdict(list)
+    # Each exporter target is on its host, whichever way its labels spell the host's name.
+    for host in scenario.hosts:
+        node = {"job": "node", "instance": host.node_instance, HOST_LABEL: host.name}
+        out[catalog.NODE_EXPORTER_HOST.name].append(Sample(node, 1.0))
+        outage = host.dcgm_outage
+        if any(g.host == host.name for g in scenario.all_gpus()) and not (outage and outage[0] <= minute < outage[1]):
+            dcgm = {"job": "dcgm-exporter", "instance": host.dcgm_instance, HOST_LABEL: host.name}
+            out[catalog.GPU_EXPORTER_HOST.name].append(Sample(dcgm, 1.0))
     for e in running(scenario, minute):
         per_gpu = [(g, model.gpu_truth(scenario, e, g, minute)) for g in e.gpus]
         for gpu, truth in per_gpu:

@@ -64,6 +64,99 @@ def missing_optional(missing: frozenset[str], name: str) -> Scenario:
     return Scenario(name, missing_optional.__doc__ or "", (Host("h3"),), (e,), missing=missing)
 
 
+# --- Real installs ----------------------------------------------------------------------------
+# How labels really arrive (domain-notes 7): each scenario is one execution on a host whose
+# exporters are deployed one real way. Host.name is the node's real name; every recorded series
+# must call the host that, however the exporters spell it.
+
+
+def _install(name: str, host: Host, phases: tuple[str, ...] = ("loading", "compute", "idle"), **kw) -> Scenario:
+    gpus = (Gpu(host.name, 0), Gpu(host.name, 1))
+    execution = Execution(f"{host.name}-job", gpus, phases, util_offsets=(0, -2), namespace="team-a")
+    return Scenario(
+        name, f"{name}: the node is {host.name}.", (host,), (execution,), unowned_gpus=(Gpu(host.name, 2),), **kw
+    )
+
+
+def real_installs() -> list[Scenario]:
+    """One scenario per way real clusters deploy the exporters, with their label sets."""
+    return [
+        # GPU Operator 4.x: NODE_NAME is the Kubernetes node (a FQDN here), nodename the short name;
+        # its ServiceMonitor does not honor labels, so the workload's namespace arrives as exported_namespace.
+        _install(
+            "GPU Operator 4.x: FQDN node name, short nodename, exported_namespace",
+            Host("gpuop4", "4.9", dcgm_host="gpuop4.cluster.internal", exporter_pod="nvidia-dcgm-exporter-cwbcm"),
+        ),
+        _install(
+            "GPU Operator 3.x: Hostname label, exported_namespace",
+            Host("gpuop3", "4.8", host_label="Hostname", exporter_pod="nvidia-dcgm-exporter-6ldbb"),
+        ),
+        # The upstream Helm chart sets no NODE_NAME: the host label is the exporter's pod name.
+        _install(
+            "upstream Helm chart with kube-state-metrics: host label is the pod name",
+            Host(
+                "helm1",
+                "4.10",
+                dcgm_host="dcgm-exporter-wwwjh",
+                exporter_pod="dcgm-exporter-wwwjh",
+                exporter_namespace="dcgm-exporter",
+                pod_info=True,
+                kube_node="helm1.cluster.internal",
+                address="10.0.3.1",
+                dcgm_address="10.244.3.17",  # the pod's own IP
+            ),
+        ),
+        _install(
+            "upstream Helm chart without kube-state-metrics, hostNetwork: the address names the host",
+            Host(
+                "helm2",
+                "4.8",
+                host_label="hostname",
+                dcgm_host="dcgm-exporter-6ldbb",
+                exporter_pod="dcgm-exporter-6ldbb",
+                exporter_namespace="dcgm-exporter",
+                address="10.0.3.2",
+            ),
+        ),
+        # An exporter before 4.8.3 (Hostname = its pod) behind a scrape config adding hostname.
+        _install(
+            "both Hostname (the pod) and a relabelled hostname (the node)",
+            Host("both1", "4.8", dcgm_host="nvidia-dcgm-exporter-x7k2p", relabelled_hostname="both1"),
+        ),
+        # Bare metal with dcgm-exporter 2.x: legacy PCIe throughput in KB/s, no engine activity or
+        # reserved memory among the default counters, nodename a FQDN, targets by IP.
+        _install(
+            "bare metal 2.x: legacy PCIe fields, FQDN nodename, IP targets",
+            Host("bm2x", "3.3", nodename="bm2x.dc1.example.com", address="192.0.2.21"),
+            missing=frozenset({"gr_engine_active", "fb_reserved"}),
+        ),
+        _install(
+            "FQDN on both sides",
+            Host("fqdn1", "4.9", dcgm_host="fqdn1.dc1.example.com", nodename="fqdn1.dc1.example.com"),
+        ),
+        _install(
+            "no host label on the DCGM series: the shared address names the host",
+            Host("nolabel1", "4.8", host_label="none", address="192.0.2.31"),
+        ),
+        _install(
+            "nodename localhost.localdomain: named by the dcgm-exporter at the same address",
+            Host("badnode1", "4.8", nodename="localhost.localdomain", address="192.0.2.41"),
+        ),
+        # node_exporter before 1.1: idle seconds step back within the check's rate window (minute 7.5).
+        _install(
+            "old node_exporter: idle counter steps back",
+            Host("oldnode1", "4.8", node_cpu_backjump=7.25),
+            phases=("idle",) * 4,
+        ),
+        # Prometheus' own default scrape interval: a 1m window holds one sample between scrapes.
+        _install(
+            "node_exporter scraped every minute",
+            Host("slow1", "4.8", node_scrape_seconds=60),
+            phases=("idle",) * 4,
+        ),
+    ]
+
+
 def default_suite() -> list[Scenario]:
     """Scenarios the default configuration's rules are tested on."""
     return [
@@ -81,12 +174,14 @@ def default_suite() -> list[Scenario]:
             frozenset({"power_limit_enforced", "power_limit_requested"}),
             "no power limit at all: no power limit series, others intact",
         ),
+        *real_installs(),
     ]
 
 
 def attribution_suite() -> list[Scenario]:
     """Scenarios every attribution mode is tested on."""
-    return [training_in("4.8"), mig()]
+    installs = {s.hosts[0].name: s for s in real_installs()}
+    return [training_in("4.8"), mig(), installs["helm1"], installs["gpuop4"]]
 
 
 # --- Alert scenarios ----------------------------------------------------------------------

@@ -343,9 +343,25 @@ class XidEvent:
 
 @dataclass(frozen=True)
 class Host:
+    """A machine: ``name`` is its real (short) name, what every recorded series must call it.
+
+    The other fields say how its exporters spell it, as real installs do (domain-notes 7).
+    """
+
     name: str
     generation: str = "4.8"  # the dcgm-exporter generation on this host
-    host_label: str = ""  # "Hostname" or "hostname"; default by generation
+    host_label: str = ""  # "Hostname" or "hostname" (default by generation), or "none"
+    dcgm_host: str = ""  # what dcgm-exporter's host label says (default: name); a pod name without NODE_NAME
+    relabelled_hostname: str = ""  # a scrape config's own `hostname` beside an old exporter's `Hostname`
+    nodename: str = ""  # node_exporter's nodename (default: name); a FQDN, or localhost.localdomain
+    address: str = ""  # the host part of both exporters' scrape targets (default: name)
+    dcgm_address: str = ""  # dcgm-exporter's own, where it differs (a pod IP without hostNetwork)
+    exporter_pod: str = ""  # the dcgm-exporter pod: the target's namespace and pod, the workload's exported_*
+    exporter_namespace: str = "gpu-operator"
+    pod_info: bool = False  # kube-state-metrics publishes kube_pod_info (with the node) for the exporter pod
+    kube_node: str = ""  # the Kubernetes node name (default: name)
+    node_cpu_backjump: float | None = None  # minute at which an old node_exporter's idle counter steps back
+    node_scrape_seconds: int = STEP_SECONDS  # node_exporter's scrape interval
     dcgm_outage: tuple[float, float] | None = None  # the host's dcgm-exporter is down from, until
     cpus: int = 2
     ram_total_bytes: int = 256 * 1024**3
@@ -354,7 +370,15 @@ class Host:
 
     @property
     def dcgm_host_label(self) -> str:
-        return self.host_label or ("Hostname" if self.generation == "4.8" else "hostname")
+        return self.host_label or ("Hostname" if self.generation in ("3.3", "4.8") else "hostname")
+
+    @property
+    def dcgm_instance(self) -> str:
+        return f"{self.dcgm_address or self.address or self.name}:9400"
+
+    @property
+    def node_instance(self) -> str:
+        return f"{self.address or self.name}:9100"
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ def published(key: str, raw: catalog.RawMetric, scenario: Scenario) -> bool:
     return raw.default_collected or key in CUSTOM_COUNTERS or key in scenario.exported
 
 
+BACKJUMP_SECONDS = 0.01  # how far an old node_exporter's idle counter steps back
 # Exporter units of the violation counters, per dcgm.violation_counter_unit.
 VIOLATION_TICKS_PER_SECOND = {"ns": 1_000_000_000, "us": 1_000_000}
 
@@ -57,6 +58,9 @@ def to_unit(base: float, unit: str) -> float:
     elif unit == "MHz":
         value = base / model.HERTZ_PER_MHZ
         back = value * model.HERTZ_PER_MHZ
+    elif unit == "KB_per_second":  # NVML's PCIe throughput, KB read as 1024 bytes (see the catalog)
+        value = base / 1024
+        back = value * 1024
     else:
         return base
     if back != base:
@@ -123,28 +127,45 @@ class Renderer:
         return next((e for e in self.s.executions if gpu in e.gpus), None)
 
     def gpu_labels(self, host: Host, gpu: Gpu, owner: Execution | None) -> dict[str, str]:
+        old = host.generation in ("3.3", "4.8")
         labels = {
-            "DCGM_FI_DRIVER_VERSION" if host.generation == "4.8" else "DCGM_FI_SYSTEM_DRIVER_VERSION": DRIVER_VERSION,
-            host.dcgm_host_label: host.name,
+            "DCGM_FI_DRIVER_VERSION" if old else "DCGM_FI_SYSTEM_DRIVER_VERSION": DRIVER_VERSION,
             "UUID": gpu.uuid,
             "device": f"nvidia{gpu.index}",
             "gpu": str(gpu.index),
-            "instance": f"{host.name}:9400",
+            "instance": host.dcgm_instance,
             "job": "dcgm-exporter",
             "modelName": gpu.model,
             "pci_bus_id": f"00000000:{0x18 + gpu.index:02X}:00.0",
         }
+        if host.dcgm_host_label != "none":
+            labels[host.dcgm_host_label] = host.dcgm_host or host.name
+        if host.relabelled_hostname:
+            labels["hostname"] = host.relabelled_hostname
         if gpu.mig_instance:
             labels |= {"GPU_I_ID": gpu.mig_instance, "GPU_I_PROFILE": gpu.mig_profile}
+        exporter_pod = self.exporter_pod(host)
+        workload: dict[str, str] = {}
         if owner is not None and self.mode == "label":
             # With its pod mapping, dcgm-exporter also attaches the workload's namespace: the tenant.
-            labels |= {self.cfg.execution_label: owner.id, self.cfg.api.tenant_label: owner.namespace}
-        if self.mode == "kubernetes":
-            # Behind a ServiceMonitor with honorLabels: false: pod names the exporter itself.
-            labels |= {"namespace": "gpu-operator", "pod": f"nvidia-dcgm-exporter-{host.name}"}
-            if owner is not None:
-                labels |= {"exported_namespace": owner.namespace, "exported_pod": self.pod_name(owner, host)}
+            labels[self.cfg.execution_label] = owner.id
+            workload = {self.cfg.api.tenant_label: owner.namespace}
+        if owner is not None and self.mode == "kubernetes":
+            workload = {"namespace": owner.namespace, "pod": self.pod_name(owner, host)}
+        if exporter_pod:
+            # Behind a ServiceMonitor with honorLabels: false, namespace and pod name the exporter itself
+            # and the workload's arrive as exported_*.
+            labels |= {"namespace": host.exporter_namespace, "pod": exporter_pod}
+            labels |= {f"exported_{k}": v for k, v in workload.items()}
+        else:
+            labels |= workload
         return labels
+
+    def exporter_pod(self, host: Host) -> str:
+        """The dcgm-exporter pod's name where its target carries it (always in kubernetes mode)."""
+        if host.exporter_pod or self.mode != "kubernetes":
+            return host.exporter_pod
+        return f"nvidia-dcgm-exporter-{host.name}"
 
     @staticmethod
     def pod_name(execution: Execution, host: Host) -> str:
@@ -243,30 +264,57 @@ class Renderer:
     # -- node_exporter -------------------------------------------------------------------
     def node_series(self) -> Iterator[RenderedSeries]:
         for host in self.s.hosts:
-            target = (("instance", f"{host.name}:9100"), ("job", "node"))
+            target = (("instance", host.node_instance), ("job", "node"))
             truths = [model.host_truth(self.s, host, m) for m in self.minutes()]
+            nodename = host.nodename or host.name
+            every = host.node_scrape_seconds // model.STEP_SECONDS  # a sample at every `every`-th step
+
+            def scraped(values: list[float], every: int = every) -> tuple[Sample, ...]:
+                return tuple(v if k % every == 0 else None for k, v in enumerate(values))
+
+            uname = tuple(sorted((*target, ("nodename", nodename))))
+            yield RenderedSeries("node_uname_info", uname, scraped([1.0] * len(truths)))
             yield RenderedSeries(
-                "node_uname_info", tuple(sorted((*target, ("nodename", host.name)))), tuple(1.0 for _ in truths)
+                "node_memory_MemTotal_bytes", target, scraped([t[catalog.NODE_RAM_TOTAL] for t in truths])
             )
-            yield RenderedSeries("node_memory_MemTotal_bytes", target, tuple(t[catalog.NODE_RAM_TOTAL] for t in truths))
             yield RenderedSeries(
                 "node_memory_MemAvailable_bytes",
                 target,
-                tuple(t[catalog.NODE_RAM_TOTAL] - t[catalog.NODE_RAM_USED] for t in truths),
+                scraped([t[catalog.NODE_RAM_TOTAL] - t[catalog.NODE_RAM_USED] for t in truths]),
             )
             # Counters: each sample adds the step's idle (or busy) seconds.
             for mode in ("idle", "user"):
                 for cpu in range(host.cpus):
-                    total, samples = 0.0, []
-                    for t in truths:
-                        samples.append(total)
+                    total, samples, back = 0.0, [], 0.0
+                    for m, t in zip(self.minutes(), truths, strict=True):
                         busy = t[catalog.NODE_CPU_UTILIZATION]
-                        total += model.STEP_SECONDS * ((1 - busy) if mode == "idle" else busy)
+                        step = model.STEP_SECONDS * ((1 - busy) if mode == "idle" else busy)
+                        # node_exporter before 1.1 let idle seconds step back a little (#1686): from the
+                        # jump on, CPU 0 reads BACKJUMP_SECONDS less than the sample before the jump.
+                        if mode == "idle" and cpu == 0 and m == host.node_cpu_backjump:
+                            back = (total - samples[-1]) + BACKJUMP_SECONDS
+                        samples.append(total - back)
+                        total += step
                     labels = tuple(sorted((*target, ("cpu", str(cpu)), ("mode", mode))))
-                    yield RenderedSeries("node_cpu_seconds_total", labels, tuple(samples))
+                    yield RenderedSeries("node_cpu_seconds_total", labels, scraped(samples))
+
+    def kube_state_series(self) -> Iterator[RenderedSeries]:
+        """kube_pod_info of the dcgm-exporter pods where the scenario says kube-state-metrics runs."""
+        for host in self.s.hosts:
+            if host.pod_info:
+                labels = {
+                    "namespace": host.exporter_namespace,
+                    "pod": self.exporter_pod(host),
+                    "node": host.kube_node or host.name,
+                    "host_ip": host.address or host.name,
+                    "instance": "kube-state-metrics:8080",
+                    "job": "kube-state-metrics",
+                }
+                pod_info = self.cfg.attribution.pod_info_metric
+                yield RenderedSeries(pod_info, tuple(sorted(labels.items())), tuple(1.0 for _ in self.minutes()))
 
     def all_series(self) -> list[RenderedSeries]:
-        return [*self.dcgm_series(), *self.attribution_series(), *self.node_series()]
+        return [*self.dcgm_series(), *self.attribution_series(), *self.node_series(), *self.kube_state_series()]
 
 
 # -- promtool notation -----------------------------------------------------------------------

@@ -1,0 +1,154 @@
+"""Correct on real installs: host identity, tenant, legacy exporter fields, robust CPU.
+
+The scenario library's real-install scenarios (``library.real_installs``) render the label sets
+and quirks of real deployments (domain-notes 7); the promtool suites check every recorded series
+on them. Each test here brings one of the eight known failures back and shows the suite catches it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gpu_execution_pack import promtool, testsuites
+from gpu_execution_pack.config import config_from_mapping
+from gpu_execution_pack.output import write_all
+from gpu_execution_pack.promql import call
+from gpu_execution_pack.rules import catalog
+from gpu_execution_pack.rules.recording import Attribution, RuleBuilder
+from gpu_execution_pack.scenario import library
+
+pytestmark = pytest.mark.usefixtures("promtool_available")
+
+INSTALLS = {s.hosts[0].name: s for s in library.real_installs()}
+
+
+def failures(tmp_path: Path, hosts: list[str], overrides: dict[str, Any] | None = None) -> str:
+    """Run the recording suite of the named real-install scenarios; promtool's failure text ('' if it passes)."""
+    cfg = config_from_mapping(overrides or {})
+    variant = testsuites.Variant("installs", cfg, tuple(INSTALLS[h] for h in hosts))
+    files = testsuites.suite_files([variant], tmp_path)
+    write_all(files)
+    try:
+        promtool.test_rules(testsuites.suite_test_paths(files))
+    except promtool.PromtoolError as err:
+        return str(err)
+    return ""
+
+
+def test_every_real_install_records_every_series_under_the_nodes_real_name(tmp_path: Path):
+    assert len(INSTALLS) >= 11
+    assert failures(tmp_path, list(INSTALLS)) == ""
+
+
+def test_1_the_upstream_helm_charts_pod_name_is_resolved_through_kube_state_metrics(tmp_path, monkeypatch):
+    original = RuleBuilder.host_candidates
+
+    def without_pod_node(self, candidates):
+        return original(self, {k: v for k, v in candidates.items() if k != "exporter pod's node"})
+
+    monkeypatch.setattr(RuleBuilder, "host_candidates", without_pod_node)
+    out = failures(tmp_path, ["helm1"])
+    assert 'hostname="dcgm-exporter-wwwjh"' in out and catalog.GPU_UTILIZATION.name in out
+
+
+def test_2_a_relabelled_hostname_wins_over_the_exporters_own_hostname(tmp_path, monkeypatch):
+    original = RuleBuilder.host_candidates
+
+    def hostname_last(self, candidates):
+        # The old rules: a non-empty Hostname overwrote hostname, known node or not.
+        hostname_label = candidates["Hostname label"].expr.lhs  # without its "names a known host" filter
+        return original(self, {"Hostname first": hostname_label, **candidates})
+
+    monkeypatch.setattr(RuleBuilder, "host_candidates", hostname_last)
+    out = failures(tmp_path, ["both1"])
+    assert 'hostname="nvidia-dcgm-exporter-x7k2p"' in out
+
+
+def test_3_short_names_and_fqdns_are_matched_on_both_sides(tmp_path):
+    # gpuop4's FQDN is still matched through the shared address; these two are not.
+    out = failures(tmp_path, ["fqdn1", "bm2x"], {"node": {"host_regex": "(.+)"}})
+    for host in ("fqdn1.dc1.example.com", "bm2x.dc1.example.com"):
+        assert f'hostname="{host}"' in out, host
+
+
+def test_4a_without_a_host_label_the_shared_address_names_the_host(tmp_path, monkeypatch):
+    original = RuleBuilder.host_candidates
+
+    def without_address(self, candidates):
+        return original(self, {k: v for k, v in candidates.items() if k != "node_exporter at the same address"})
+
+    monkeypatch.setattr(RuleBuilder, "host_candidates", without_address)
+    out = failures(tmp_path, ["nolabel1"])
+    assert 'hostname="192.0.2.31"' in out and catalog.NODE_RAM_USED.name in out
+
+
+def test_4b_a_placeholder_nodename_takes_the_name_of_the_gpu_exporter_beside_it(tmp_path):
+    out = failures(tmp_path, ["badnode1"], {"node": {"placeholder_nodenames": "^$"}})
+    assert 'hostname="localhost"' in out
+
+
+def test_5_legacy_pcie_throughput_fields_are_read_in_kib_per_second(tmp_path):
+    out = failures(tmp_path, ["bm2x"], {"dcgm": {"generations": ["4.8", "4.9", "4.10"]}})
+    assert f'expr: "{catalog.GPU_PCIE_RX.name}"' in out and "got: nil" in out.replace("got:  nil", "got: nil")
+
+
+def test_6_a_counter_back_jump_yields_no_rate_for_its_window(tmp_path, monkeypatch):
+    def plain_rate(self, counter):
+        return call("rate", counter.range(self.cfg.rate_window))
+
+    monkeypatch.setattr(RuleBuilder, "rate", plain_rate)
+    out = failures(tmp_path, ["oldnode1"])
+    assert catalog.NODE_CPU_UTILIZATION.name in out and "oldnode1" in out
+
+
+def test_7_a_one_minute_scrape_still_answers_through_the_fallback_window(tmp_path):
+    out = failures(tmp_path, ["slow1"], {"rate_window_fallback": "1m"})
+    assert catalog.NODE_CPU_UTILIZATION.name in out and "slow1" in out
+
+
+def test_8_the_tenant_is_the_workloads_namespace_behind_a_service_monitor(tmp_path, monkeypatch):
+    monkeypatch.setattr(Attribution, "label_aliases", property(lambda self: ()))
+    out = failures(tmp_path, ["gpuop4", "gpuop3"])
+    assert 'namespace="gpu-operator"' in out
+
+
+def test_a_real_prometheus_records_every_api_series_of_every_install_under_the_nodes_name(tmp_path: Path):
+    """End to end: the real installs side by side in one Prometheus, backfilled and recorded by the pack's rules."""
+    import time
+
+    from gpu_execution_pack.config import Config
+    from gpu_execution_pack.scenario.model import Scenario
+
+    from .prometheus_harness import Prometheus
+
+    installs = list(INSTALLS.values())
+    together = Scenario(
+        "real installs side by side",
+        "",
+        tuple(h for s in installs for h in s.hosts),
+        tuple(e for s in installs for e in s.executions),
+        unowned_gpus=tuple(g for s in installs for g in s.unowned_gpus),
+        missing=frozenset({"gr_engine_active", "fb_reserved"}),  # as the 2.x host: the others fall back
+    )
+    end = int(time.time()) // 60 * 60 - 15 * 60
+    server = Prometheus(tmp_path)
+    try:
+        start = server.load_scenario(together, Config(), end)
+        at = start + 7.5 * 60  # every execution is running
+        for execution in together.executions:
+            host = execution.gpus[0].host
+            match = f'{{execution_id="{execution.id}"}}'
+            for series in catalog.API_SERIES:
+                result = server.query(series.name + match, at)
+                assert result, (host, series.name)
+                assert {r["metric"]["hostname"] for r in result} == {host}, (series.name, result)
+                if series.labels == catalog.GPU_LABELS:
+                    assert len(result) == 2 and {r["metric"]["namespace"] for r in result} == {"team-a"}
+            for series in catalog.EXECUTION_SERIES:
+                assert server.query(series.name + match, at), (host, series.name)
+            [gpus] = server.query(catalog.EXECUTION_GPU_COUNT.name + match, at)
+            assert float(gpus["value"][1]) == 2
+    finally:
+        server.stop()
