@@ -7,7 +7,7 @@ CLI := $(PY) -m gpu_execution_pack
 CONFIG ?=
 CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG),)
 
-.PHONY: all venv promtool rules dashboards docs check lint test bench clean
+.PHONY: all venv promtool rules dashboards docs check lint test bench bench-host-map clean
 .DEFAULT_GOAL := all
 
 all: rules dashboards docs check

@@ -20,15 +20,17 @@ from gpu_execution_pack.docs import configuration, runbook, series
 from gpu_execution_pack.output import command
 from gpu_execution_pack.rules import lint as alert_lint
 from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, rule_files
+from gpu_execution_pack.rules.routing import alertmanager_files
 
 RUNBOOK = "runbook.md"
 
 
 def rule_outputs(cfg: Config, config: str | None = None) -> dict[Path, str]:
-    """What ``generate`` writes: rule files and their PrometheusRule objects."""
+    """What ``generate`` writes: rule files, their PrometheusRule objects, and the Alertmanager routing snippet."""
     rules_dir, regenerate = Path(cfg.output.rules_dir), command("generate", config)
     files = rule_files(cfg, rules_dir, regenerate)
-    return files | provisioning.kubernetes_rules(cfg, files, rules_dir, regenerate)
+    routing = alertmanager_files(cfg, rules_dir, regenerate)  # not a rule file: no PrometheusRule for it
+    return files | provisioning.kubernetes_rules(cfg, files, rules_dir, regenerate) | routing
 
 
 def dashboard_outputs(cfg: Config, config: str | None = None) -> dict[Path, str]:

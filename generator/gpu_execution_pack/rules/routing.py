@@ -1,0 +1,162 @@
+"""The Alertmanager routing snippet that delivers the pack's alerts: ``<rules_dir>/alertmanager.yml``.
+
+The file is a whole Alertmanager config, so ``amtool check-config`` checks it as generated:
+
+- ``route``: a root route (Alertmanager allows no matchers on the root) whose one child is the
+  pack's route. That child is what you copy under your own root route: it selects the pack's
+  alerts (``alertmanager.matchers``, by default ``alertname=~"<ALERT_PREFIX>.*"``), groups them
+  per alert and execution (``alertmanager.group_by``) with the configured timings, and has one
+  child route per severity that has a receiver of its own (``alertmanager.<severity>_receiver``).
+- ``receivers``: every receiver the routes name, without integrations; replace them with (or
+  merge them into) your own.
+- ``inhibit_rules``: an alert that explains another silences it. Each rule's ``equal`` labels
+  are ones both alerts carry with the same meaning (Alertmanager reads a missing label as the
+  empty value, so a label only one side carries never matches, and one neither carries always
+  does). A rule is left out for a target whose severity is above its source's: an inhibition
+  never hides a page behind a warning.
+
+  1. ``TelemetryMissing`` silences the alerts computed from the same GPU's measurements (memory,
+     filling up, power and thermal throttling), ``equal: [UUID]``: the alert fires per held GPU
+     or MIG instance once no DCGM series of its UUID reports (``unless on (UUID)``), so every
+     instance and every execution on that UUID is affected. ``XidError`` is not silenced: an
+     Xid (79, fallen off the bus) is usually why a GPU goes silent. Note that a GPU that goes
+     silent altogether takes its other alerts with it (their series go stale and they resolve);
+     this rule matters while the GPU still publishes some fields, e.g. temperature without the
+     framebuffer fields the presence check reads.
+  2. ``GpuMemoryHigh`` silences its ``GpuMemoryFillingUp`` twin, ``equal: [execution_id, UUID,
+     GPU_I_ID]``: a GPU already nearly full needs no forecast. GPU_I_ID is absent on whole GPUs,
+     on both sides, which Alertmanager reads as equal.
+  3. ``HostMemoryHigh`` silences ``HostMemoryFillingUp``, ``equal: [execution_id, hostname]``.
+
+  Not expressible yet: ``DcgmExporterDown`` silencing the GPU alerts (``TelemetryMissing``
+  above all) of the GPUs its target served. The exporter-down alert is ``up == 0`` of the
+  target and carries only the target's labels (``job``, ``instance``, and whatever the scrape
+  config adds); the GPU alerts come from per-GPU series aggregated by execution and GPU
+  identity, so they carry ``hostname`` (the host resolved for the exporter target) and no
+  ``instance`` or ``job``. The two share no label with the same meaning, so ``equal:
+  [instance]`` would never match, and an ``equal`` on a label neither carries would match every
+  GPU alert. The rule needs the exporter-down alert to carry ``hostname``, with the value the
+  GPU alerts get for that target's GPUs (``catalog.GPU_EXPORTER_HOST`` maps job and instance to
+  it; while the target is down that map has to be read over a window, as it comes from the
+  target's own series). Then: source ``alertname="<ALERT_PREFIX>DcgmExporterDown",
+  hostname=~".+"`` (the guard keeps a target without a resolved host from matching GPU alerts
+  whose hostname is empty), targets the GPU alerts of rule 1 and ``TelemetryMissing``,
+  ``equal: [hostname]``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from gpu_execution_pack.config import SEVERITIES, Config
+from gpu_execution_pack.output import command, yaml_document
+from gpu_execution_pack.rules import catalog
+from gpu_execution_pack.rules.alerts import ALERT_PREFIX, AlertBuilder, alert_rules
+from gpu_execution_pack.rules.files import SOURCE
+from gpu_execution_pack.rules.groups import AlertRule
+
+ALERTMANAGER_FILE = "alertmanager.yml"
+SEVERITY_LABEL = "severity"  # the label every pack alert carries (rules.files writes it)
+# TelemetryMissing asks whether anything reports on a physical GPU: its `unless on (UUID)`.
+PHYSICAL_GPU_LABEL = "UUID"
+# One GPU or MIG instance of one execution, as the per-GPU series name it.
+GPU_OF_EXECUTION: tuple[str, ...] = (catalog.EXECUTION_LABEL, *catalog.GPU_JOIN_LABELS)
+HOST_OF_EXECUTION: tuple[str, ...] = catalog.NODE_LABELS
+
+
+def matcher(label: str, op: str, value: str) -> str:
+    """One Alertmanager matcher, its value quoted (pack label values need no escaping)."""
+    return f'{label}{op}"{value}"'
+
+
+def names_matcher(rules: list[AlertRule]) -> str:
+    """A matcher of exactly these alerts (Alertmanager anchors the regex)."""
+    if len(rules) == 1:
+        return matcher("alertname", "=", rules[0].alert)
+    return matcher("alertname", "=~", "|".join(r.alert for r in rules))
+
+
+def pack_matchers(cfg: Config) -> list[str]:
+    """The matchers of the pack's route: the configured ones, or the pack's alert-name prefix."""
+    parts = cfg.alertmanager.matcher_parts()
+    if not parts:
+        return [matcher("alertname", "=~", f"{ALERT_PREFIX}.*")]
+    return [matcher(*p) for p in parts]
+
+
+def at_most_as_severe(target: AlertRule, source: AlertRule) -> bool:
+    """SEVERITIES runs from the most severe: a source may silence a target ranked at or after it."""
+    return SEVERITIES.index(target.severity) >= SEVERITIES.index(source.severity)
+
+
+def gpu_measurement_alerts(cfg: Config) -> list[AlertRule]:
+    """Alerts read from per-GPU recorded series (they carry the GPU's UUID), except the two that
+    are not about its measurements: TelemetryMissing (the absence itself) and XidError (a cause)."""
+    per_gpu = {s.name for s in catalog.ALL_SERIES if s.labels == catalog.GPU_LABELS}
+    b = AlertBuilder(cfg)
+    excluded = {b.telemetry_missing().alert, b.xid_errors().alert}
+    return [r for r in alert_rules(cfg) if r.inputs & per_gpu and r.alert not in excluded]
+
+
+def inhibition(source: AlertRule, targets: list[AlertRule], equal: tuple[str, ...]) -> list[dict]:
+    """One inhibit rule, as a list: empty where no target may be silenced by ``source``."""
+    allowed = [t for t in targets if at_most_as_severe(t, source)]
+    if not allowed:
+        return []
+    return [
+        {
+            "source_matchers": [names_matcher([source])],
+            "target_matchers": [names_matcher(allowed)],
+            "equal": list(equal),
+        }
+    ]
+
+
+def inhibit_rules(cfg: Config) -> list[dict]:
+    """The inhibitions the module docstring explains, in its order."""
+    b = AlertBuilder(cfg)
+    return [
+        # 1. A silent GPU: its measurement alerts say nothing reliable.
+        *inhibition(b.telemetry_missing(), gpu_measurement_alerts(cfg), (PHYSICAL_GPU_LABEL,)),
+        # 2. Nearly full GPU memory makes the forecast of it running out redundant.
+        *inhibition(b.gpu_memory_high(), [b.gpu_memory_exhaustion()], GPU_OF_EXECUTION),
+        # 3. The same for host RAM.
+        *inhibition(b.host_memory_high(), [b.host_memory_exhaustion()], HOST_OF_EXECUTION),
+    ]
+
+
+def pack_route(cfg: Config) -> dict:
+    """The route you copy under your root route: the pack's alerts, grouped, per-severity children."""
+    a = cfg.alertmanager
+    route: dict = {
+        "receiver": a.receiver,
+        "matchers": pack_matchers(cfg),
+        "group_by": list(a.group_by),
+        "group_wait": a.group_wait,
+        "group_interval": a.group_interval,
+        "repeat_interval": a.repeat_interval,
+    }
+    children = [
+        {"receiver": receiver, "matchers": [matcher(SEVERITY_LABEL, "=", severity)]}
+        for severity, receiver in a.severity_receivers()
+    ]
+    if children:  # they inherit grouping and timings from the pack's route
+        route["routes"] = children
+    return route
+
+
+def alertmanager_config(cfg: Config) -> dict:
+    """The whole snippet as an Alertmanager config: route, receivers, inhibit_rules."""
+    a = cfg.alertmanager
+    names = [a.receiver, *(receiver for _, receiver in a.severity_receivers())]
+    return {
+        # The root only gives the default receiver: Alertmanager allows no matchers on it.
+        "route": {"receiver": a.receiver, "routes": [pack_route(cfg)]},
+        "receivers": [{"name": name} for name in dict.fromkeys(names)],
+        "inhibit_rules": inhibit_rules(cfg),
+    }
+
+
+def alertmanager_files(cfg: Config, rules_dir: Path, regenerate: str = command("generate")) -> dict[Path, str]:
+    """``rules_dir / alertmanager.yml``; ``regenerate`` is the command its header gives."""
+    return {rules_dir / ALERTMANAGER_FILE: yaml_document(alertmanager_config(cfg), SOURCE, regenerate)}
