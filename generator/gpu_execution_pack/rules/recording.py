@@ -91,6 +91,17 @@ class Attribution:
             labels |= dict.fromkeys(catalog.KUBERNETES_JOIN_LABELS)
         return tuple((label, catalog.EXPORTED_PREFIX + label) for label in labels)
 
+    @property
+    def per_branch(self) -> bool:
+        """Whether each raw metric is reduced to the GPU's identity before formulas and joins combine them.
+
+        The joins of mapping and kubernetes mode need one series per GPU on their side. Label mode
+        joins only the host map, whose side is one series per target, so the one ``max by`` in
+        ``named`` does it all: a pass over every GPU less per raw metric, at fleet scale the most
+        expensive thing a rule does (docs/benchmarks.md).
+        """
+        return self.mode != "label"
+
     def attribute(self, expr: Expr) -> Expr:
         """A normalised per-GPU expression labelled with ``execution_id`` (its host still to be named)."""
         if self.mode == "label":
@@ -122,9 +133,12 @@ class Attribution:
 
         The ``max by`` also drops duplicate scrapes of one GPU by two targets on the same host.
         """
-        hosts = join(
-            attributed, "*", on(catalog.TARGET_LABELS, group_left=(HOST_LABEL,)), catalog.GPU_EXPORTER_HOST.select()
+        hosts: Expr = join(
+            attributed, "*", on(catalog.TARGET_LABELS, group_left=(HOST_LABEL,)), current(catalog.GPU_EXPORTER_HOST)
         )
+        if not self.per_branch:  # the workload's labels, once per rule rather than per raw metric
+            for target, source in self.label_aliases:
+                hosts = label_copy(hosts, target, source)
         return aggregate("max", self.final_labels, hosts)
 
 
@@ -166,9 +180,11 @@ class RuleBuilder:
         branches = []
         for raw in signal.raws_for(self.cfg.dcgm.generations):
             expr = self.read(raw, self.cfg.selectors.dcgm, self.attribution.raw_matchers, where)
-            for target, source in self.attribution.label_aliases:
-                expr = label_copy(expr, target, source)
-            branches.append(aggregate("max", self.attribution.keep_labels, expr))
+            if self.attribution.per_branch:
+                for target, source in self.attribution.label_aliases:
+                    expr = label_copy(expr, target, source)
+                expr = aggregate("max", self.attribution.keep_labels, expr)
+            branches.append(expr)
         if not branches:
             raise ValueError(f"signal {signal.key}: no raw metric for generations {self.cfg.dcgm.generations}")
         return any_of(branches)
@@ -199,7 +215,7 @@ class RuleBuilder:
             formula.expr, lambda key: self.read(catalog.SIGNALS[key].raws[0], self.cfg.selectors.node)
         )
         host = on(catalog.TARGET_LABELS, group_left=(HOST_LABEL,))
-        per_host = aggregate("max", (HOST_LABEL,), join(per_target, "*", host, catalog.NODE_EXPORTER_HOST.select()))
+        per_host = aggregate("max", (HOST_LABEL,), join(per_target, "*", host, current(catalog.NODE_EXPORTER_HOST)))
         hosts = aggregate("group", catalog.NODE_LABELS, catalog.NODE_GPU_COUNT.select())
         return RecordingRule(series.name, join(hosts, "*", on((catalog.HOST_LABEL,), group_left=()), per_host))
 
@@ -213,72 +229,83 @@ class RuleBuilder:
         does, its own label (else its address) still names a host. node.host_regex normalises every
         name alike, so a short name and its FQDN agree.
         """
-        cfg, targets = self.cfg, catalog.TARGET_LABELS
-        named = (*targets, HOST_LABEL)
-        regex = cfg.node.host_regex
-        presence = catalog.SIGNALS[PRESENCE_SIGNAL].raws_for(cfg.dcgm.generations)
-        raw = any_of([selector(r.name, cfg.selectors.dcgm) for r in presence], stacked=False)
+        presence = catalog.SIGNALS[PRESENCE_SIGNAL].raws_for(self.cfg.dcgm.generations)
+        raw = any_of([selector(r.name, self.cfg.selectors.dcgm) for r in presence], stacked=False)
         labels = catalog.DCGM_TARGET_LABELS
+        return (
+            RecordingRule(labels.name, aggregate("group", labels.labels, raw)),
+            RecordingRule(catalog.NODE_EXPORTER_HOST.name, self.node_hosts()),
+            RecordingRule(catalog.GPU_EXPORTER_HOST.name, self.gpu_hosts()),
+        )
 
-        def from_label(source: str, expr: Expr, pattern: str = regex) -> Expr:
-            return aggregate("group", named, label_copy(expr, HOST_LABEL, source, pattern))
+    def _named(self, source: str, expr: Expr, pattern: str = "") -> Expr:
+        """One series per target, its host named from ``source`` (normalised by host_regex unless ``pattern``)."""
+        copied = label_copy(expr, HOST_LABEL, source, pattern or self.cfg.node.host_regex)
+        return aggregate("group", (*catalog.TARGET_LABELS, HOST_LABEL), copied)
 
-        def address(expr: Expr) -> Expr:
-            return label_copy(expr, ADDRESS, "instance", catalog.ADDRESS_REGEX)
+    @staticmethod
+    def _address(expr: Expr) -> Expr:
+        return label_copy(expr, ADDRESS, "instance", catalog.ADDRESS_REGEX)
 
-        placeholder = cfg.node.placeholder_nodenames
-        # What a dcgm-exporter target calls its host: hostname, else Hostname, else its address.
-        own = self.firsts(
+    def own_names(self) -> Expr:
+        """What each dcgm-exporter target calls its host: hostname, else Hostname, else its address."""
+        labels, placeholder = catalog.DCGM_TARGET_LABELS, self.cfg.node.placeholder_nodenames
+        return self.firsts(
             [
-                from_label(HOST_LABEL, labels.select(f'{HOST_LABEL}!=""', match(HOST_LABEL, placeholder, "!~"))),
-                from_label("Hostname", labels.select('Hostname!=""', match("Hostname", placeholder, "!~"))),
-                from_label("instance", labels.select(), catalog.ADDRESS_REGEX),
+                self._named(HOST_LABEL, labels.select(f'{HOST_LABEL}!=""', match(HOST_LABEL, placeholder, "!~"))),
+                self._named("Hostname", labels.select('Hostname!=""', match("Hostname", placeholder, "!~"))),
+                self._named("instance", labels.select(), catalog.ADDRESS_REGEX),
             ]
         )
-        uname = selector(catalog.NODE_INFO_METRIC, cfg.selectors.node)
-        real = from_label(catalog.NODE_NAME_LABEL, uname.where(match(catalog.NODE_NAME_LABEL, placeholder, "!~")))
-        unnamed = address(aggregate("group", targets, uname.where(match(catalog.NODE_NAME_LABEL, placeholder, "=~"))))
-        dcgm_by_address = aggregate("topk", (ADDRESS,), address(own), param=1)
-        by_dcgm = aggregate(
-            "group", named, join(unnamed, "*", on((ADDRESS,), group_left=(HOST_LABEL,)), dcgm_by_address)
+
+    def node_hosts(self) -> Expr:
+        """Each node_exporter target's host: its nodename, or for a placeholder nodename the name of the
+        dcgm-exporter at the same address, else that address."""
+        targets, placeholder = catalog.TARGET_LABELS, self.cfg.node.placeholder_nodenames
+        uname = selector(catalog.NODE_INFO_METRIC, self.cfg.selectors.node)
+        real = self._named(catalog.NODE_NAME_LABEL, uname.where(match(catalog.NODE_NAME_LABEL, placeholder, "!~")))
+        unnamed = self._address(
+            aggregate("group", targets, uname.where(match(catalog.NODE_NAME_LABEL, placeholder, "=~")))
         )
-        node_map = aggregate(
-            "topk", targets, self.firsts([real, by_dcgm, from_label(ADDRESS, unnamed, "(.*)")]), param=1
-        )
+        dcgm_by_address = aggregate("topk", (ADDRESS,), self._address(self.own_names()), param=1)
+        by_dcgm = join(unnamed, "*", on((ADDRESS,), group_left=(HOST_LABEL,)), dcgm_by_address)
+        by_dcgm = aggregate("group", (*targets, HOST_LABEL), by_dcgm)
+        hosts = aggregate("topk", targets, self.firsts([real, by_dcgm, self._named(ADDRESS, unnamed, "(.*)")]), param=1)
+        return hosts
+
+    def gpu_hosts(self) -> Expr:
+        """Each dcgm-exporter target's host: the first candidate that names a known host, else its own name."""
+        targets, labels = catalog.TARGET_LABELS, catalog.DCGM_TARGET_LABELS
         known = aggregate("group", (HOST_LABEL,), catalog.NODE_EXPORTER_HOST.select())
 
         def if_known(expr: Expr) -> Expr:
             return Paren(expr.and_(known, on((HOST_LABEL,)), stacked=True))
 
+        a = self.cfg.attribution
         pods = aggregate(
             "group",
             (*catalog.KUBERNETES_JOIN_LABELS, catalog.POD_NODE_LABEL),
-            selector(cfg.attribution.pod_info_metric, cfg.attribution.kubernetes_selector),
+            selector(a.pod_info_metric, a.kubernetes_selector),
         )
         exporter_pods = aggregate("group", (*targets, *catalog.KUBERNETES_JOIN_LABELS), labels.select())
         pod_nodes = join(
             exporter_pods, "*", on(catalog.KUBERNETES_JOIN_LABELS, group_left=(catalog.POD_NODE_LABEL,)), pods
         )
-        nodes_by_address = aggregate("topk", (ADDRESS,), address(catalog.NODE_EXPORTER_HOST.select()), param=1)
+        nodes_by_address = aggregate("topk", (ADDRESS,), self._address(current(catalog.NODE_EXPORTER_HOST)), param=1)
         at_address = join(
-            address(aggregate("group", targets, labels.select())),
+            self._address(aggregate("group", targets, labels.select())),
             "*",
             on((ADDRESS,), group_left=(HOST_LABEL,)),
             nodes_by_address,
         )
         candidates = {
-            "hostname label": if_known(from_label(HOST_LABEL, labels.select(f'{HOST_LABEL}!=""'))),
-            "Hostname label": if_known(from_label("Hostname", labels.select('Hostname!=""'))),
-            "exporter pod's node": if_known(from_label(catalog.POD_NODE_LABEL, pod_nodes)),
-            "node_exporter at the same address": aggregate("group", named, at_address),
-            "own label": own,
+            "hostname label": if_known(self._named(HOST_LABEL, labels.select(f'{HOST_LABEL}!=""'))),
+            "Hostname label": if_known(self._named("Hostname", labels.select('Hostname!=""'))),
+            "exporter pod's node": if_known(self._named(catalog.POD_NODE_LABEL, pod_nodes)),
+            "node_exporter at the same address": aggregate("group", (*targets, HOST_LABEL), at_address),
+            "own label": self.own_names(),
         }
-        gpu_map = aggregate("topk", targets, self.firsts(self.host_candidates(candidates)), param=1)
-        return (
-            RecordingRule(labels.name, aggregate("group", labels.labels, raw)),
-            RecordingRule(catalog.NODE_EXPORTER_HOST.name, node_map),
-            RecordingRule(catalog.GPU_EXPORTER_HOST.name, gpu_map),
-        )
+        return aggregate("topk", targets, self.firsts(self.host_candidates(candidates)), param=1)
 
     def host_candidates(self, candidates: dict[str, Expr]) -> list[Expr]:
         """A GPU exporter target's host candidates, in the order they are tried (a seam for the mutation tests)."""
@@ -344,6 +371,14 @@ class RuleBuilder:
                 derived,
             ),
         ]
+
+
+def current(host_map: Series) -> Expr:
+    """Each target's newest host, valued 1 for a join. Where a target's host changed and no stale
+    marker ended the old entry (a Prometheus restart, a backfill), both lie within the lookback for
+    5 minutes, and a join on two would fail for every GPU of the rule."""
+    newest = aggregate("topk", catalog.TARGET_LABELS, call("timestamp", host_map.select()), param=1)
+    return newest * 0 + 1
 
 
 def verbatim_rule(series: Series) -> RecordingRule:

@@ -1,0 +1,94 @@
+"""What the host map costs: the served groups before it (commit 049b8c1) against today's, in one run.
+
+A fleet of 10,000 GPUs is scraped live by one Prometheus; the rule files are swapped by SIGHUP
+between the served groups as they were before host identity (A), as they are now (B), and the
+floor of bare selectors, in the order A B A B floor, each measured for a minute after half a
+minute to settle. Run as ``python -m bench.host_map_ab``; it adds its figures to
+docs/benchmarks.json under ``host_map_ab``, which the report renders.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from bench.exporter import FleetExporter, scrape_config
+from bench.fleet import FleetExposition, fleet_scenario
+from bench.fleet_rules import MEASURE_S, floor_rules, log, rule_cost
+from bench.run import REPO, RESULTS, write
+from tests.prometheus_harness import Prometheus, free_port
+
+BEFORE = "049b8c1"  # the last commit before host identity
+SERVED = ("gpu-execution-pack.hosts", "gpu-execution-pack.execution_gpu", "gpu-execution-pack.execution_node")
+GPUS, EXECUTIONS = 10000, 1000
+SETTLE_S = 30
+
+
+def served_groups(texts: list[str]) -> dict:
+    """The served groups (at rule_interval) of some rule files, as one rule file."""
+    groups = [g for text in texts for g in yaml.safe_load(text)["groups"] if g["name"] in SERVED]
+    return {"groups": groups}
+
+
+def rule_files_at(commit: str | None) -> list[str]:
+    names = ("execution-gpu.rules.yml", "execution-node.rules.yml")
+    if commit is None:
+        return [(REPO / "rules" / n).read_text() for n in names]
+    return [
+        subprocess.run(
+            ["git", "show", f"{commit}:rules/{n}"], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout
+        for n in names
+    ]
+
+
+def measure() -> dict:
+    fleet = FleetExposition(fleet_scenario(GPUS, EXECUTIONS, minutes=120), int(time.time()))
+    shares: dict[str, list[float]] = {"before": [], "now": [], "floor": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {
+            "before": Path(tmp) / "before.rules.yml",
+            "now": Path(tmp) / "now.rules.yml",
+            "floor": Path(tmp) / "floor.rules.yml",
+        }
+        files["before"].write_text(json.dumps(served_groups(rule_files_at(BEFORE))))
+        files["now"].write_text(json.dumps(served_groups(rule_files_at(None))))
+        floor_rules(files["floor"])
+        server = Prometheus(Path(tmp) / "prometheus")
+        exporter_port = free_port()
+        server.port = free_port()
+        server.config_text = scrape_config(fleet, exporter_port, server.port, str(files["before"]))
+        with FleetExporter(fleet, exporter_port):
+            server.start()
+            try:
+                log(f"{GPUS} GPUs live: warming up")
+                time.sleep(60)
+                for variant in ("before", "now", "before", "now", "floor"):
+                    server.config_text = scrape_config(fleet, exporter_port, server.port, str(files[variant]))
+                    server.reload()
+                    log(f"{GPUS} GPUs: served groups {variant}, {SETTLE_S} s to settle, {MEASURE_S} s measured")
+                    time.sleep(SETTLE_S)
+                    shares[variant].append(rule_cost(server)["share"])
+            finally:
+                server.stop()
+    median = {k: statistics.median(v) for k, v in shares.items()}
+    return {"gpus": GPUS, "before_commit": BEFORE, "shares": shares, "median": median}
+
+
+def main() -> int:
+    results = json.loads(RESULTS.read_text())
+    results["host_map_ab"] = measure()
+    RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    write(results)
+    log(f"host map A/B: {results['host_map_ab']['median']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
