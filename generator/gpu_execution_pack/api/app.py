@@ -136,8 +136,9 @@ def openapi_document() -> dict[str, Any]:
             "labels": {"type": "object", "additionalProperties": {"type": "string"}},
             "values": {
                 "type": "array",
-                "description": "[unix seconds, value in the series' unit] pairs, on the step grid",
-                "items": {"type": "array", "prefixItems": [{"type": "number"}, {"type": "number"}]},
+                "description": "[unix seconds, value in the series' unit] pairs, on the step grid; a value "
+                "Prometheus holds as NaN or an infinity is null",
+                "items": {"type": "array", "prefixItems": [{"type": "number"}, {"type": ["number", "null"]}]},
             },
         },
     }

@@ -18,7 +18,7 @@ from typing import Any
 
 from gpu_execution_pack.api.prometheus import PrometheusClient
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.promql import match, parse_duration_seconds, render
+from gpu_execution_pack.promql import aggregate, match, on, parse_duration_seconds, render
 from gpu_execution_pack.rules import catalog
 
 MAX_POINTS_PER_QUERY = 11_000  # Prometheus refuses more per series
@@ -56,13 +56,20 @@ class Window:
 
 
 def parse_time(name: str, value: str | None) -> float | None:
-    """ISO 8601 (offset optional, ``Z`` accepted; naive times are UTC) to unix seconds."""
-    if value is None or value == "":
+    """ISO 8601 (offset optional, ``Z`` accepted; naive times are UTC) to unix seconds; None when not given.
+
+    An empty value is refused rather than read as "not given", and only ASCII digits are read:
+    Python's parser would take other scripts' digits, which no client means.
+    """
+    if value is None:
         return None
+    refused = RequestError(400, f"{name}: {value!r} is not an ISO 8601 time such as 2026-12-02T10:00:00Z")
+    if not value.isascii() or not value.strip():
+        raise refused
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
-        raise RequestError(400, f"{name}: {value!r} is not an ISO 8601 time such as 2026-12-02T10:00:00Z") from None
+        raise refused from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed.timestamp()
@@ -93,10 +100,20 @@ class ExecutionMetrics:
         self.id_pattern = re.compile(cfg.api.execution_id_pattern)
 
     def selector(self, series: catalog.Series, execution_id: str, tenant: str | None) -> str:
-        matchers = [match(catalog.EXECUTION_LABEL, execution_id)]
-        if tenant is not None and series.labels == catalog.GPU_LABELS:
-            matchers.append(match(self.api.tenant_label, tenant))
-        return render(series.select(*matchers))
+        """The query for one series of the execution, scoped to ``tenant`` (None: every tenant).
+
+        Per-GPU series carry the tenant label. Host series do not (a host is shared): they are
+        kept only for the hosts where this tenant's GPUs of the execution are, so a tenant never
+        sees the hosts of another tenant's execution under the same id.
+        """
+        execution = match(catalog.EXECUTION_LABEL, execution_id)
+        if tenant is None:
+            return render(series.select(execution))
+        scoped = match(self.api.tenant_label, tenant)
+        if series.labels == catalog.GPU_LABELS:
+            return render(series.select(execution, scoped))
+        hosts = aggregate("group", catalog.NODE_LABELS, catalog.GPU_PRESENCE.select(execution, scoped))
+        return render(series.select(execution).and_(hosts, on(catalog.NODE_LABELS)))
 
     async def span(self, execution_id: str, tenant: str | None) -> tuple[float, float, bool]:
         """First and last sample of the execution's GPU series, and whether it still reports.
@@ -130,7 +147,7 @@ class ExecutionMetrics:
         tenant: str | None = None,
     ) -> dict[str, Any]:
         """The response document. ``tenant`` None means every tenant (an unscoped key)."""
-        if len(execution_id) > 256 or not self.id_pattern.match(execution_id):
+        if len(execution_id) > 256 or not self.id_pattern.fullmatch(execution_id):  # `$` would allow a final \n
             raise RequestError(400, f"execution_id: not accepted; it must match {self.api.execution_id_pattern}")
         step_s = parse_step(step)
         start_s, end_s = parse_time("start", start), parse_time("end", end)
@@ -160,7 +177,7 @@ class ExecutionMetrics:
                 for r in result:
                     labels = {k: v for k, v in r["metric"].items() if k != "__name__"}
                     entry = entries.setdefault(tuple(sorted(labels.items())), {"labels": labels, "values": []})
-                    entry["values"] += [[float(t), series.to_api(float(v))] for t, v in r["values"]]
+                    entry["values"] += [[float(t), api_value(series, v)] for t, v in r["values"]]
             return series.api_name, {
                 "unit": series.api_unit,
                 "entries": [entries[k] for k in sorted(entries)],
@@ -174,3 +191,9 @@ class ExecutionMetrics:
             "step": step or "15s",
             "series": series,
         }
+
+
+def api_value(series: catalog.Series, sample: str) -> float | None:
+    """A Prometheus sample value in the API's unit; NaN and infinities (which JSON cannot carry) as null."""
+    value = float(sample)
+    return series.to_api(value) if math.isfinite(value) else None
