@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from .prometheus_harness import free_port
+from .prometheus_harness import free_port, wait_ready
 
 INSTALL_HINT = "run 'sudo apt-get install prometheus-alertmanager' (Debian's package has amtool)"
 
@@ -75,17 +75,8 @@ class Alertmanager:
             stdout=subprocess.DEVNULL,
             stderr=self.log.open("ab"),
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.2)
+        if wait_ready(self.url, self.process):
+            return
         self.stop()
         raise RuntimeError(f"alertmanager did not become ready; see {self.log}:\n{self.log_tail()}")
 

@@ -31,6 +31,22 @@ from gpu_execution_pack.scenario.model import STEP_SECONDS, Scenario
 from gpu_execution_pack.scenario.render import STALE, RenderedSeries, Renderer
 
 
+def wait_ready(url: str, process: subprocess.Popen, seconds: float = 30) -> bool:
+    """Whether the server at ``url`` answers ``/-/ready`` within ``seconds`` (False as soon as ``process`` exits)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/-/ready", timeout=1) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            pass
+        if process.poll() is not None:
+            return False
+        time.sleep(0.2)
+    return False
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -115,18 +131,8 @@ class Prometheus:
             stdout=subprocess.DEVNULL,
             stderr=(self.workdir / "prometheus.log").open("ab"),
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.2)
-        raise RuntimeError(f"prometheus did not become ready; see {self.workdir / 'prometheus.log'}")
+        if not wait_ready(self.url, self.process):
+            raise RuntimeError(f"prometheus did not become ready; see {self.workdir / 'prometheus.log'}")
 
     def reload(self) -> None:
         """Write ``config_text`` and have the running server read it again (and its rule files)."""
