@@ -165,10 +165,14 @@ def test_the_inhibit_rules_silence_what_the_explaining_alert_explains():
             "target_matchers": [f'alertname="{b.host_memory_exhaustion().alert}"'],
             "equal": ["execution_id", "hostname"],
         },
+        # The exporter-down alert names the host its target was last seen on: that host's GPU alerts.
+        {
+            "source_matchers": [f'alertname="{b.dcgm_exporter_down().alert}"', 'hostname=~".+"'],
+            "target_matchers": [f'alertname=~"{"|".join(r.alert for r in [*measured, b.telemetry_missing()])}"'],
+            "equal": ["hostname"],
+        },
     ]
-    # The exporter-down alert carries only its target's labels: no rule can tie it to GPU alerts yet.
     rules_text = json.dumps(routing.inhibit_rules(Config()))
-    assert b.dcgm_exporter_down().alert not in rules_text
     assert b.xid_errors().alert not in rules_text  # an Xid explains a silent GPU; it is never silenced
 
 
@@ -249,6 +253,8 @@ def e2e_config(runbook_url: str) -> Config:
                 "host_memory_exhaustion": {"lookback": "10s", "min_level": 0.9, "for": "4s"},
                 "thermal_throttling": {"for": "8s"},
                 "telemetry_missing": {"window": "2m", "for": "2s", "severity": "critical"},
+                # As severe as what it silences: an inhibition never hides a more severe alert.
+                "dcgm_exporter_down": {"for": "2s", "severity": "critical"},
             },
             "alertmanager": {
                 "critical_receiver": PAGE,
@@ -622,3 +628,36 @@ def test_missing_telemetry_silences_the_gpus_other_alerts(stack: Stack):
     assert stack.firing_in_prometheus(thermal, UUID=silent.uuid)
     assert [a["UUID"] for a in stack.delivered_alerts(thermal)] == [hot.uuid]
     assert stack.notified(thermal, TRAIN_A.id) == []
+
+
+def test_an_exporter_down_silences_the_missing_telemetry_of_its_host(stack: Stack):
+    """A dcgm-exporter target stops answering: its alert names the host it was last seen on, and the
+    TelemetryMissing of that host's GPU is held back behind it (one page for the exporter, not one per GPU)."""
+    down, missing = stack.b.dcgm_exporter_down().alert, stack.b.telemetry_missing().alert
+    gpu = GPUS[3]  # train-b's GPU on the second host
+    path = f"/dcgm/{HOST_2.name}"
+    served = stack.loop.routes.pop(path)  # the target answers 404 from now on: up == 0
+    try:
+
+        def exporter_down_notes() -> list[dict[str, Any]]:
+            return [
+                n
+                for n in stack.notifications()
+                if n["status"] == "firing" and n["groupLabels"].get("alertname") == down
+            ]
+
+        [note] = stack.eventually(f"{down} for {HOST_2.name}", exporter_down_notes)
+        assert [a["labels"][catalog.HOST_LABEL] for a in note["alerts"]] == [HOST_2.name]
+        assert_runbooks_open(note)
+        stack.eventually(f"{missing} firing for {gpu.uuid}", lambda: stack.firing_in_prometheus(missing, UUID=gpu.uuid))
+        stack.eventually(
+            f"{missing} of {gpu.uuid} inhibited by {down}",
+            lambda: stack.inhibited_by(
+                {"alertname": missing, "UUID": gpu.uuid}, {"alertname": down, catalog.HOST_LABEL: HOST_2.name}
+            ),
+        )
+        time.sleep(SETTLE)
+        assert stack.firing_in_prometheus(missing, UUID=gpu.uuid)
+        assert stack.notified(missing, TRAIN_B.id) == []
+    finally:
+        stack.loop.routes[path] = served

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from gpu_execution_pack.config import Config, PredictAlert
 from gpu_execution_pack.promql import (
+    Binary,
     Expr,
     Paren,
     aggregate,
@@ -258,9 +259,15 @@ class AlertBuilder:
 
     def dcgm_exporter_down(self) -> AlertRule:
         a = self.a.dcgm_exporter_down
+        down = selector("up", self.cfg.selectors.dcgm_targets).eq(0)
+        # The host the target was last seen on (its host map within telemetry_missing.window), so
+        # Alertmanager can silence that host's GPU alerts; a target never seen up alerts without it.
+        last_seen = call("last_over_time", catalog.GPU_EXPORTER_HOST.select().range(self.a.telemetry_missing.window))
+        hosts = aggregate("topk", catalog.TARGET_LABELS, last_seen, param=1)
+        named = join(down, "*", on(catalog.TARGET_LABELS, group_left=(catalog.HOST_LABEL,)), hosts)
         return self.rule(
             "DcgmExporterDown",
-            selector("up", self.cfg.selectors.dcgm_targets).eq(0),
+            Binary("or", named, down, on(catalog.TARGET_LABELS), stacked=True),
             a.severity,
             "A dcgm-exporter target is down; its GPUs cannot be attributed to executions.",
             "dcgm-exporter target {{ $labels.instance }} of job {{ $labels.job }} has been down for "

@@ -28,20 +28,12 @@ The file is a whole Alertmanager config, so ``amtool check-config`` checks it as
      on both sides, which Alertmanager reads as equal.
   3. ``HostMemoryHigh`` silences ``HostMemoryFillingUp``, ``equal: [execution_id, hostname]``.
 
-  Not expressible yet: ``DcgmExporterDown`` silencing the GPU alerts (``TelemetryMissing``
-  above all) of the GPUs its target served. The exporter-down alert is ``up == 0`` of the
-  target and carries only the target's labels (``job``, ``instance``, and whatever the scrape
-  config adds); the GPU alerts come from per-GPU series aggregated by execution and GPU
-  identity, so they carry ``hostname`` (the host resolved for the exporter target) and no
-  ``instance`` or ``job``. The two share no label with the same meaning, so ``equal:
-  [instance]`` would never match, and an ``equal`` on a label neither carries would match every
-  GPU alert. The rule needs the exporter-down alert to carry ``hostname``, with the value the
-  GPU alerts get for that target's GPUs (``catalog.GPU_EXPORTER_HOST`` maps job and instance to
-  it; while the target is down that map has to be read over a window, as it comes from the
-  target's own series). Then: source ``alertname="<ALERT_PREFIX>DcgmExporterDown",
-  hostname=~".+"`` (the guard keeps a target without a resolved host from matching GPU alerts
-  whose hostname is empty), targets the GPU alerts of rule 1 and ``TelemetryMissing``,
-  ``equal: [hostname]``.
+  4. ``DcgmExporterDown`` silences the GPU alerts of rule 1 and ``TelemetryMissing`` of the host
+     its target was last seen on, ``equal: [hostname]``. The alert reads that host from the host
+     map of dcgm-exporter targets over ``telemetry_missing.window``, as the map comes from the
+     target's own series and ends when it goes down. The source also matches ``hostname=~".+"``:
+     a target never seen up alerts without a host and must not match GPU alerts whose hostname
+     would be empty too.
 """
 
 from __future__ import annotations
@@ -122,7 +114,18 @@ def inhibit_rules(cfg: Config) -> list[dict]:
         *inhibition(b.gpu_memory_high(), [b.gpu_memory_exhaustion()], GPU_OF_EXECUTION),
         # 3. The same for host RAM.
         *inhibition(b.host_memory_high(), [b.host_memory_exhaustion()], HOST_OF_EXECUTION),
+        # 4. A dcgm-exporter down: the GPU alerts of the host it was last seen on say nothing reliable.
+        #    Only where the alert names that host: a target never seen up must not match GPU alerts.
+        *host_inhibition(b.dcgm_exporter_down(), [*gpu_measurement_alerts(cfg), b.telemetry_missing()]),
     ]
+
+
+def host_inhibition(source: AlertRule, targets: list[AlertRule]) -> list[dict]:
+    """Like ``inhibition`` on the host label, where the source carries one."""
+    rules = inhibition(source, targets, (catalog.HOST_LABEL,))
+    for rule in rules:
+        rule["source_matchers"].append(matcher(catalog.HOST_LABEL, "=~", ".+"))
+    return rules
 
 
 def pack_route(cfg: Config) -> dict:

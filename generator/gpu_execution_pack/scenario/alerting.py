@@ -146,7 +146,11 @@ def execution_entities(world: World) -> list[Entity]:
 
 
 def target_entities(world: World) -> list[Entity]:
-    return [Entity((("instance", f"{h.name}:9400"), ("job", "dcgm-exporter")), host=h.name) for h in world.s.hosts]
+    """dcgm-exporter targets, named by the host they were last seen on (every scenario's were within the hour)."""
+    return [
+        Entity(((HOST_LABEL, h.name), ("instance", h.dcgm_instance), ("job", "dcgm-exporter")), host=h.name)
+        for h in world.s.hosts
+    ]
 
 
 def gpu_name(entity: Entity) -> str:
