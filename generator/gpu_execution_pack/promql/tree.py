@@ -267,9 +267,10 @@ def join(lhs: Expr, op: str, matching: Matching, rhs: Expr) -> Binary:
     return Binary(op, lhs, rhs, matching, stacked=True)
 
 
-def any_of(alternatives: Iterable[Expr], stacked: bool = True) -> Expr:
-    """Alternatives joined with ``or``: the first that has a series for a label set wins."""
-    return _chain("or", list(alternatives), stacked)
+def any_of(alternatives: Iterable[Expr], stacked: bool = True, matching: Matching | None = None) -> Expr:
+    """Alternatives joined with ``or``: the first that has a series for a label set (or for the
+    ``matching`` labels, ``or on (...)``) wins."""
+    return _chain("or", list(alternatives), stacked, matching)
 
 
 def all_of(conditions: Iterable[Expr], stacked: bool = True) -> Expr:
@@ -277,17 +278,17 @@ def all_of(conditions: Iterable[Expr], stacked: bool = True) -> Expr:
     return _chain("and", list(conditions), stacked)
 
 
-def _chain(op: str, operands: list[Expr], stacked: bool) -> Expr:
+def _chain(op: str, operands: list[Expr], stacked: bool, matching: Matching | None = None) -> Expr:
     """Operands joined with ``op`` from the left; a nested chain of the same ``op`` is spliced in
     (``or`` and ``and`` are associative), so it prints as one list, not in parentheses."""
     flat: list[Expr] = []
     for operand in operands:
-        flat.extend(_links(operand, op) if isinstance(operand, Binary) else [operand])
+        flat.extend(_links(operand, op) if isinstance(operand, Binary) and matching is None else [operand])
     if not flat:
         raise ValueError(f"{op}: no operands")
     out = flat[0]
     for operand in flat[1:]:
-        out = Binary(op, out, operand, stacked=stacked)
+        out = Binary(op, out, operand, matching, stacked)
     return out
 
 

@@ -1,15 +1,17 @@
 """Recording rules: the catalog's series, expanded into PromQL for one configuration.
 
-Every per-GPU series is built in three steps:
+First the ``hosts`` group resolves which host every dcgm-exporter and node_exporter target is on
+(``host_rules``). Then every per-GPU series is built in four steps:
 
-1. normalise each raw metric: scrape selector, unit conversion to the base unit, host label
-   copied from ``Hostname`` where an exporter still uses it, and ``max by`` the GPU's
-   identity (which also drops duplicate scrapes of one GPU);
+1. read each raw metric: scrape selector, unit conversion to the base unit (counters as rates);
+   in the mapping and kubernetes modes also ``max by`` the GPU's identity, as their joins need;
 2. combine the exporter generations and the catalog's fallbacks with ``or``;
-3. attribute the result to executions, as the configured attribution mode says.
+3. attribute the result to executions, as the configured attribution mode says;
+4. name the host from its target's host map, and ``max by`` the final labels (which also drops
+   duplicate scrapes of one GPU).
 
-Host series are computed per node_exporter target, named by ``node_uname_info``'s nodename,
-and joined to the hosts each execution holds GPUs on (``catalog.NODE_GPU_COUNT``): the side
+Host series are computed per node_exporter target, named by its host map, and joined to the
+hosts each execution holds GPUs on (``catalog.NODE_GPU_COUNT``): the side
 with one row per host is the "one" side, so several executions on one host never collide.
 """
 
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import (
-    Binary,
     Expr,
     Paren,
     Selector,
@@ -314,10 +315,7 @@ class RuleBuilder:
     @staticmethod
     def firsts(candidates: list[Expr]) -> Expr:
         """Per scrape target, the first candidate that has a series for it (``or on (job, instance)``)."""
-        out = candidates[0]
-        for candidate in candidates[1:]:
-            out = Binary("or", out, candidate, on(catalog.TARGET_LABELS), stacked=True)
-        return out
+        return any_of(candidates, matching=on(catalog.TARGET_LABELS))
 
     # -- cost ------------------------------------------------------------------------------
     def price_rule(self) -> RecordingRule:

@@ -90,14 +90,19 @@ def gpu_measurement_alerts(cfg: Config) -> list[AlertRule]:
     return [r for r in alert_rules(cfg) if r.inputs & per_gpu and r.alert not in excluded]
 
 
-def inhibition(source: AlertRule, targets: list[AlertRule], equal: tuple[str, ...]) -> list[dict]:
-    """One inhibit rule, as a list: empty where no target may be silenced by ``source``."""
+def inhibition(
+    source: AlertRule, targets: list[AlertRule], equal: tuple[str, ...], source_matchers: tuple[str, ...] = ()
+) -> list[dict]:
+    """One inhibit rule, as a list: empty where no target may be silenced by ``source``.
+
+    ``source_matchers`` narrow the source further (e.g. to alerts that carry an ``equal`` label).
+    """
     allowed = [t for t in targets if at_most_as_severe(t, source)]
     if not allowed:
         return []
     return [
         {
-            "source_matchers": [names_matcher([source])],
+            "source_matchers": [names_matcher([source]), *source_matchers],
             "target_matchers": [names_matcher(allowed)],
             "equal": list(equal),
         }
@@ -116,16 +121,13 @@ def inhibit_rules(cfg: Config) -> list[dict]:
         *inhibition(b.host_memory_high(), [b.host_memory_exhaustion()], HOST_OF_EXECUTION),
         # 4. A dcgm-exporter down: the GPU alerts of the host it was last seen on say nothing reliable.
         #    Only where the alert names that host: a target never seen up must not match GPU alerts.
-        *host_inhibition(b.dcgm_exporter_down(), [*gpu_measurement_alerts(cfg), b.telemetry_missing()]),
+        *inhibition(
+            b.dcgm_exporter_down(),
+            [*gpu_measurement_alerts(cfg), b.telemetry_missing()],
+            (catalog.HOST_LABEL,),
+            (matcher(catalog.HOST_LABEL, "=~", ".+"),),
+        ),
     ]
-
-
-def host_inhibition(source: AlertRule, targets: list[AlertRule]) -> list[dict]:
-    """Like ``inhibition`` on the host label, where the source carries one."""
-    rules = inhibition(source, targets, (catalog.HOST_LABEL,))
-    for rule in rules:
-        rule["source_matchers"].append(matcher(catalog.HOST_LABEL, "=~", ".+"))
-    return rules
 
 
 def pack_route(cfg: Config) -> dict:
