@@ -24,6 +24,23 @@ def promtool_available() -> None:
     promtool.find()  # raises with the install hint rather than skipping: CI must have it
 
 
+def suite_failures(variants: list, directory: Path, only: str = "") -> str:
+    """Build the promtool suites of ``variants`` into ``directory`` and run them.
+
+    Returns promtool's failure text, or '' when every suite passes.
+    """
+    from gpu_execution_pack import promtool, testsuites
+    from gpu_execution_pack.output import write_all
+
+    files = testsuites.suite_files(variants, directory, only=only)
+    write_all(files)
+    try:
+        promtool.test_rules(testsuites.suite_test_paths(files))
+    except promtool.PromtoolError as err:
+        return str(err)
+    return ""
+
+
 def env_without_promtool() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = "/nonexistent"

@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpu_execution_pack import promtool, testsuites
+from gpu_execution_pack import testsuites
 from gpu_execution_pack.config import config_from_mapping
-from gpu_execution_pack.output import write_all
 from gpu_execution_pack.promql import call
 from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.rules.recording import Attribution, RuleBuilder
 from gpu_execution_pack.scenario import library
+
+from .conftest import suite_failures
 
 pytestmark = pytest.mark.usefixtures("promtool_available")
 
@@ -27,14 +28,7 @@ INSTALLS = {s.hosts[0].name: s for s in library.real_installs()}
 def failures(tmp_path: Path, hosts: list[str], overrides: dict[str, Any] | None = None) -> str:
     """Run the recording suite of the named real-install scenarios; promtool's failure text ('' if it passes)."""
     cfg = config_from_mapping(overrides or {})
-    variant = testsuites.Variant("installs", cfg, tuple(INSTALLS[h] for h in hosts))
-    files = testsuites.suite_files([variant], tmp_path)
-    write_all(files)
-    try:
-        promtool.test_rules(testsuites.suite_test_paths(files))
-    except promtool.PromtoolError as err:
-        return str(err)
-    return ""
+    return suite_failures([testsuites.Variant("installs", cfg, tuple(INSTALLS[h] for h in hosts))], tmp_path)
 
 
 def test_every_real_install_records_every_series_under_the_nodes_real_name(tmp_path: Path):
