@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 from gpu_execution_pack import __version__
+from gpu_execution_pack.dashboards.lint import SCHEMAS_ENV
 
 from .conftest import REPO
 
@@ -17,13 +19,20 @@ EXAMPLE = REPO / "examples" / "ops-repo"
 CONFIG = "config/gpu-pack.yml"
 
 
-def make(ops: Path, *targets: str, pack: Path) -> subprocess.CompletedProcess[str]:
+def user_environment(**extra: str) -> dict[str, str]:
+    """This process' environment as an ops repo's user has it: without the CI-only Grafana schemas."""
+    env = {k: v for k, v in os.environ.items() if k != SCHEMAS_ENV}
+    return env | extra
+
+
+def make(ops: Path, *targets: str, pack: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["make", "-C", str(ops), *targets, f"PACK={pack}", f"PYTHON={sys.executable}"],
         capture_output=True,
         text=True,
         timeout=900,
         check=False,
+        env=env or user_environment(),
     )
 
 
@@ -105,6 +114,20 @@ def test_make_generates_checks_and_tests_the_ops_repos_own_config(ops_repo: tupl
     # Nothing was written into the pack's checkout.
     assert pack_output() == before
     assert not (REPO / "prometheus").exists() and not (REPO / "grafana").exists()
+
+
+def test_check_asked_for_the_json_schema_check_without_jsonschema_says_what_to_install(
+    ops_repo: tuple[Path, Path], tmp_path: Path
+):
+    """A plain install has no jsonschema: with GRAFANA_SCHEMAS_DIR set, check fails with what to do, not a traceback."""
+    ops, wheel = ops_repo
+    if not (ops / ".venv" / ".installed").exists():  # run alone: set the repo up first
+        assert make(ops, "rules", "dashboards", "docs", pack=wheel).returncode == 0
+    done = make(ops, "check", pack=wheel, env=user_environment(**{SCHEMAS_ENV: str(tmp_path)}))
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert f"({SCHEMAS_ENV} is set) needs jsonschema" in done.stderr
+    assert "pip install 'gpu-execution-pack[schemas]'" in done.stderr
 
 
 def test_check_fails_when_the_config_changed_and_the_output_was_not_regenerated(ops_repo: tuple[Path, Path]):

@@ -81,8 +81,11 @@ def convention_problems(cfg: Config, files: dict[Path, str], config: str | None 
         problems += dashboard_lint.lint(path.name, dashboard)
         problems += dashboard_lint.model_problems(path.name, dashboard)
     if dashboard_lint.configured_schemas_dir() is not None:  # an extra check where the JSON Schemas are at hand
-        for path, dashboard in dashboards.items():
-            problems += dashboard_lint.schema_problems(path.name, dashboard)
+        try:
+            for path, dashboard in dashboards.items():
+                problems += dashboard_lint.schema_problems(path.name, dashboard)
+        except dashboard_lint.SchemasUnavailable as missing:
+            problems.append(str(missing))
     variables = {"execution_id": "example"}
     problems += dashboard_lint.promql_problems(
         [

@@ -125,7 +125,13 @@ def schema_problems(name: str, dashboard: dict[str, Any], schemas_dir: Path | No
     the directory ``GRAFANA_SCHEMAS_DIR`` names; with neither, or without the schemas there, this
     raises SchemasUnavailable rather than check nothing. model_problems needs no schemas.
     """
-    import jsonschema  # the dev extra: only this optional check needs it
+    try:
+        import jsonschema  # the `schemas` extra: only this optional check needs it
+    except ImportError:
+        raise SchemasUnavailable(
+            f"checking dashboards against Grafana's JSON Schemas ({SCHEMAS_ENV} is set) needs jsonschema: "
+            "pip install 'gpu-execution-pack[schemas]', or unset " + SCHEMAS_ENV
+        ) from None
 
     if schemas_dir is None:
         schemas_dir = configured_schemas_dir()
