@@ -94,6 +94,10 @@ def fleet_scenario(gpus: int, executions: int, minutes: int, seed: int = 7) -> S
     )
 
 
+ENERGY = "energy"  # the cumulative signal, which gpu_publishes (gauges only) does not give
+FLEET_ENERGY_WATTS = 400
+
+
 @dataclass(frozen=True)
 class _Slot:
     """One GPU or MIG instance with what its series need, worked out once."""
@@ -140,7 +144,10 @@ class FleetExposition:
     def gpu_values(self, slot: _Slot, minute: float) -> dict[str, float]:
         """What one GPU entry publishes at ``minute``, in dcgm-exporter 4.8's units."""
         base = model.gpu_publishes(slot.device, slot.gpu, slot.owner, minute)
-        return {key: to_unit(base[key], self.names[key].unit) for key in DCGM_SIGNALS}
+        values = {key: to_unit(base[key], self.names[key].unit) for key in DCGM_SIGNALS if key != ENERGY}
+        # The energy counter (mJ) grows at a fixed rate here: the fleet prices its rule, not its figure.
+        values[ENERGY] = model.ENERGY_AT_START_MILLIJOULES + FLEET_ENERGY_WATTS * 1000 * minute * 60
+        return values
 
     def dcgm_samples(self, slots: list[_Slot], times: Iterable[float], stamp: bool) -> dict[str, list[str]]:
         """Sample lines by metric name: every slot at every unix time, timestamped for backfill."""

@@ -329,6 +329,8 @@ class Exporter:
             "pcie_rx": 2e9,
             "pcie_tx": 1e9,
             "xid_last": 0.0,
+            # The energy counter (joules here, mJ as exported): 500 W since the exporter started.
+            "energy": model.ENERGY_AT_START_MILLIJOULES / 1000 + 500.0 * (now - self.started),
         }
         unknown = set(self.raws) - set(values)
         assert not unknown, f"the test exporter has no value for {sorted(unknown)}"

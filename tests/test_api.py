@@ -195,20 +195,30 @@ def test_keys_see_only_their_tenants_executions(api):
     assert unknown.json() == {"error": "execution 'no-such-execution' not found"}
 
 
-@pytest.mark.parametrize(
-    "execution_id",
-    [
-        'train-0001"} or vector(1) or {x="',
-        "train-0001\\",
-        "train-0001}",
-        "train-0001 or up",
-        "train-0001\nor",
-        "train-.*",
-        "train-000[1-2]",
-        "x" * 300,
-        "",
-    ],
-)
+# Ids that try to change the query's meaning; the summary endpoint is tried with them too.
+INJECTION_IDS = [
+    'train-0001"} or vector(1) or {x="',
+    "train-0001\\",
+    "train-0001}",
+    "train-0001 or up",
+    "train-0001\nor",
+    "train-.*",
+    "train-000[1-2]",
+    "x" * 300,
+    "",
+]
+# Ids a permissive api.execution_id_pattern lets through: escaping alone keeps the query's meaning.
+ESCAPED_IDS = [
+    'train-0001"} or vector(1) or {x="',
+    "train-0001\\",
+    'train-0001\\"',
+    "train-.*",
+    "train-0001\nx",
+    "train-0001}",
+]
+
+
+@pytest.mark.parametrize("execution_id", INJECTION_IDS)
 def test_injection_attempts_are_refused_by_the_pattern(api, execution_id):
     client, _, _ = api
     response = get(client, execution_id)
@@ -216,10 +226,7 @@ def test_injection_attempts_are_refused_by_the_pattern(api, execution_id):
     assert "series" not in response.text
 
 
-@pytest.mark.parametrize(
-    "execution_id",
-    ['train-0001"} or vector(1) or {x="', "train-0001\\", 'train-0001\\"', "train-.*", "train-0001\nx", "train-0001}"],
-)
+@pytest.mark.parametrize("execution_id", ESCAPED_IDS)
 def test_escaping_keeps_the_query_meaning_even_with_a_permissive_pattern(prometheus, execution_id):
     server, _, _, _ = prometheus
     with client_for(server.url, execution_id_pattern="(?s)^.{1,200}$") as client:

@@ -30,7 +30,7 @@ def test_two_generations_give_identical_bytes(tmp_path: Path):
 def test_committed_output_and_docs_are_current():
     files = build.generated_files(Config())
     assert {p for p in files if p.parts[0] == "docs"} == {
-        Path(f"docs/{n}.md") for n in ("runbook", "configuration", "series")
+        Path(f"docs/{n}.md") for n in ("runbook", "report", "configuration", "series")
     }
     stale = [str(p) for p, text in files.items() if not (REPO / p).exists() or (REPO / p).read_text() != text]
     assert not stale, f"stale generated files, run `make rules dashboards docs`: {stale}"
@@ -46,7 +46,7 @@ def test_a_users_config_generates_and_checks_only_its_own_files(tmp_path: Path):
     files = build.generated_files(cfg, "config/pack.yml")
     tops = {p.relative_to(ops).parts[0] for p in map(Path.resolve, files)}
     assert tops == {"prom", "graf", "runbooks"}
-    assert {p.name for p in files if p.parent.name == "runbooks"} == {"runbook.md"}
+    assert {p.name for p in files if p.parent.name == "runbooks"} == {"runbook.md", "report.md"}
 
 
 def test_output_dir_overrides_the_config(tmp_path: Path):
@@ -115,7 +115,7 @@ def test_served_series_follow_rule_interval_and_readers_of_recorded_series_the_d
     ):
         files = rule_files(cfg, Path("rules"))
         groups = [g for text in files.values() for g in yaml.safe_load(text)["groups"]]
-        assert len(groups) == 7
+        assert len(groups) == 8
         for g in groups:
             assert g.get("interval") == (fast if g["name"] in served else slow), (cfg, g["name"])
 

@@ -74,6 +74,8 @@ def test_make_generates_checks_and_tests_the_ops_repos_own_config(ops_repo: tupl
     dashboards = ops / "grafana" / "dashboards"
     assert {p.name for p in dashboards.glob("*.json")} == {"execution.json", "fleet.json", "cost.json"}
     runbook = (ops / "docs" / "runbook.md").read_text()
+    # The report reference, with this config's waste threshold.
+    assert "under 25 % (`alerts.gpu_underutilized.threshold`)" in (ops / "docs" / "report.md").read_text()
     assert not (ops / "config" / "prometheus").exists() and not (ops / "rules").exists()
 
     # Headers pin the version and say how to regenerate here.

@@ -17,12 +17,14 @@ from gpu_execution_pack.config import Config
 from gpu_execution_pack.dashboards import dashboard_json, provisioning
 from gpu_execution_pack.dashboards import lint as dashboard_lint
 from gpu_execution_pack.docs import configuration, runbook, series
+from gpu_execution_pack.docs import report as report_doc
 from gpu_execution_pack.output import command
 from gpu_execution_pack.rules import lint as alert_lint
 from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, rule_files
 from gpu_execution_pack.rules.routing import alertmanager_files
 
 RUNBOOK = "runbook.md"
+REPORT_DOC = "report.md"
 
 
 def rule_outputs(cfg: Config, config: str | None = None) -> dict[Path, str]:
@@ -47,7 +49,10 @@ def dashboard_outputs(cfg: Config, config: str | None = None) -> dict[Path, str]
 def docs_outputs(cfg: Config, config: str | None = None) -> dict[Path, str]:
     """What ``docs`` writes: the runbook with the config's figures; with the defaults, the pack's reference too."""
     docs_dir = Path(cfg.output.docs_dir)
-    files = {docs_dir / RUNBOOK: runbook.render(cfg, command("docs", config))}
+    files = {
+        docs_dir / RUNBOOK: runbook.render(cfg, command("docs", config)),
+        docs_dir / REPORT_DOC: report_doc.render(cfg, command("docs", config)),
+    }
     if config is None:  # the pack's own reference, rendered from its schema and catalog
         files |= {docs_dir / "configuration.md": configuration.render(), docs_dir / "series.md": series.render()}
     return files

@@ -140,6 +140,40 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    """One execution's report (jobstats-style, or --json), or with --since the fleet ranked by GPU-hours wasted."""
+    import asyncio
+
+    _, metrics, prometheus = _api_modules()
+    from gpu_execution_pack.report import document, text
+
+    cfg = load_config(args.config)
+    if (args.execution_id is None) == (args.since is None):
+        print("error: give an EXECUTION_ID, or --since DURATION for the fleet view", file=sys.stderr)
+        return 2
+
+    async def run() -> dict:
+        client = prometheus.PrometheusClient(args.prometheus or cfg.api.prometheus_url, cfg.api.timeout_seconds)
+        try:
+            if args.since is not None:
+                return await document.fleet_summary(cfg, client, args.since, args.top)
+            return await document.execution_summary(cfg, client, args.execution_id, args.start, args.end)
+        finally:
+            await client.close()
+
+    try:
+        body = asyncio.run(run())
+    except (metrics.RequestError, prometheus.PrometheusError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2 if getattr(err, "status", 500) < 500 else 3
+    if args.json:
+        json.dump(body, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(text.render_fleet(body) if args.since is not None else text.render_execution(body))
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     app, _, _ = _api_modules()
     try:
@@ -200,6 +234,17 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--end", help="ISO 8601 (default: its last sample, or now while it reports)")
     q.add_argument("--step", help="Prometheus duration (default 15s)")
     q.set_defaults(func=cmd_query)
+    r = with_config(
+        sub.add_parser("report", help="an execution's report with verdicts, or (--since) the fleet ranked by waste")
+    )
+    r.add_argument("execution_id", nargs="?", metavar="EXECUTION_ID")
+    r.add_argument("--since", help="fleet view: executions with samples in this last duration, e.g. 7d")
+    r.add_argument("--top", type=int, default=20, help="fleet view: how many executions to list (default 20)")
+    r.add_argument("--json", action="store_true", help="print the JSON document the summary endpoint serves")
+    r.add_argument("--prometheus", help="Prometheus URL (default: api.prometheus_url)")
+    r.add_argument("--start", help="ISO 8601 (default: the execution's first sample)")
+    r.add_argument("--end", help="ISO 8601 (default: its last sample)")
+    r.set_defaults(func=cmd_report)
     sv = with_config(sub.add_parser("serve", help="serve GET /api/v2/external/execution/{id}/metrics"))
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8080)

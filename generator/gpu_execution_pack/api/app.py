@@ -17,9 +17,12 @@ from gpu_execution_pack.api.auth import ALL_TENANTS, INSECURE_FLAG, load_keys, n
 from gpu_execution_pack.api.metrics import ExecutionMetrics, RequestError
 from gpu_execution_pack.api.prometheus import PrometheusClient, PrometheusError
 from gpu_execution_pack.config import Config, ConfigError
+from gpu_execution_pack.report import document
 from gpu_execution_pack.rules import catalog
 
 PATH = "/api/v2/external/execution/{execution_id}/metrics"
+SUMMARY_PATH = "/api/v2/external/execution/{execution_id}/summary"
+FLEET_PATH = "/api/v2/external/executions/summary"
 READY_TIMEOUT_SECONDS = 2.0  # /readyz: how long Prometheus may take to answer `vector(1)`
 log = logging.getLogger("gpu_execution_pack.api")
 
@@ -78,6 +81,54 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_a
             return error(err.status, str(err))
         return JSONResponse(body)
 
+    class Unauthorized(Exception):
+        """No key, or an unknown one."""
+
+    def scope_of(request: Request) -> str | None:
+        """The tenant a request is scoped to (None: every tenant); Unauthorized without a known key."""
+        if insecure_no_auth:
+            return None
+        tenant = tenant_for(request.headers.get("authorization"), keys)
+        if tenant is None:
+            raise Unauthorized
+        return None if tenant == ALL_TENANTS else tenant
+
+    async def report(request: Request, produce) -> JSONResponse:
+        """Answer a report route: auth, then ``produce(client, tenant)``, with the metrics route's errors."""
+        try:
+            tenant = scope_of(request)
+            body = await produce(state["metrics"].prometheus, tenant)
+        except Unauthorized:
+            return error(401, "missing or unknown bearer token")
+        except RequestError as err:
+            return error(err.status, str(err))
+        except PrometheusError as err:
+            log.warning("prometheus: %s", err)
+            return error(err.status, str(err))
+        return JSONResponse(body)
+
+    async def execution_summary(request: Request) -> JSONResponse:
+        q = request.query_params
+        execution_id = request.path_params["execution_id"]
+        return await report(
+            request,
+            lambda client, tenant: document.execution_summary(
+                cfg, client, execution_id, q.get("start"), q.get("end"), tenant=tenant
+            ),
+        )
+
+    async def fleet_summary(request: Request) -> JSONResponse:
+        q = request.query_params
+        top = q.get("top", "20")
+        if not (top.isascii() and top.isdigit()):
+            return error(
+                400, f"top: {top!r} is not accepted; accepted: a whole number from 1 to {document.MAX_FLEET_TOP}"
+            )
+        return await report(
+            request,
+            lambda client, tenant: document.fleet_summary(cfg, client, q.get("since", "7d"), int(top), tenant=tenant),
+        )
+
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
 
@@ -117,6 +168,8 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_a
     return Starlette(
         routes=[
             Route(PATH, metrics, methods=["GET"]),
+            Route(SUMMARY_PATH, execution_summary, methods=["GET"]),
+            Route(FLEET_PATH, fleet_summary, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/openapi.json", openapi, methods=["GET"]),
@@ -179,6 +232,30 @@ def openapi_document() -> dict[str, Any]:
                 "Entry": entry,
                 "Metrics": response,
                 "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
+                "Summary": {
+                    "type": "object",
+                    "description": "The execution report: docs/report.md describes every key and verdict",
+                    "required": [
+                        "executionId",
+                        "start",
+                        "end",
+                        "durationSeconds",
+                        "running",
+                        "gpus",
+                        "hosts",
+                        "utilization",
+                        "memory",
+                        "power",
+                        "cost",
+                        "alerts",
+                        "verdicts",
+                    ],
+                },
+                "FleetSummary": {
+                    "type": "object",
+                    "description": "Executions ranked by GPU-hours wasted, with their verdict codes",
+                    "required": ["since", "end", "executions", "top"],
+                },
                 "Status": {
                     "type": "object",
                     "required": ["status"],
@@ -228,6 +305,7 @@ def openapi_document() -> dict[str, Any]:
                     },
                 }
             },
+            **report_paths(err),
             "/healthz": {
                 "get": {
                     "summary": "Liveness: the process is up (Prometheus is not asked)",
@@ -248,5 +326,54 @@ def openapi_document() -> dict[str, Any]:
                     },
                 }
             },
+        },
+    }
+
+
+def report_paths(err: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI paths of the execution report and the fleet ranking."""
+    errors = {
+        "400": {"description": "A parameter is not accepted; the message names it", **err},
+        "401": {"description": "Missing or unknown bearer token", **err},
+        "502": {"description": "Prometheus unreachable or failing", **err},
+        "504": {"description": "Prometheus too slow", **err},
+    }
+
+    def ok(schema: str, description: str) -> dict[str, Any]:
+        return {
+            "description": description,
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
+        }
+
+    time_param = {"in": "query", "schema": {"type": "string", "format": "date-time"}}
+    return {
+        SUMMARY_PATH: {
+            "get": {
+                "summary": "An execution's report: utilisation, memory, power, energy, cost, alerts and verdicts",
+                "parameters": [
+                    {"name": "execution_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                    {"name": "start", **time_param, "description": "ISO 8601; default: the execution's first sample"},
+                    {"name": "end", **time_param, "description": "ISO 8601; default: its last sample"},
+                ],
+                "responses": {
+                    "200": ok("Summary", "The report"),
+                    **errors,
+                    "404": {"description": "No such execution for this key's tenant", **err},
+                },
+            }
+        },
+        FLEET_PATH: {
+            "get": {
+                "summary": "The key's executions of the last `since`, ranked by GPU-hours wasted",
+                "parameters": [
+                    {"name": "since", "in": "query", "schema": {"type": "string", "default": "7d"}},
+                    {
+                        "name": "top",
+                        "in": "query",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": document.MAX_FLEET_TOP, "default": 20},
+                    },
+                ],
+                "responses": {"200": ok("FleetSummary", "The ranking"), **errors},
+            }
         },
     }

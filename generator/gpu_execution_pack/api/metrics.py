@@ -99,6 +99,11 @@ class ExecutionMetrics:
         self.prometheus = prometheus
         self.id_pattern = re.compile(cfg.api.execution_id_pattern)
 
+    def check_id(self, execution_id: str) -> None:
+        """400 unless ``execution_id`` matches api.execution_id_pattern (in full: `$` would allow a final \\n)."""
+        if len(execution_id) > 256 or not self.id_pattern.fullmatch(execution_id):
+            raise RequestError(400, f"execution_id: not accepted; it must match {self.api.execution_id_pattern}")
+
     def selector(self, series: catalog.Series, execution_id: str, tenant: str | None) -> str:
         """The query for one series of the execution, scoped to ``tenant`` (None: every tenant).
 
@@ -147,8 +152,7 @@ class ExecutionMetrics:
         tenant: str | None = None,
     ) -> dict[str, Any]:
         """The response document. ``tenant`` None means every tenant (an unscoped key)."""
-        if len(execution_id) > 256 or not self.id_pattern.fullmatch(execution_id):  # `$` would allow a final \n
-            raise RequestError(400, f"execution_id: not accepted; it must match {self.api.execution_id_pattern}")
+        self.check_id(execution_id)
         step_s = parse_step(step)
         start_s, end_s = parse_time("start", start), parse_time("end", end)
         if start_s is not None and end_s is not None and end_s < start_s:

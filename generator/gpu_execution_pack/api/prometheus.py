@@ -34,6 +34,17 @@ class PrometheusClient:
     async def range(self, query: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
         return await self._get("/api/v1/query_range", {"query": query, "start": start, "end": end, "step": step})
 
+    async def status_config(self) -> str:
+        """Prometheus' loaded configuration, as the YAML text ``/api/v1/status/config`` returns."""
+        try:
+            response = await self.client.get("/api/v1/status/config")
+            body = response.json()
+            return str(body["data"]["yaml"])
+        except httpx.TimeoutException:
+            raise PrometheusError(504, f"Prometheus at {self.url} did not answer in time") from None
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            raise PrometheusError(502, f"Prometheus at {self.url} did not serve its configuration") from None
+
     async def _get(self, path: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         try:
             response = await self.client.get(path, params=params)

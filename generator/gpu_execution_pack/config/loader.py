@@ -40,6 +40,7 @@ Kind = Literal[
     "regex_any",
     "ratio",
     "positive",
+    "non_negative",
     "path",
     "prices",
     "labels",
@@ -83,6 +84,8 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
             raise ConfigError(f"{where}: {value} is not accepted; expected a ratio above 0 and at most 1")
         if kind == "positive" and value <= 0:
             raise ConfigError(f"{where}: {value} is not accepted; expected a number above 0")
+        if kind == "non_negative" and value < 0:
+            raise ConfigError(f"{where}: {value} is not accepted; expected 0 (off) or a number above 0")
         return value
     if not isinstance(value, str):
         raise ConfigError(f"{where}: expected a string, got {value!r}")

@@ -483,6 +483,38 @@ class Api:
 
 
 @dataclass(frozen=True)
+class Report:
+    """The execution report's own thresholds; the others are the alerts' (docs/report.md says which)."""
+
+    gpu_idle_threshold: float = opt(
+        0.05,
+        "Mean GPU utilisation (ratio 0-1) over the whole execution below which it did not use its GPUs "
+        "(verdict gpu_idle).",
+        "Jobs that only touch the GPU for a few kernels count as users for you: lower it.",
+        kind="ratio",
+    )
+    heavy_phase_memory_share: float = opt(
+        0.9,
+        "The heavy phase starts when the execution's GPU memory first reaches this share of its peak (the "
+        "working set is loaded) and lasts to the end; its utilisation leaves out start-up.",
+        "Your jobs load their working set in steps: lower it so the heavy phase starts at the first big one.",
+        kind="ratio",
+    )
+    energy_price_per_kwh: float = opt(
+        0.0,
+        "Price of a kWh in `dashboards.currency`, for the report's energy cost; 0 leaves the energy cost out.",
+        "You bill or account for energy.",
+        kind="non_negative",
+    )
+    grams_co2e_per_kwh: float = opt(
+        0.0,
+        "Grid carbon intensity, grams CO2e per kWh, for the report's emissions; 0 leaves emissions out.",
+        "You report emissions: use your site's or grid's figure.",
+        kind="non_negative",
+    )
+
+
+@dataclass(frozen=True)
 class Output:
     """Relative paths are read from the config file's directory (or the working directory without one)."""
 
@@ -560,6 +592,7 @@ class Config:
     alertmanager: Alertmanager = section(
         Alertmanager, "The Alertmanager routing snippet that delivers the pack's alerts."
     )
+    report: Report = section(Report, "The execution report (`gpu-execution-pack report` and the summary endpoint).")
     output: Output = section(Output, "Where generated files go.")
 
     @property

@@ -8,7 +8,7 @@ from gpu_execution_pack import promql
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.dashboards import house
 from gpu_execution_pack.dashboards.house import Query, Section, stat, timeseries
-from gpu_execution_pack.promql import Binary, Expr, Range, Selector, aggregate, call, join, match, on, selector
+from gpu_execution_pack.promql import Binary, Expr, Range, Selector, aggregate, any_of, call, join, match, on, selector
 from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.rules.catalog import Series
 
@@ -55,6 +55,26 @@ def gpu_hours(expr: Expr, by: Iterable[str] | None = None) -> Expr:
     return aggregate("sum", by, gpu_minutes(expr)) / 60
 
 
+JOULES_PER_KWH = 3_600_000
+
+
+def energy_kwh(by: Iterable[str] | None, *matchers: str) -> Expr:
+    """kWh over the time range, summed ``by`` the labels given: each physical GPU once (MIG instances repeat
+    the device's fields), from the energy counter's rise where it is recorded, else board power integrated
+    per minute. docs/report.md defines the same figure for the report."""
+    device = (catalog.EXECUTION_LABEL, "UUID", catalog.MODEL_LABEL)
+    counter = catalog.GPU_ENERGY.select(*matchers)
+    rise = call("max_over_time", counter.range(RANGE)) - call("min_over_time", counter.range(RANGE))
+    integral = gpu_minutes(catalog.GPU_POWER.select(*matchers)) * 60
+    per_device = any_of([aggregate("max", device, rise), aggregate("max", device, integral)])
+    return aggregate("sum", by, per_device) / JOULES_PER_KWH
+
+
+def throttled_seconds(series: Series) -> Expr:
+    """The most time any of the execution's GPUs spent with ``series`` (a 0/1 condition) at 1, to the minute."""
+    return aggregate("max", None, call("sum_over_time", per_minute(selected(series)))) * 60
+
+
 def priced(expr: Expr) -> Expr:
     """``expr``, per execution and GPU model, times the price of a GPU-hour of that model."""
     return join(expr, "*", on([catalog.MODEL_LABEL], group_left=()), catalog.PRICE.select())
@@ -84,42 +104,40 @@ def render(cfg: Config) -> str:
     a, d = cfg.alerts, cfg.dashboards
     gpus, hosts = selected(catalog.EXECUTION_GPU_COUNT), selected(catalog.EXECUTION_HOST_COUNT)
     overview = Section("Overview")
-    for name, unit, expr, text_mode, desc in (
-        (
-            "Duration",
-            "s",
-            aggregate("max", None, call("count_over_time", per_minute(gpus))) * 60,
-            "value",
-            "Wall-clock time the execution held GPUs within the time range, to the minute.",
-        ),
-        (
-            "GPUs",
-            "none",
-            aggregate("max", None, over_range("max_over_time", gpus)),
-            "value",
-            "GPUs or MIG instances held (the most at any time).",
-        ),
-        ("Hosts", "none", aggregate("max", None, over_range("max_over_time", hosts)), "value", "Hosts it ran on."),
-        (
-            "GPU model",
-            "none",
-            aggregate("group", [catalog.MODEL_LABEL], over_range("max_over_time", selected(catalog.MODEL_GPU_COUNT))),
-            "name",
-            "The GPU models it held.",
-        ),
-        (
-            "Mean utilisation",
-            "percentunit",
-            aggregate("avg", None, over_range("avg_over_time", selected(catalog.EXECUTION_GPU_UTILIZATION_AVG))),
-            "value",
-            "Mean GPU utilisation over its GPUs and the time range.",
-        ),
+    # The top row answers the report's questions: memory against the OOM threshold, energy,
+    # throttling, and GPU-hours worked against billed.
+    for name, unit, expr, text_mode, desc, red_from in (
         (
             "Peak GPU memory",
             "percentunit",
             aggregate("max", None, over_range("max_over_time", selected(catalog.EXECUTION_GPU_MEMORY_UTILIZATION_MAX))),
             "value",
-            "Highest share of a GPU's memory it used.",
+            f"Highest share of a GPU's memory it used; red at the OOM-risk alert's {a.gpu_memory_high.threshold:.0%}.",
+            a.gpu_memory_high.threshold,
+        ),
+        (
+            "Energy",
+            "kwatth",
+            energy_kwh(None, SEL),
+            "value",
+            "Energy of its GPUs: the energy counter's rise where exported, else board power integrated per minute.",
+            None,
+        ),
+        (
+            "Power-throttled",
+            "s",
+            throttled_seconds(catalog.GPU_POWER_THROTTLED),
+            "value",
+            "Longest time a GPU met the PowerThrottling alert's condition, to the minute.",
+            None,
+        ),
+        (
+            "Thermal-throttled",
+            "s",
+            throttled_seconds(catalog.GPU_THERMAL_THROTTLED),
+            "value",
+            "Longest time a GPU met the ThermalThrottling alert's condition, to the minute.",
+            None,
         ),
         (
             "GPU-hours billed",
@@ -127,6 +145,7 @@ def render(cfg: Config) -> str:
             gpu_hours(selected(catalog.MODEL_GPU_COUNT)),
             "value",
             "GPUs held, integrated over time.",
+            None,
         ),
         (
             "GPU-hours of work",
@@ -134,17 +153,59 @@ def render(cfg: Config) -> str:
             gpu_hours(selected(catalog.MODEL_GPU_UTILIZATION_SUM)),
             "value",
             "Utilisation summed over its GPUs, integrated over time.",
+            None,
         ),
-        ("Efficiency", "percentunit", efficiency(), "value", "GPU-hours of work per GPU-hour billed."),
+        (
+            "Duration",
+            "s",
+            aggregate("max", None, call("count_over_time", per_minute(gpus))) * 60,
+            "value",
+            "Wall-clock time the execution held GPUs within the time range, to the minute.",
+            None,
+        ),
+        (
+            "GPUs",
+            "none",
+            aggregate("max", None, over_range("max_over_time", gpus)),
+            "value",
+            "GPUs or MIG instances held (the most at any time).",
+            None,
+        ),
+        (
+            "Hosts",
+            "none",
+            aggregate("max", None, over_range("max_over_time", hosts)),
+            "value",
+            "Hosts it ran on.",
+            None,
+        ),
+        (
+            "GPU model",
+            "none",
+            aggregate("group", [catalog.MODEL_LABEL], over_range("max_over_time", selected(catalog.MODEL_GPU_COUNT))),
+            "name",
+            "The GPU models it held.",
+            None,
+        ),
+        (
+            "Mean utilisation",
+            "percentunit",
+            aggregate("avg", None, over_range("avg_over_time", selected(catalog.EXECUTION_GPU_UTILIZATION_AVG))),
+            "value",
+            "Mean GPU utilisation over its GPUs and the time range.",
+            None,
+        ),
+        ("Efficiency", "percentunit", efficiency(), "value", "GPU-hours of work per GPU-hour billed.", None),
         (
             f"Cost ({d.currency})",
             f"currency{d.currency}",
             billed_cost(None, SEL),
             "value",
             "GPU-hours billed times the price of each model (dashboards.price_per_gpu_hour).",
+            None,
         ),
     ):
-        overview.add(stat(name, unit, [query(expr, "{{modelName}}")], desc, text_mode), width=4, height=4)
+        overview.add(stat(name, unit, [query(expr, "{{modelName}}")], desc, text_mode, red_from), width=4, height=4)
 
     utilisation = Section("Utilisation").add(
         timeseries(

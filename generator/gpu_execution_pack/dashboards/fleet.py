@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.dashboards import execution, house
-from gpu_execution_pack.dashboards.execution import gpu_hours, query
+from gpu_execution_pack.dashboards.execution import energy_kwh, gpu_hours, query
 from gpu_execution_pack.dashboards.house import Section, stat, table, timeseries
 from gpu_execution_pack.promql import Expr, Paren, aggregate, any_of, call, on
 from gpu_execution_pack.rules import catalog
@@ -102,6 +102,18 @@ def render(cfg: Config) -> str:
                 ],
                 "GPUs at the alert thresholds now: power at the limit, temperature, memory nearly full.",
             ),
+        )
+        .add(
+            stat(
+                "Energy by GPU model",
+                "kwatth",
+                [query(energy_kwh([catalog.MODEL_LABEL]), "{{modelName}}")],
+                "Energy of the GPUs executions held in the time range, per model: the energy counter's rise where "
+                "exported, else board power integrated per minute; each physical GPU counted once.",
+                text_mode="value_and_name",
+            ),
+            24,
+            4,
         )
         .add(
             timeseries(

@@ -114,7 +114,15 @@ def _thresholds(red_from: float | None) -> dict[str, Any]:
     return {"mode": "absolute", "steps": steps}
 
 
-def stat(title: str, unit: str, queries: list[Query], description: str, text_mode: str = "value") -> core.Stat:
+def stat(
+    title: str,
+    unit: str,
+    queries: list[Query],
+    description: str,
+    text_mode: str = "value",
+    threshold: float | None = None,
+) -> core.Stat:
+    """A single-value panel; red from ``threshold`` where given (an alert's)."""
     return core.Stat(
         title=title,
         description=description,
@@ -125,7 +133,7 @@ def stat(title: str, unit: str, queries: list[Query], description: str, text_mod
         reduceCalc="lastNotNull",
         noValue="-",  # grafanalib's default prints the word "none"
         extraJson={
-            "fieldConfig": {"defaults": {"thresholds": _thresholds(None)}},
+            "fieldConfig": {"defaults": {"thresholds": _thresholds(threshold)}},
             "options": {"wideLayout": True, "showPercentChange": False, "percentChangeColorMode": "standard"},
         },
     )

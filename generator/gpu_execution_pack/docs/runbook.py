@@ -11,9 +11,8 @@ from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.rules import catalog
 
 
-def render(cfg: Config | None = None, regenerate: str = command("docs")) -> str:
-    """The runbook for ``cfg`` (built-in defaults if None); its header gives ``regenerate`` as the command."""
-    cfg = cfg or Config()
+def environment() -> jinja2.Environment:
+    """The Jinja environment of the docs templates, with the filters they print figures with."""
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("gpu_execution_pack", "docs/templates"),  # package data, wherever installed
         undefined=jinja2.StrictUndefined,  # a mistyped key fails the render instead of vanishing
@@ -23,6 +22,14 @@ def render(cfg: Config | None = None, regenerate: str = command("docs")) -> str:
     env.filters["percent"] = lambda ratio: f"{ratio * 100:g} %"
     env.filters["number"] = lambda value: f"{value:g}"
     env.filters["seconds"] = lambda duration: f"{parse_duration_seconds(duration):g}"
-    return env.get_template("runbook.md.j2").render(
-        cfg=cfg, a=cfg.alerts, c=catalog, version=__version__, regenerate=regenerate
+    return env
+
+
+def render(cfg: Config | None = None, regenerate: str = command("docs")) -> str:
+    """The runbook for ``cfg`` (built-in defaults if None); its header gives ``regenerate`` as the command."""
+    cfg = cfg or Config()
+    return (
+        environment()
+        .get_template("runbook.md.j2")
+        .render(cfg=cfg, a=cfg.alerts, c=catalog, version=__version__, regenerate=regenerate)
     )

@@ -172,7 +172,8 @@ class AlertBuilder:
         reasons = catalog.GPU_CLOCKS_EVENT_REASONS.select()
         return any_of([*(bit_set(reasons, b) for b in bits), violation.select().ge(share)])
 
-    def power_throttling(self) -> AlertRule:
+    def power_throttling_condition(self) -> Expr:
+        """Per GPU, the PowerThrottling condition (what must hold for ``for``)."""
         a = self.a.power_throttling
         ratio = catalog.GPU_POWER_TO_LIMIT.select()
         clock = catalog.GPU_SM_CLOCK.select()
@@ -183,9 +184,13 @@ class AlertBuilder:
         confirmed = any_of([clock.lt(catalog.GPU_SM_CLOCK_PEAK.select()), evidence, ratio.unless(clock)])
         at_limit = Paren(all_of([ratio.ge(a.threshold), Paren(confirmed)]))
         without_limit = Paren(Paren(evidence).unless(ratio, stacked=True))
+        return any_of([at_limit, without_limit])
+
+    def power_throttling(self) -> AlertRule:
+        a = self.a.power_throttling
         return self.rule(
             "PowerThrottling",
-            any_of([at_limit, without_limit]),
+            self.power_throttling_condition(),
             a.severity,
             "An execution's GPU is held down by its power limit.",
             f"{EXECUTION}: {GPU_NAME} has been held at its power limit for {a.for_}"
@@ -196,13 +201,18 @@ class AlertBuilder:
             a.for_,
         )
 
+    def thermal_throttling_condition(self) -> Expr:
+        """Per GPU, the ThermalThrottling condition (what must hold for ``for``)."""
+        a = self.a.thermal_throttling
+        evidence = self.reasons(THERMAL_REASON_BITS, catalog.GPU_THERMAL_VIOLATION, a.min_throttled_share)
+        return any_of([catalog.GPU_TEMPERATURE.select().ge(a.threshold_celsius), Paren(evidence)])
+
     def thermal_throttling(self) -> AlertRule:
         a = self.a.thermal_throttling
         temp = catalog.GPU_TEMPERATURE
-        evidence = self.reasons(THERMAL_REASON_BITS, catalog.GPU_THERMAL_VIOLATION, a.min_throttled_share)
         return self.rule(
             "ThermalThrottling",
-            any_of([temp.select().ge(a.threshold_celsius), Paren(evidence)]),
+            self.thermal_throttling_condition(),
             a.severity,
             "An execution's GPU is hot enough to slow down.",
             f"{EXECUTION}: {GPU_NAME} has been hot or slowed down by temperature for {a.for_}"

@@ -131,6 +131,8 @@ UNITS: dict[str, Unit] = {
         # DCGM's violation counters: time held down, in a unit the sources disagree on (config).
         Unit("nanoseconds", "seconds", "/", 1_000_000_000),
         Unit("microseconds", "seconds", "/", 1_000_000),
+        Unit("joules", "joules"),
+        Unit("millijoules", "joules", "/", 1000),
         Unit("count", "count"),
         Unit("bitmask", "bitmask"),
         Unit("xid", "xid"),  # an Xid code, not a quantity
@@ -167,6 +169,8 @@ class Signal:
     doc: str
     # Device-wide DCGM fields repeat on every MIG instance of a GPU: roll them up per UUID.
     device_wide: bool = False
+    # A counter recorded as its running total (readers take increase()), not read as a rate.
+    cumulative: bool = False
 
     def raws_for(self, generations: tuple[str, ...]) -> tuple[RawMetric, ...]:
         """The raw metrics emitted by any of the given generations, newest name first."""
@@ -178,8 +182,10 @@ _OLD = ("3.3", "4.8")  # DCGM 3 names
 _NEW = ("4.9", "4.10")  # DCGM 4.7 names
 
 
-def _dcgm(key: str, base: str, doc: str, *raws: RawMetric, device_wide: bool = False) -> Signal:
-    return Signal(key, "dcgm", base, raws, doc, device_wide)
+def _dcgm(
+    key: str, base: str, doc: str, *raws: RawMetric, device_wide: bool = False, cumulative: bool = False
+) -> Signal:
+    return Signal(key, "dcgm", base, raws, doc, device_wide, cumulative)
 
 
 SIGNALS: dict[str, Signal] = {
@@ -335,6 +341,17 @@ SIGNALS: dict[str, Signal] = {
             RawMetric("DCGM_FI_DEV_XID_ERRORS", "xid", generations=_OLD),
             RawMetric("DCGM_FI_DEV_XID_ERROR", "xid", generations=_NEW),
             device_wide=True,
+        ),
+        # Energy since the driver loaded, a default counter. 4.9 moved it to joules under a DCGM 4.7
+        # name our references do not give: add that RawMetric here once known. Until then newer
+        # exporters' energy is the integral of board power (the report says which it used).
+        _dcgm(
+            "energy",
+            "joules",
+            "Energy the GPU consumed since the driver loaded; device-wide, so it repeats on every MIG instance.",
+            RawMetric("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "millijoules", "counter", generations=_OLD),
+            device_wide=True,
+            cumulative=True,
         ),
         _dcgm(
             "slowdown_temp",
@@ -571,6 +588,13 @@ GPU_LAST_XID = _gpu(
     "The last Xid code the GPU reported; sticky, so alerts look at its changes.",
     Formula(signal("xid_last")),
 )
+# The energy counter as a running total in joules: increase() over a span is the energy used in it.
+GPU_ENERGY = _gpu(
+    "execution_gpu:gpu_energy_consumed_joules",
+    "joules",
+    "Energy the GPU consumed since its driver loaded (device-wide on MIG): take increase() over a span.",
+    Formula(signal("energy")),
+)
 GPU_HEALTH_SERIES: tuple[Series, ...] = (
     GPU_POWER_TO_LIMIT,
     GPU_SM_CLOCK_PEAK,
@@ -578,7 +602,27 @@ GPU_HEALTH_SERIES: tuple[Series, ...] = (
     GPU_POWER_VIOLATION,
     GPU_THERMAL_VIOLATION,
     GPU_LAST_XID,
+    GPU_ENERGY,
 )
+
+# 1 while the condition of the throttling alert holds for the GPU, else 0 (never absent while the
+# GPU is held, so a span's sum counts throttled samples). rules.recording builds them from the
+# alerts' own conditions, so the report's throttled time and the alerts cannot disagree.
+GPU_POWER_THROTTLED = Series(
+    "execution_gpu:gpu_power_throttled",
+    "bool",
+    GPU_LABELS,
+    (),
+    "1 while the PowerThrottling alert's condition holds for the GPU, else 0.",
+)
+GPU_THERMAL_THROTTLED = Series(
+    "execution_gpu:gpu_thermal_throttled",
+    "bool",
+    GPU_LABELS,
+    (),
+    "1 while the ThermalThrottling alert's condition holds for the GPU, else 0.",
+)
+GPU_CONDITION_SERIES: tuple[Series, ...] = (GPU_POWER_THROTTLED, GPU_THERMAL_THROTTLED)
 
 # The series that says which GPUs an execution holds: present for every attributed GPU.
 GPU_PRESENCE = GPU_UTILIZATION
@@ -752,6 +796,7 @@ ALL_SERIES: tuple[Series, ...] = (
     *HOST_SERIES,
     *GPU_SERIES,
     *GPU_HEALTH_SERIES,
+    *GPU_CONDITION_SERIES,
     NODE_GPU_COUNT,
     *NODE_SERIES,
     *NODE_DERIVED_SERIES,

@@ -156,10 +156,11 @@ class RuleBuilder:
             return catalog.UNITS[catalog.VIOLATION_UNITS[self.cfg.dcgm.violation_counter_unit]]
         return catalog.UNITS[raw.unit]
 
-    def read(self, raw: catalog.RawMetric, *matchers: str) -> Expr:
-        """A raw metric selected and in its base unit; counters are read as rates (``rate``)."""
+    def read(self, raw: catalog.RawMetric, *matchers: str, cumulative: bool = False) -> Expr:
+        """A raw metric selected and in its base unit; counters are read as rates (``rate``) unless
+        ``cumulative`` (their running total is recorded)."""
         expr: Expr = selector(raw.name, raw.matchers, *matchers)
-        if raw.type == "counter":
+        if raw.type == "counter" and not cumulative:
             expr = self.rate(expr)
         return self.unit_of(raw).to_base(expr)
 
@@ -180,7 +181,9 @@ class RuleBuilder:
         """One signal in its base unit, one series per GPU identity, newest exporter name first."""
         branches = []
         for raw in signal.raws_for(self.cfg.dcgm.generations):
-            expr = self.read(raw, self.cfg.selectors.dcgm, self.attribution.raw_matchers, where)
+            expr = self.read(
+                raw, self.cfg.selectors.dcgm, self.attribution.raw_matchers, where, cumulative=signal.cumulative
+            )
             if self.attribution.per_branch:
                 for target, source in self.attribution.label_aliases:
                     expr = label_copy(expr, target, source)
@@ -197,8 +200,11 @@ class RuleBuilder:
             return None
         return substitute(formula.expr, lambda key: self.normalised(catalog.SIGNALS[key], formula.where))
 
-    def gpu_rule(self, series: Series) -> RecordingRule:
-        """Formulas over signals are attributed together; those over recorded series follow as written."""
+    def gpu_rule(self, series: Series) -> RecordingRule | None:
+        """Formulas over signals are attributed together; those over recorded series follow as written.
+
+        None where no configured exporter generation emits what the series needs (the energy
+        counter on 4.9 and later)."""
         from_signals = [f for f in series.formulas if f.signals]
         from_recorded = [f.expr for f in series.formulas if not f.signals]
         alternatives = [e for e in (self.gpu_formula(f) for f in from_signals) if e is not None]
@@ -207,7 +213,13 @@ class RuleBuilder:
         attributed = [self.attribution.named(self.attribution.attribute(any_of(alternatives)))] if alternatives else []
         if attributed and from_recorded:
             attributed = [Paren(attributed[0])]
+        if not attributed + from_recorded:
+            return None
         return RecordingRule(series.name, any_of(attributed + from_recorded))
+
+    def gpu_rules(self, series: tuple[Series, ...]) -> tuple[RecordingRule, ...]:
+        """The rules of ``series`` that the configured generations can compute."""
+        return tuple(rule for rule in map(self.gpu_rule, series) if rule is not None)
 
     # -- per-host --------------------------------------------------------------------------
     def node_rule(self, series: Series) -> RecordingRule:
@@ -317,6 +329,21 @@ class RuleBuilder:
         """Per scrape target, the first candidate that has a series for it (``or on (job, instance)``)."""
         return any_of(candidates, matching=on(catalog.TARGET_LABELS))
 
+    # -- alert conditions ----------------------------------------------------------------
+    def condition_rules(self) -> tuple[RecordingRule, ...]:
+        """Each throttling alert's condition per GPU: 1 where it holds, 0 for every other GPU held."""
+        from gpu_execution_pack.rules.alerts import AlertBuilder  # alerts read this module's series
+
+        alerts = AlertBuilder(self.cfg)
+        held = catalog.GPU_PRESENCE.select() * 0
+        return tuple(
+            RecordingRule(series.name, any_of([Paren(Paren(condition) * 0 + 1), held], stacked=False))
+            for series, condition in (
+                (catalog.GPU_POWER_THROTTLED, alerts.power_throttling_condition()),
+                (catalog.GPU_THERMAL_THROTTLED, alerts.thermal_throttling_condition()),
+            )
+        )
+
     # -- cost ------------------------------------------------------------------------------
     def price_rule(self) -> RecordingRule:
         """Listed models at their price, and every other model in use at the default price."""
@@ -336,14 +363,21 @@ class RuleBuilder:
             RuleGroup(
                 f"{GROUP_PREFIX}.execution_gpu",
                 "execution-gpu",
-                tuple(self.gpu_rule(s) for s in catalog.GPU_SERIES),
+                self.gpu_rules(catalog.GPU_SERIES),
                 interval,
             ),
             # Alert inputs, after the series they read; same file as the per-GPU series.
             RuleGroup(
                 f"{GROUP_PREFIX}.execution_gpu_health",
                 "execution-gpu",
-                tuple(self.gpu_rule(s) for s in catalog.GPU_HEALTH_SERIES),
+                self.gpu_rules(catalog.GPU_HEALTH_SERIES),
+                derived,
+            ),
+            # The alerts' throttling conditions as 0/1 series, for the report; after their inputs.
+            RuleGroup(
+                f"{GROUP_PREFIX}.execution_gpu_conditions",
+                "execution-gpu",
+                self.condition_rules(),
                 derived,
             ),
             RuleGroup(

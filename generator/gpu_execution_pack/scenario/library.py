@@ -278,3 +278,35 @@ def alert_suite() -> list[Scenario]:
         xid(),
         training_in("4.8"),
     ]
+
+
+# --- Report scenarios -----------------------------------------------------------------------
+
+
+def idle_job() -> Scenario:
+    """An execution that never uses its GPU, beside nothing."""
+    e = Execution("idle-0022", (Gpu("h17", 0),), ("idle",) * 8)
+    return Scenario("a job that never touches its GPU", idle_job.__doc__ or "", (Host("h17"),), (e,))
+
+
+def merged(name: str, scenarios: list[Scenario]) -> Scenario:
+    """Several scenarios on one Prometheus: their hosts, executions and quirks side by side."""
+    return Scenario(
+        name,
+        "; ".join(s.name for s in scenarios),
+        tuple(h for s in scenarios for h in s.hosts),
+        tuple(e for s in scenarios for e in s.executions),
+        unowned_gpus=tuple(g for s in scenarios for g in s.unowned_gpus),
+        missing=frozenset().union(*(s.missing for s in scenarios)),
+        exported=frozenset().union(*(s.exported for s in scenarios)),
+        xid_events=tuple(x for s in scenarios for x in s.xid_events),
+    )
+
+
+def report_suite() -> Scenario:
+    """One execution per verdict of the report: idle, input- and I/O-bound, a leak ending in a crash, host RAM
+    exhaustion, power capping, a hot GPU, a new Xid, a telemetry gap, healthy runs, MIG, two hosts."""
+    return merged(
+        "report verdicts",
+        [training(), waste(), oom_crash(), host_oom(), power_capped(), hot(), xid(), dcgm_lost(), mig(), idle_job()],
+    )

@@ -23,9 +23,14 @@ from gpu_execution_pack.rules.catalog import Series
 BYTES_PER_MIB = 1024 * 1024
 HERTZ_PER_MHZ = 1_000_000
 PERCENT_PER_RATIO = 100
+MILLIJOULES_PER_JOULE = 1000
 
 STEP_SECONDS = 15  # dcgm-exporter's and node_exporter's usual scrape interval
 RESERVED_MIB = 512  # framebuffer the driver keeps: FB_RESERVED, and in FB_TOTAL but not in used + free
+# DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (mJ since the driver loaded): the generations that publish it
+# under that name, and what it reads when the scenario starts (a value seen on a real A30).
+ENERGY_COUNTER_GENERATIONS = ("3.3", "4.8")
+ENERGY_AT_START_MILLIJOULES = 126_272_101_025
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -444,6 +449,8 @@ def gpu_truth(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float)
         out[catalog.GPU_POWER_TO_LIMIT] = out[catalog.GPU_POWER] / limit
     out[catalog.GPU_SM_CLOCK_PEAK] = float(sm_clock_peak_mhz(scenario, execution, gpu, minute) * HERTZ_PER_MHZ)
     out[catalog.GPU_LAST_XID] = float(last_xid(scenario, gpu, minute))
+    if publishes_energy(scenario, gpu):
+        out[catalog.GPU_ENERGY] = energy_millijoules(scenario, gpu, minute) / MILLIJOULES_PER_JOULE
     if "clocks_event_reasons" in scenario.exported:
         out[catalog.GPU_CLOCKS_EVENT_REASONS] = float(device.clock_event_reasons)
     if "power_violation" in scenario.exported:
@@ -514,6 +521,26 @@ def _clock_peaks(scenario: Scenario, gpu: Gpu, start: float) -> dict[float, int]
         peak = max(peak, device_load(scenario, gpu, m).sm_clock_mhz)
         peaks[m] = peak
     return peaks
+
+
+def publishes_energy(scenario: Scenario, gpu: Gpu) -> bool:
+    """Whether the GPU's exporter publishes the energy counter."""
+    return "energy" not in scenario.missing and scenario.host(gpu.host).generation in ENERGY_COUNTER_GENERATIONS
+
+
+def energy_millijoules(scenario: Scenario, gpu: Gpu, minute: float) -> int:
+    """The physical GPU's energy counter at ``minute``: each earlier sample's power held for one step."""
+    return _energy_totals(scenario, gpu.device_key)[minute]
+
+
+@cache
+def _energy_totals(scenario: Scenario, device: tuple[str, int]) -> dict[float, int]:
+    gpu = next(g for g in scenario.all_gpus() if g.device_key == device)
+    totals, total = {}, ENERGY_AT_START_MILLIJOULES
+    for m in grid(0, scenario.window_minutes + 10):  # the alert oracle looks a few steps past the window
+        totals[m] = total
+        total += round(device_power(scenario, gpu, m) * STEP_SECONDS * MILLIJOULES_PER_JOULE)
+    return totals
 
 
 def last_xid(scenario: Scenario, gpu: Gpu, minute: float) -> int:

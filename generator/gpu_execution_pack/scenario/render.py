@@ -210,7 +210,9 @@ class Renderer:
                         raw = raw_for(key, host.generation)
                         if raw is None or not published(key, raw, self.s):
                             continue
-                        if raw.type == "counter":
+                        if key == "energy":
+                            value = partial(model.energy_millijoules, self.s, gpu)
+                        elif raw.type == "counter":
                             value = self.violation_counter(key, gpu)
                         else:
                             value = partial(self.raw_value, key, gpu, owner, raw.unit)

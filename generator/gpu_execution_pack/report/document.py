@@ -1,0 +1,266 @@
+"""The execution report and the fleet ranking as JSON documents: the one implementation behind
+``gpu-execution-pack report`` and the summary endpoints.
+
+Keys are camelCase like the metrics endpoint's; figures are in the API's units (percent, bytes,
+watts, seconds, kWh). docs/report.md describes every key, verdict and threshold.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from gpu_execution_pack.api.metrics import ExecutionMetrics, RequestError, iso, parse_time
+from gpu_execution_pack.api.prometheus import PrometheusClient
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.promql import parse_duration_seconds
+from gpu_execution_pack.report import figures as fig
+from gpu_execution_pack.report.verdicts import judge
+from gpu_execution_pack.rules import catalog
+
+JOULES_PER_KWH = 3_600_000
+MAX_HEAVY_PHASE_POINTS = 10_000  # points of the one range query that finds the heavy phase
+MAX_FLEET_TOP = 1000
+
+
+def pct(ratio: float | None) -> float | None:
+    return None if ratio is None else round(ratio * 100, 2)
+
+
+def rounded(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(value, digits)
+
+
+def mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def energy(f: fig.ExecutionFigures) -> tuple[float | None, str]:
+    """Joules over the span, each physical GPU once (MIG instances repeat the device's counter and power),
+    and which source gave them: the energy counter, the integral of board power, or both (per GPU)."""
+    per_device: dict[tuple[str, str], tuple[float, str]] = {}
+    for g in f.gpus:
+        device = (g.labels.get("execution_id", ""), g.labels.get("UUID", ""))
+        if (joules := f.energy_joules(g)) is not None:
+            per_device[device] = (joules, "energy_counter")
+        elif g.power_integral_joules is not None and per_device.get(device, (0, ""))[1] != "energy_counter":
+            per_device[device] = (g.power_integral_joules, "power_integral")
+    if not per_device:
+        return None, "none"
+    sources = {source for _, source in per_device.values()}
+    return sum(j for j, _ in per_device.values()), sources.pop() if len(sources) == 1 else "mixed"
+
+
+def cost(cfg: Config, f: fig.ExecutionFigures) -> float:
+    """GPU-hours billed at each model's price (dashboards.price_per_gpu_hour)."""
+    d = cfg.dashboards
+    prices = dict(d.price_per_gpu_hour)
+    return sum(
+        g.samples
+        * f.gpu_interval
+        / 3600
+        * prices.get(g.labels.get(catalog.MODEL_LABEL, ""), d.default_price_per_gpu_hour)
+        for g in f.gpus
+    )
+
+
+def cost_block(cfg: Config, f: fig.ExecutionFigures, joules: float | None) -> dict[str, Any]:
+    billed, worked = f.billed_seconds / 3600, f.worked_seconds / 3600
+    r = cfg.report
+    block: dict[str, Any] = {
+        "gpuHoursBilled": rounded(billed, 4),
+        "gpuHoursWorked": rounded(worked, 4),
+        "gpuHoursWasted": rounded(billed - worked, 4),
+        "efficiencyPercent": pct(worked / billed) if billed else None,
+        "currency": cfg.dashboards.currency,
+        "cost": rounded(cost(cfg, f), 2),
+    }
+    kwh = None if joules is None else joules / JOULES_PER_KWH
+    if r.energy_price_per_kwh and kwh is not None:
+        block["energyCost"] = rounded(kwh * r.energy_price_per_kwh, 2)
+    if r.grams_co2e_per_kwh and kwh is not None:
+        block["co2eKg"] = rounded(kwh * r.grams_co2e_per_kwh / 1000, 3)
+    return block
+
+
+def gpu_entry(f: fig.ExecutionFigures, g: fig.GpuFigures) -> dict[str, Any]:
+    labels = g.labels
+    joules = f.energy_joules(g)
+    joules = g.power_integral_joules if joules is None else joules
+    return {
+        "hostname": labels.get(catalog.HOST_LABEL, ""),
+        "gpu": labels.get("gpu", ""),
+        "uuid": labels.get("UUID", ""),
+        "model": labels.get(catalog.MODEL_LABEL, ""),
+        "migInstance": labels.get("GPU_I_ID", ""),
+        "migProfile": labels.get("GPU_I_PROFILE", ""),
+        "utilizationPercent": pct(g.util_mean),
+        "heavyPhaseUtilizationPercent": pct(g.util_heavy_mean),
+        "memoryPeakBytes": rounded(g.mem_peak_bytes, 0),
+        "memoryPeakPercent": pct(g.mem_peak_ratio),
+        "secondsAboveOomThreshold": g.oom_samples * f.gpu_interval,
+        "powerMeanWatt": rounded(g.power_mean, 2),
+        "powerLimitMeanWatt": rounded(g.power_limit_mean, 2),
+        "powerThrottledSeconds": g.power_throttled_samples * f.derived_interval,
+        "thermalThrottledSeconds": g.thermal_throttled_samples * f.derived_interval,
+        "temperatureMaxCelsius": rounded(g.temp_max, 1),
+        "xidErrors": [int(g.xid_last)] if g.xid_changes > 0 and (g.xid_last or 0) > 0 else [],
+        "energyKwh": None if joules is None else rounded(joules / JOULES_PER_KWH, 4),
+        "gpuHoursBilled": rounded(g.samples * f.gpu_interval / 3600, 4),
+        "gpuHoursWorked": rounded(g.worked_samples * f.gpu_interval / 3600, 4),
+    }
+
+
+def summary(
+    cfg: Config, f: fig.ExecutionFigures, start: float, end: float, running: bool, expected_samples: int | None
+) -> dict[str, Any]:
+    """The report document of one execution's figures."""
+    a = cfg.alerts
+    utils = [g.util_mean for g in f.gpus if g.util_mean is not None]
+    heavy = [g.util_heavy_mean for g in f.gpus if g.util_heavy_mean is not None]
+    cpus = [h.cpu_mean for h in f.hosts if h.cpu_mean is not None]
+    joules, source = energy(f)
+    powers = [g.power_mean for g in f.gpus if g.power_mean is not None]
+    limits = [g.power_limit_mean for g in f.gpus if g.power_limit_mean is not None]
+    ratios = [g.power_mean / g.power_limit_mean for g in f.gpus if g.power_mean and g.power_limit_mean]
+    return {
+        "executionId": f.execution_id,
+        "start": iso(start),
+        "end": iso(end),
+        "durationSeconds": round(end - start, 3),
+        "running": running,
+        "gpus": {
+            "count": len(f.gpus),
+            "models": sorted({g.labels.get(catalog.MODEL_LABEL, "") for g in f.gpus}),
+            "migProfiles": sorted({g.labels["GPU_I_PROFILE"] for g in f.gpus if g.labels.get("GPU_I_PROFILE")}),
+            "devices": [gpu_entry(f, g) for g in f.gpus],
+        },
+        "hosts": [
+            {
+                "hostname": h.hostname,
+                "cpuMeanPercent": pct(h.cpu_mean),
+                "ramPeakBytes": rounded(h.ram_peak_bytes, 0),
+                "ramPeakPercent": pct(h.ram_peak_ratio),
+                "ramTotalBytes": rounded(h.ram_total_bytes, 0),
+            }
+            for h in f.hosts
+        ],
+        "utilization": {
+            "gpuMeanPercent": pct(mean(utils)),
+            "heavyPhase": {
+                "start": None if f.heavy_phase_start is None else iso(f.heavy_phase_start),
+                "seconds": None if f.heavy_phase_start is None else round(end - f.heavy_phase_start, 3),
+                "gpuMeanPercent": pct(mean(heavy)),
+                "memoryShareOfPeak": cfg.report.heavy_phase_memory_share,
+            },
+            "hostCpuMeanPercent": pct(mean(cpus)),
+            "lowUtilizationSeconds": f.low_util_samples * f.gpu_interval,
+        },
+        "memory": {
+            "gpuPeakBytes": rounded(max((g.mem_peak_bytes or 0 for g in f.gpus), default=None), 0),
+            "gpuPeakPercent": pct(max((g.mem_peak_ratio or 0 for g in f.gpus), default=None)),
+            "oomThresholdPercent": pct(a.gpu_memory_high.threshold),
+            "secondsAboveOomThreshold": max((g.oom_samples for g in f.gpus), default=0) * f.gpu_interval,
+            "hostRamPeakBytes": rounded(max((h.ram_peak_bytes or 0 for h in f.hosts), default=None), 0),
+            "hostRamPeakPercent": pct(max((h.ram_peak_ratio or 0 for h in f.hosts), default=None)),
+        },
+        "power": {
+            "energyKwh": None if joules is None else rounded(joules / JOULES_PER_KWH, 4),
+            "energySource": source,
+            "powerMeanWatt": rounded(mean(powers), 2),
+            "powerLimitMeanWatt": rounded(mean(limits), 2),
+            "powerToLimitPercent": pct(mean(ratios)),
+            "powerThrottledSeconds": max((g.power_throttled_samples for g in f.gpus), default=0) * f.derived_interval,
+            "thermalThrottledSeconds": max((g.thermal_throttled_samples for g in f.gpus), default=0)
+            * f.derived_interval,
+            "temperatureMaxCelsius": rounded(max((g.temp_max or 0 for g in f.gpus), default=None), 1),
+        },
+        "cost": cost_block(cfg, f, joules),
+        "alerts": [
+            {"alertname": x.alertname, "severity": x.severity, "firingSeconds": x.firing_samples * f.derived_interval}
+            for x in f.alerts
+        ],
+        "verdicts": [v.as_json() for v in judge(f, cfg, running=running, expected_samples=expected_samples)],
+    }
+
+
+async def execution_summary(
+    cfg: Config,
+    prometheus: PrometheusClient,
+    execution_id: str,
+    start: str | None = None,
+    end: str | None = None,
+    tenant: str | None = None,
+) -> dict[str, Any]:
+    """The report of one execution over its span (or ``start``..``end``); ``tenant`` None: every tenant."""
+    metrics = ExecutionMetrics(cfg, prometheus)
+    metrics.check_id(execution_id)
+    start_s, end_s = parse_time("start", start), parse_time("end", end)
+    if start_s is not None and end_s is not None and end_s < start_s:
+        raise RequestError(400, "end: before start")
+    first, last, running = await metrics.span(execution_id, tenant)
+    start_s = first if start_s is None else max(start_s, first)
+    end_s = last if end_s is None else min(end_s, last)
+    if end_s < start_s:
+        raise RequestError(
+            400, f"start..end: the execution has no samples between them (it ran {iso(first)} to {iso(last)})"
+        )
+    scope = fig.Scope(cfg, execution_id, tenant)
+    # Alerts about lost telemetry fire after the last sample: read them a telemetry_missing.window on.
+    after = 0.0 if running else min(parse_duration_seconds(cfg.alerts.telemetry_missing.window), time.time() - end_s)
+    found = await fig.collect(cfg, prometheus, scope, end_s - start_s, end_s, [execution_id], max(after, 0.0))
+    if execution_id not in found:
+        raise RequestError(404, f"execution {execution_id!r} not found")
+    figures = found[execution_id]
+    step = max(figures.gpu_interval, (end_s - start_s) / MAX_HEAVY_PHASE_POINTS)
+    figures.heavy_phase_start, heavy = await fig.heavy_phase(cfg, prometheus, scope, start_s, end_s, step)
+    for g in figures.gpus:
+        g.util_heavy_mean = heavy.get(fig.key_of({**g.labels}, fig.GPU_KEY))
+    expected_samples = round((end_s - start_s) / figures.gpu_interval) + 1
+    return summary(cfg, figures, start_s, end_s, running and end is None, expected_samples)
+
+
+async def fleet_summary(
+    cfg: Config, prometheus: PrometheusClient, since: str = "7d", top: int = 20, tenant: str | None = None
+) -> dict[str, Any]:
+    """Executions with samples in the last ``since``, ranked by GPU-hours wasted (billed less worked)."""
+    try:
+        window = parse_duration_seconds(since)
+    except ValueError:
+        raise RequestError(400, f"since: {since!r} is not a Prometheus duration such as 1d or 7d") from None
+    lookback = parse_duration_seconds(cfg.api.lookback)
+    if not 0 < window <= lookback:
+        raise RequestError(400, f"since: {since!r} is not accepted; accepted: above 0 and at most {cfg.api.lookback}")
+    if not 1 <= top <= MAX_FLEET_TOP:
+        raise RequestError(400, f"top: {top} is not accepted; accepted: 1 to {MAX_FLEET_TOP}")
+    now = time.time()
+    found = await fig.collect(cfg, prometheus, fig.Scope(cfg, None, tenant), window, now)
+    rows = []
+    for f in found.values():
+        billed, worked = f.billed_seconds / 3600, f.worked_seconds / 3600
+        joules, _ = energy(f)
+        # Without a span per execution, the fleet view judges no gaps, and treats every execution as ended.
+        verdicts = judge(f, cfg, running=False, expected_samples=None)
+        rows.append(
+            {
+                "executionId": f.execution_id,
+                "gpus": len(f.gpus),
+                "models": sorted({g.labels.get(catalog.MODEL_LABEL, "") for g in f.gpus}),
+                "gpuHoursBilled": rounded(billed, 4),
+                "gpuHoursWorked": rounded(worked, 4),
+                "gpuHoursWasted": rounded(billed - worked, 4),
+                "efficiencyPercent": pct(worked / billed) if billed else None,
+                "energyKwh": None if joules is None else rounded(joules / JOULES_PER_KWH, 4),
+                "verdicts": [v.code for v in verdicts],
+            }
+        )
+    rows.sort(key=lambda row: (-(row["gpuHoursWasted"] or 0), row["executionId"]))
+    return {
+        "since": since,
+        "end": iso(now),
+        "executions": len(rows),
+        "gpuHoursBilled": rounded(sum(r["gpuHoursBilled"] or 0 for r in rows), 4),
+        "gpuHoursWasted": rounded(sum(r["gpuHoursWasted"] or 0 for r in rows), 4),
+        "top": rows[:top],
+    }

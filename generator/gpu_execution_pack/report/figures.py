@@ -1,0 +1,361 @@
+"""The figures of an execution report, read from the recorded series with a few instant queries.
+
+Every figure is an ``*_over_time`` of a recorded series over the span, evaluated at the span's
+end, grouped by execution and GPU (or host). The same queries answer one execution (an
+``execution_id`` matcher) and the fleet (none): one implementation behind ``report ID`` and
+``report --since``. Times are counted in recorded samples times the interval of the group that
+records them, so GPU-hours are exact to the rule interval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from gpu_execution_pack.api.prometheus import PrometheusClient, PrometheusError
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.promql import (
+    Expr,
+    Range,
+    aggregate,
+    call,
+    format_duration,
+    match,
+    on,
+    parse_duration_seconds,
+    render,
+    selector,
+)
+from gpu_execution_pack.rules import catalog
+from gpu_execution_pack.rules.catalog import EXECUTION_LABEL, HOST_LABEL, Series
+
+GPU_KEY = (EXECUTION_LABEL, *catalog.GPU_IDENTITY_LABELS)
+HOST_KEY = (EXECUTION_LABEL, HOST_LABEL)
+PROMETHEUS_DEFAULT_INTERVAL = "1m"  # Prometheus' global evaluation_interval when its config sets none
+ALERTS_METRIC = "ALERTS"  # Prometheus' own series of firing and pending alerts
+# The GPU series whose absence a report names: without them a verdict cannot be given.
+REQUIRED_GPU_SERIES: tuple[Series, ...] = (
+    catalog.GPU_UTILIZATION,
+    catalog.GPU_MEMORY_UTILIZATION,
+    catalog.GPU_POWER,
+    catalog.GPU_TEMPERATURE,
+    catalog.GPU_POWER_LIMIT,
+)
+
+
+@dataclass
+class GpuFigures:
+    """One GPU (or MIG instance) of one execution over the span."""
+
+    labels: dict[str, str]
+    samples: int = 0
+    util_mean: float | None = None
+    util_heavy_mean: float | None = None
+    worked_samples: float = 0.0  # utilisation summed over samples
+    mem_peak_bytes: float | None = None
+    mem_peak_ratio: float | None = None
+    mem_last_ratio: float | None = None
+    oom_samples: int = 0  # samples at or above the OOM threshold
+    power_mean: float | None = None
+    power_limit_mean: float | None = None
+    power_throttled_samples: float = 0.0
+    thermal_throttled_samples: float = 0.0
+    temp_max: float | None = None
+    xid_changes: float = 0.0
+    xid_last: float | None = None
+    energy_increase: float | None = None  # the energy counter's increase(), extrapolated by Prometheus
+    energy_spread: float | None = None  # its highest less its lowest sample: the increase where it did not reset
+    energy_resets: float = 0.0
+    energy_samples: int = 0
+    power_integral_joules: float | None = None  # board power summed over samples
+    present: set[str] = field(default_factory=set)  # names of the REQUIRED_GPU_SERIES it has
+
+
+@dataclass
+class HostFigures:
+    hostname: str
+    cpu_mean: float | None = None
+    ram_peak_bytes: float | None = None
+    ram_peak_ratio: float | None = None
+    ram_total_bytes: float | None = None
+
+
+@dataclass
+class AlertFigures:
+    alertname: str
+    severity: str
+    firing_samples: float
+
+
+@dataclass
+class ExecutionFigures:
+    """Everything the verdicts and the document read about one execution."""
+
+    execution_id: str
+    gpu_interval: float  # seconds between samples of the per-GPU series
+    derived_interval: float  # seconds between samples of the alert inputs, conditions and alerts
+    gpus: list[GpuFigures] = field(default_factory=list)
+    hosts: list[HostFigures] = field(default_factory=list)
+    alerts: list[AlertFigures] = field(default_factory=list)
+    low_util_samples: int = 0  # samples with the execution's mean utilisation under the waste threshold
+    cpu_during_low_util: float | None = None
+    heavy_phase_start: float | None = None
+
+    def energy_joules(self, gpu: GpuFigures) -> float | None:
+        """The GPU's energy over the span from its counter; None without two samples of it.
+
+        The counter's first and last samples span a little less than the GPU was held (the
+        recorded series start a rule evaluation or two late), so its rise is scaled to the time
+        held at the mean power between them.
+        """
+        if gpu.energy_samples < 2:
+            return None
+        rise = gpu.energy_spread if gpu.energy_resets == 0 and gpu.energy_spread is not None else gpu.energy_increase
+        if rise is None:
+            return None
+        covered = (gpu.energy_samples - 1) * self.derived_interval
+        return rise * (gpu.samples * self.gpu_interval) / covered
+
+    @property
+    def billed_seconds(self) -> float:
+        return sum(g.samples for g in self.gpus) * self.gpu_interval
+
+    @property
+    def worked_seconds(self) -> float:
+        return sum(g.worked_samples for g in self.gpus) * self.gpu_interval
+
+
+class Scope:
+    """Which series a report reads: one execution or all, of one tenant or all."""
+
+    def __init__(self, cfg: Config, execution_id: str | None, tenant: str | None):
+        self.cfg = cfg
+        self.tenant_value = tenant
+        self.execution = [match(EXECUTION_LABEL, execution_id)] if execution_id else []
+        self.tenant = [match(cfg.api.tenant_label, tenant)] if tenant else []
+
+    def gpu(self, series: Series) -> Expr:
+        return series.select(*self.execution, *self.tenant)
+
+    def host(self, series: Series) -> Expr:
+        """Host series carry no tenant: they are kept for the hosts the tenant's GPUs are on."""
+        expr = series.select(*self.execution)
+        if not self.tenant:
+            return expr
+        hosts = aggregate("group", HOST_KEY, self.gpu(catalog.GPU_PRESENCE))
+        return expr.and_(hosts, on(HOST_KEY))
+
+    def host_over(self, function: str, series: Series, window: str) -> Expr:
+        """``function`` over ``window`` of a host series, kept for the hosts the tenant's GPUs were on in it."""
+        expr = over(function, series.select(*self.execution), window)
+        if not self.tenant:
+            return expr
+        hosts = aggregate("group", HOST_KEY, over("count_over_time", self.gpu(catalog.GPU_PRESENCE), window))
+        return expr.and_(hosts, on(HOST_KEY))
+
+    def alerts(self) -> Expr:
+        """Firing alerts of the executions; execution-wide alerts carry no tenant, GPU alerts do."""
+        executions = self.execution or [match(EXECUTION_LABEL, "", "!=")]
+        tenant = []
+        if self.tenant_value is not None:
+            tenant = [match(self.cfg.api.tenant_label, re.escape(self.tenant_value) + "|", "=~")]
+        return selector(ALERTS_METRIC, match("alertstate", "firing"), *executions, *tenant)
+
+
+def over(function: str, expr: Expr, window: str) -> Expr:
+    return call(function, expr.range(window))
+
+
+async def global_interval(prometheus: PrometheusClient) -> float:
+    """Prometheus' global evaluation_interval, from its configuration (status/config)."""
+    body = await prometheus.status_config()
+    try:
+        config = yaml.safe_load(body) or {}
+        value = (config.get("global") or {}).get("evaluation_interval") or PROMETHEUS_DEFAULT_INTERVAL
+        return parse_duration_seconds(str(value))
+    except (yaml.YAMLError, ValueError, AttributeError):
+        raise PrometheusError(502, "Prometheus' configuration has no readable global evaluation_interval") from None
+
+
+async def intervals(cfg: Config, prometheus: PrometheusClient) -> tuple[float, float]:
+    """Seconds between samples of the per-GPU and of the derived groups; Prometheus' own where the config is empty."""
+    found: float | None = None
+
+    async def of(value: str) -> float:
+        nonlocal found
+        if value:
+            return parse_duration_seconds(value)
+        if found is None:
+            try:
+                found = await global_interval(prometheus)
+            except PrometheusError as err:
+                raise PrometheusError(
+                    502,
+                    f"{err}; set rule_interval and derived_rule_interval in the config where the query API "
+                    "(Thanos, Mimir) does not serve Prometheus' configuration",
+                ) from None
+        return found
+
+    return await of(cfg.rule_interval), await of(cfg.derived_interval)
+
+
+def key_of(metric: dict[str, str], labels: Iterable[str]) -> tuple[str, ...]:
+    return tuple(metric.get(label, "") for label in labels)
+
+
+async def collect(
+    cfg: Config,
+    prometheus: PrometheusClient,
+    scope: Scope,
+    window_seconds: float,
+    at: float,
+    execution_ids: Iterable[str] = (),
+    alerts_after: float = 0.0,
+) -> dict[str, ExecutionFigures]:
+    """Figures of every execution in ``scope`` with samples in the ``window_seconds`` before ``at``.
+
+    Alerts are read ``alerts_after`` seconds beyond ``at`` too: an execution whose telemetry
+    stopped is told so by alerts that fire after its last sample.
+    """
+    gpu_interval, derived_interval = await intervals(cfg, prometheus)
+    window = format_duration(max(1.0, math.ceil(window_seconds)))
+    step = format_duration(gpu_interval)
+    a = cfg.alerts
+
+    def g(series: Series) -> Expr:
+        return scope.gpu(series)
+
+    util = g(catalog.GPU_UTILIZATION)
+    gpu_queries: dict[str, Expr] = {
+        "samples": over("count_over_time", util, window),
+        "util_mean": over("avg_over_time", util, window),
+        "worked_samples": over("sum_over_time", util, window),
+        "mem_peak_bytes": over("max_over_time", g(catalog.GPU_MEMORY_USED), window),
+        "mem_peak_ratio": over("max_over_time", g(catalog.GPU_MEMORY_UTILIZATION), window),
+        "mem_last_ratio": over("last_over_time", g(catalog.GPU_MEMORY_UTILIZATION), window),
+        "oom_samples": call(
+            "count_over_time", Range(g(catalog.GPU_MEMORY_UTILIZATION).ge(a.gpu_memory_high.threshold), window, step)
+        ),
+        "power_mean": over("avg_over_time", g(catalog.GPU_POWER), window),
+        "power_integral_joules": over("sum_over_time", g(catalog.GPU_POWER), window) * gpu_interval,
+        "power_limit_mean": over("avg_over_time", g(catalog.GPU_POWER_LIMIT), window),
+        "power_throttled_samples": over("sum_over_time", g(catalog.GPU_POWER_THROTTLED), window),
+        "thermal_throttled_samples": over("sum_over_time", g(catalog.GPU_THERMAL_THROTTLED), window),
+        "temp_max": over("max_over_time", g(catalog.GPU_TEMPERATURE), window),
+        "xid_changes": over("changes", g(catalog.GPU_LAST_XID), window),
+        "xid_last": over("last_over_time", g(catalog.GPU_LAST_XID), window),
+        "energy_increase": over("increase", g(catalog.GPU_ENERGY), window),
+        "energy_spread": over("max_over_time", g(catalog.GPU_ENERGY), window)
+        - over("min_over_time", g(catalog.GPU_ENERGY), window),
+        "energy_resets": over("resets", g(catalog.GPU_ENERGY), window),
+        "energy_samples": over("count_over_time", g(catalog.GPU_ENERGY), window),
+    }
+    presence = {s.name: over("count_over_time", g(s), window) for s in REQUIRED_GPU_SERIES}
+    host_queries: dict[str, Expr] = {
+        "cpu_mean": scope.host_over("avg_over_time", catalog.NODE_CPU_UTILIZATION, window),
+        "ram_peak_bytes": scope.host_over("max_over_time", catalog.NODE_RAM_USED, window),
+        "ram_peak_ratio": scope.host_over("max_over_time", catalog.NODE_RAM_UTILIZATION, window),
+        "ram_total_bytes": scope.host_over("max_over_time", catalog.NODE_RAM_TOTAL, window),
+    }
+    by_execution = (EXECUTION_LABEL,)
+    mean_util = aggregate("avg", by_execution, util)
+    low = mean_util.lt(a.gpu_underutilized.threshold)
+    cpu = aggregate("max", by_execution, scope.host(catalog.NODE_CPU_UTILIZATION))
+    execution_queries: dict[str, Expr] = {
+        "low_util_samples": call("count_over_time", Range(low, window, step)),
+        "cpu_during_low_util": call("avg_over_time", Range(cpu.and_(low, on(by_execution)), window, step)),
+    }
+    alerts_window = format_duration(max(1.0, math.ceil(window_seconds + alerts_after)))
+    alerts = aggregate(
+        "sum", (EXECUTION_LABEL, "alertname", "severity"), over("count_over_time", scope.alerts(), alerts_window)
+    )
+
+    async def run(expr: Expr) -> list[dict[str, Any]]:
+        when = at + alerts_after if expr is alerts else at
+        return await prometheus.instant(render(expr), at=when)
+
+    names = [*gpu_queries, *presence, *host_queries, *execution_queries, "alerts"]
+    exprs = [*gpu_queries.values(), *presence.values(), *host_queries.values(), *execution_queries.values(), alerts]
+    results = dict(zip(names, await asyncio.gather(*(run(e) for e in exprs)), strict=True))
+
+    executions: dict[str, ExecutionFigures] = {}
+
+    def execution(eid: str) -> ExecutionFigures:
+        if eid not in executions:
+            executions[eid] = ExecutionFigures(eid, gpu_interval, derived_interval)
+        return executions[eid]
+
+    gpus: dict[tuple[str, ...], GpuFigures] = {}
+    for r in results["samples"]:
+        key = key_of(r["metric"], GPU_KEY)
+        labels = {k: v for k, v in zip(GPU_KEY, key, strict=True) if v}
+        gpus[key] = GpuFigures(labels, samples=int(float(r["value"][1])))
+        execution(key[0]).gpus.append(gpus[key])
+    for name in gpu_queries:
+        if name == "samples":
+            continue
+        for r in results[name]:
+            target = gpus.get(key_of(r["metric"], GPU_KEY))
+            value = float(r["value"][1])
+            if target is not None and math.isfinite(value):
+                current = getattr(target, name)
+                setattr(target, name, int(value) if isinstance(current, int) else value)
+    for series in REQUIRED_GPU_SERIES:
+        for r in results[series.name]:
+            target = gpus.get(key_of(r["metric"], GPU_KEY))
+            if target is not None:
+                target.present.add(series.name)
+    hosts: dict[tuple[str, ...], HostFigures] = {}
+    for name in host_queries:
+        for r in results[name]:
+            key = key_of(r["metric"], HOST_KEY)
+            if key[0] not in executions:
+                continue  # a host series without GPU series in the window: nothing to report on
+            if key not in hosts:
+                hosts[key] = HostFigures(key[1])
+                executions[key[0]].hosts.append(hosts[key])
+            value = float(r["value"][1])
+            setattr(hosts[key], name, value if math.isfinite(value) else None)
+    for r in results["low_util_samples"]:
+        if (eid := r["metric"].get(EXECUTION_LABEL, "")) in executions:
+            executions[eid].low_util_samples = int(float(r["value"][1]))
+    for r in results["cpu_during_low_util"]:
+        if (eid := r["metric"].get(EXECUTION_LABEL, "")) in executions:
+            executions[eid].cpu_during_low_util = float(r["value"][1])
+    firing: dict[str, list[AlertFigures]] = defaultdict(list)
+    for r in results["alerts"]:
+        m = r["metric"]
+        firing[m.get(EXECUTION_LABEL, "")].append(
+            AlertFigures(m.get("alertname", ""), m.get("severity", ""), float(r["value"][1]))
+        )
+    for eid, figures in executions.items():
+        figures.alerts = sorted(firing.get(eid, []), key=lambda x: (x.alertname, x.severity))
+        figures.gpus.sort(key=lambda x: tuple(x.labels.get(k, "") for k in GPU_KEY))
+        figures.hosts.sort(key=lambda x: x.hostname)
+    wanted = set(execution_ids)
+    return {k: v for k, v in sorted(executions.items()) if not wanted or k in wanted}
+
+
+async def heavy_phase(
+    cfg: Config, prometheus: PrometheusClient, scope: Scope, start: float, end: float, step: float
+) -> tuple[float | None, dict[tuple[str, ...], float]]:
+    """When the heavy phase starts (the execution's GPU memory first at ``report.heavy_phase_memory_share``
+    of its peak) and each GPU's mean utilisation from then to ``end``."""
+    used = aggregate("sum", (EXECUTION_LABEL,), scope.gpu(catalog.GPU_MEMORY_USED))
+    points = await prometheus.range(render(used), start, end, step)
+    values = [(float(t), float(v)) for r in points for t, v in r["values"] if math.isfinite(float(v))]
+    if not values:
+        return None, {}
+    peak = max(v for _, v in values)
+    share = cfg.report.heavy_phase_memory_share
+    begin = next(t for t, v in values if v >= share * peak)
+    window = format_duration(max(1.0, end - begin))
+    result = await prometheus.instant(render(over("avg_over_time", scope.gpu(catalog.GPU_UTILIZATION), window)), at=end)
+    return begin, {key_of(r["metric"], GPU_KEY): float(r["value"][1]) for r in result}

@@ -1,0 +1,100 @@
+"""The report for a terminal: a jobstats-style summary with bars, then the verdicts as notes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+BAR_WIDTH = 30
+
+
+def bar(percent: float | None) -> str:
+    """``[|||||||          ] 23%``; an empty bar and ``n/a`` without data."""
+    if percent is None:
+        return f"[{' ' * BAR_WIDTH}]  n/a"
+    filled = round(max(0.0, min(percent, 100.0)) / 100 * BAR_WIDTH)
+    return f"[{'|' * filled}{' ' * (BAR_WIDTH - filled)}] {percent:3.0f}%"
+
+
+def gib(value: float | None) -> str:
+    return "n/a" if value is None else f"{value / 1024**3:.1f} GiB"
+
+
+def duration(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h:d}:{m:02d}:{s:02d}"
+
+
+def render_execution(doc: dict[str, Any]) -> str:
+    """One execution's report document as text."""
+    gpus, u, mem, power, cost = doc["gpus"], doc["utilization"], doc["memory"], doc["power"], doc["cost"]
+    lines = [
+        "=" * 72,
+        f"  GPU execution report: {doc['executionId']}",
+        "=" * 72,
+        f"  Span:      {doc['start']} to {doc['end']} ({duration(doc['durationSeconds'])})"
+        + ("  [running]" if doc["running"] else ""),
+        f"  GPUs:      {gpus['count']} x {', '.join(gpus['models'])}"
+        + (f" (MIG {', '.join(gpus['migProfiles'])})" if gpus["migProfiles"] else ""),
+        f"  Hosts:     {', '.join(h['hostname'] for h in doc['hosts']) or 'n/a'}",
+        "",
+        "  GPU utilisation",
+    ]
+    for d in gpus["devices"]:
+        name = f"{d['hostname']} GPU {d['gpu']}" + (f"/{d['migInstance']}" if d["migInstance"] else "")
+        lines.append(f"    {name:<24} {bar(d['utilizationPercent'])}")
+    heavy = u["heavyPhase"]
+    lines += [
+        f"    {'mean over the run':<24} {bar(u['gpuMeanPercent'])}",
+        f"    {'mean in the heavy phase':<24} {bar(heavy['gpuMeanPercent'])}",
+        f"    {'host CPU':<24} {bar(u['hostCpuMeanPercent'])}",
+        "",
+        "  GPU memory (peak)",
+    ]
+    for d in gpus["devices"]:
+        name = f"{d['hostname']} GPU {d['gpu']}" + (f"/{d['migInstance']}" if d["migInstance"] else "")
+        lines.append(f"    {name:<24} {bar(d['memoryPeakPercent'])}  {gib(d['memoryPeakBytes'])}")
+    lines += [
+        f"    above the OOM threshold ({mem['oomThresholdPercent']:.0f}%): {duration(mem['secondsAboveOomThreshold'])}",
+        f"    host RAM peak: {gib(mem['hostRamPeakBytes'])} ({mem['hostRamPeakPercent'] or 0:.0f}%)",
+        "",
+        "  Power",
+        f"    energy: {power['energyKwh'] if power['energyKwh'] is not None else 'n/a'} kWh"
+        f" (from {power['energySource'].replace('_', ' ')})",
+        f"    mean power: {power['powerMeanWatt']} W of a {power['powerLimitMeanWatt']} W limit",
+        f"    power-throttled: {duration(power['powerThrottledSeconds'])}, "
+        f"thermal-throttled: {duration(power['thermalThrottledSeconds'])}, "
+        f"hottest: {power['temperatureMaxCelsius']} °C",
+        "",
+        "  Cost",
+        f"    GPU-hours billed {cost['gpuHoursBilled']}, worked {cost['gpuHoursWorked']}"
+        f" (efficiency {cost['efficiencyPercent']}%): {cost['cost']} {cost['currency']}",
+    ]
+    if "energyCost" in cost:
+        lines.append(f"    energy cost: {cost['energyCost']} {cost['currency']}")
+    if "co2eKg" in cost:
+        lines.append(f"    emissions: {cost['co2eKg']} kg CO2e")
+    if doc["alerts"]:
+        lines += ["", "  Alerts that fired"]
+        lines += [f"    {a['alertname']} ({a['severity']}) for {duration(a['firingSeconds'])}" for a in doc["alerts"]]
+    lines += ["", "  Notes"]
+    for v in doc["verdicts"]:
+        lines += [f"    * [{v['code']}] {v['summary']}", f"      {v['advice']}"]
+    return "\n".join(lines) + "\n"
+
+
+def render_fleet(doc: dict[str, Any]) -> str:
+    """The fleet ranking as a table, most GPU-hours wasted first."""
+    lines = [
+        f"Executions in the last {doc['since']}: {doc['executions']}; GPU-hours billed {doc['gpuHoursBilled']}, "
+        f"wasted {doc['gpuHoursWasted']}",
+        "",
+        f"{'execution':<28} {'GPUs':>4} {'billed':>9} {'wasted':>9} {'eff.':>6}  verdicts",
+    ]
+    for row in doc["top"]:
+        eff = "n/a" if row["efficiencyPercent"] is None else f"{row['efficiencyPercent']:.0f}%"
+        lines.append(
+            f"{row['executionId']:<28} {row['gpus']:>4} {row['gpuHoursBilled']:>9.2f} {row['gpuHoursWasted']:>9.2f} "
+            f"{eff:>6}  {', '.join(row['verdicts'])}"
+        )
+    return "\n".join(lines) + "\n"

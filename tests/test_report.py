@@ -1,0 +1,301 @@
+"""The execution report against a real Prometheus holding one execution per verdict, checked against the oracle.
+
+The scenario library's report suite is backfilled (raw series, every recording rule, and the
+ALERTS series the alert oracle says fire); the report is read through the library, the CLI and
+the HTTP endpoint, and its verdicts, energy and GPU-hours compared with ``scenario.report_oracle``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from urllib.parse import quote
+
+import httpx
+import pytest
+from gpu_execution_pack.api.app import FLEET_PATH, SUMMARY_PATH, create_app
+from gpu_execution_pack.api.metrics import iso
+from gpu_execution_pack.api.prometheus import PrometheusClient
+from gpu_execution_pack.config import config_from_mapping
+from gpu_execution_pack.report import document
+from gpu_execution_pack.report.verdicts import CODES
+from gpu_execution_pack.scenario import library, model, report_oracle
+from gpu_execution_pack.scenario.model import PHASES, STEP_SECONDS
+from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
+from starlette.testclient import TestClient
+
+from .conftest import REPO
+from .prometheus_harness import Prometheus
+from .test_api import ESCAPED_IDS, INJECTION_IDS, closed_port
+
+pytestmark = pytest.mark.usefixtures("promtool_available")
+
+# The backfill evaluates every rule every 15 s: the config says so, so samples count as 15 s each.
+CONFIG = {"rule_interval": f"{STEP_SECONDS}s", "derived_rule_interval": f"{STEP_SECONDS}s"}
+SCENARIO = library.report_suite()
+ADMIN, RESEARCH, OTHER = "admin-key-0123456789", "research-key-0123456789", "other-tenant-key-012345"
+KEYS = {ADMIN: "*", RESEARCH: "research", OTHER: "physics"}
+# Backfilled recorded series start up to two steps after the raw ones (one per rule level in the
+# rounds of the backfill), per GPU at either end of the span.
+LAG_STEPS = 2
+ENERGY_TOLERANCE = 0.02
+PEAK_WATTS = max(p.gpu.power_watts for p in PHASES.values())
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory):
+    cfg = config_from_mapping(CONFIG)
+    end = int(time.time()) // 60 * 60 - 15 * 60
+    start = end - SCENARIO.window_minutes * 60
+    series = Renderer(SCENARIO, cfg).all_series()
+    for labels, firing in report_oracle.alert_series(SCENARIO, cfg):
+        samples = tuple(1.0 if f else None for f in firing)
+        series.append(RenderedSeries("ALERTS", tuple(sorted(labels.items())), samples))
+    server = Prometheus(tmp_path_factory.mktemp("report"))
+    try:
+        from gpu_execution_pack.rules.files import all_groups
+
+        server.load(series, all_groups(cfg), start, end)
+        yield server, cfg, start
+    finally:
+        server.stop()
+
+
+def last_sample(start: int, execution_id: str) -> str:
+    """Just before the scrape after the execution's last one. The report is asked up to then: backfilled series
+    carry no stale markers, so they read on for Prometheus' 5-minute lookback, which a live Prometheus ends at once."""
+    execution = next(e for e in SCENARIO.executions if e.id == execution_id)
+    scraped = [
+        m
+        for m in model.grid(execution.start_minute, execution.end_minute - STEP_SECONDS / 60)
+        if any(SCENARIO.host(g.host).dcgm_outage is None or not _down(SCENARIO.host(g.host), m) for g in execution.gpus)
+    ]
+    # A rule evaluated before the next scrape still reads the last one: its sample belongs to the span.
+    return iso(start + scraped[-1] * 60 + STEP_SECONDS - 1)
+
+
+def _down(host, minute: float) -> bool:
+    return host.dcgm_outage[0] <= minute < host.dcgm_outage[1]
+
+
+def summary_of(server: Prometheus, cfg, execution_id: str, start: int, tenant: str | None = None) -> dict:
+    async def run() -> dict:
+        client = PrometheusClient(server.url, 30)
+        try:
+            end = last_sample(start, execution_id)
+            return await document.execution_summary(cfg, client, execution_id, end=end, tenant=tenant)
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
+EXECUTIONS = [e for e in SCENARIO.executions]
+
+
+@pytest.mark.parametrize("execution", EXECUTIONS, ids=[e.id for e in EXECUTIONS])
+def test_verdicts_energy_and_gpu_hours_match_the_oracle(loaded, execution):
+    server, cfg, start = loaded
+    want = report_oracle.report(SCENARIO, cfg, execution)
+    got = summary_of(server, cfg, execution.id, start)
+
+    assert tuple(v["code"] for v in got["verdicts"]) == want.codes, json.dumps(got["verdicts"], indent=1)
+    lag_hours = len(execution.gpus) * LAG_STEPS * STEP_SECONDS / 3600 + 1e-4  # the document rounds to 4 digits
+    assert got["cost"]["gpuHoursBilled"] == pytest.approx(want.gpu_hours_billed, abs=lag_hours)
+    assert got["cost"]["gpuHoursBilled"] <= want.gpu_hours_billed + 1e-4  # never more than held; 4-digit rounding
+    assert got["cost"]["gpuHoursWorked"] == pytest.approx(want.gpu_hours_worked, abs=lag_hours)
+    # Within 2 %, beside the samples the backfill's rule levels cost at the ends, at the highest power.
+    devices = len({g.device_key for g in execution.gpus})
+    edge_kwh = devices * LAG_STEPS * STEP_SECONDS * PEAK_WATTS / 3_600_000
+    assert got["power"]["energyKwh"] == pytest.approx(want.energy_kwh, rel=ENERGY_TOLERANCE, abs=edge_kwh)
+    lag_s = LAG_STEPS * STEP_SECONDS
+    assert got["power"]["powerThrottledSeconds"] == pytest.approx(want.power_throttled_seconds, abs=lag_s)
+    assert got["power"]["thermalThrottledSeconds"] == pytest.approx(want.thermal_throttled_seconds, abs=lag_s)
+    assert got["gpus"]["count"] == len(execution.gpus)
+    assert {h["hostname"] for h in got["hosts"]} == {g.host for g in execution.gpus}
+
+
+def test_energy_says_which_source_it_used(loaded):
+    """dcgm-exporter 4.8 publishes the energy counter; the MIG host runs 4.9, where power is integrated."""
+    server, cfg, start = loaded
+    assert summary_of(server, cfg, "train-0001", start)["power"]["energySource"] == "energy_counter"
+    mig = summary_of(server, cfg, "mig-0003", start)
+    assert mig["power"]["energySource"] == "power_integral"
+    # Two MIG instances of one A100: its energy counts once, as one GPU's.
+    assert mig["gpus"]["migProfiles"] == ["3g.40gb"] and mig["gpus"]["count"] == 2
+
+
+def test_alerts_that_fired_are_listed_with_their_time(loaded):
+    server, cfg, start = loaded
+    got = summary_of(server, cfg, "leak-0006", start)
+    names = {a["alertname"] for a in got["alerts"]}
+    assert "GpuExecutionGpuMemoryHigh" in names and "GpuExecutionGpuMemoryFillingUp" in names
+    fired = {
+        labels["alertname"]
+        for labels, _ in report_oracle.alert_series(SCENARIO, cfg)
+        if labels.get("execution_id") == "leak-0006"
+    }
+    assert names == fired
+    assert all(a["firingSeconds"] > 0 for a in got["alerts"])
+
+
+def test_heavy_phase_leaves_out_the_loading_phase(loaded):
+    server, cfg, start = loaded
+    got = summary_of(server, cfg, "warmup-0018", start)  # 5 minutes of loading at 4 %, then 40 of compute at 97 %
+    heavy = got["utilization"]["heavyPhase"]
+    assert heavy["gpuMeanPercent"] == pytest.approx(97, abs=0.5)
+    assert got["utilization"]["gpuMeanPercent"] < heavy["gpuMeanPercent"]
+    assert heavy["seconds"] == pytest.approx(40 * 60, abs=LAG_STEPS * STEP_SECONDS + STEP_SECONDS)
+
+
+def test_fleet_ranks_by_gpu_hours_wasted_with_verdict_codes(loaded):
+    server, cfg, _start = loaded
+
+    async def run() -> dict:
+        client = PrometheusClient(server.url, 30)
+        try:
+            return await document.fleet_summary(cfg, client, "1d", 5)
+        finally:
+            await client.close()
+
+    fleet = asyncio.run(run())
+    rows = fleet["top"]
+    assert len(rows) == 5 and fleet["executions"] == len(SCENARIO.executions)
+    wasted = [r["gpuHoursWasted"] for r in rows]
+    assert wasted == sorted(wasted, reverse=True)
+    # The most wasteful: the two stalled GPUs of stall-0016 for 40 minutes lose more than any other.
+    expected = {e.id: report_oracle.report(SCENARIO, cfg, e) for e in SCENARIO.executions}
+    oracle_top = max(expected.values(), key=lambda x: x.gpu_hours_billed - x.gpu_hours_worked)
+    assert rows[0]["executionId"] == oracle_top.execution_id
+    assert all(set(r["verdicts"]) <= set(CODES) for r in rows)
+
+
+def client_for(server: Prometheus, cfg_map: dict) -> TestClient:
+    return TestClient(create_app(config_from_mapping({**CONFIG, "api": {"prometheus_url": server.url}}), KEYS))
+
+
+def test_the_endpoint_serves_the_same_document_with_the_metrics_endpoints_auth_and_tenants(loaded):
+    server, cfg, start = loaded
+    with client_for(server, CONFIG) as client:
+        path = SUMMARY_PATH.format(execution_id="train-0001") + "?end=" + last_sample(start, "train-0001")
+        assert client.get(path).status_code == 401
+        assert client.get(path, headers={"Authorization": "Bearer nope"}).status_code == 401
+        research = client.get(path, headers={"Authorization": f"Bearer {RESEARCH}"})
+        assert research.status_code == 200, research.text
+        assert research.json()["verdicts"] == summary_of(server, cfg, "train-0001", start)["verdicts"]
+        other = client.get(path, headers={"Authorization": f"Bearer {OTHER}"})
+        assert other.status_code == 404 and other.headers["content-type"].startswith("application/json")
+        fleet = client.get(FLEET_PATH, params={"since": "1d", "top": "3"}, headers={"Authorization": f"Bearer {OTHER}"})
+        assert fleet.status_code == 200 and fleet.json()["executions"] == 0  # no physics executions
+        for params, name in (({"since": "forever"}, "since"), ({"top": "0"}, "top"), ({"top": "x"}, "top")):
+            r = client.get(FLEET_PATH, params=params, headers={"Authorization": f"Bearer {ADMIN}"})
+            assert r.status_code == 400 and r.json()["error"].startswith(name), r.text
+        assert SUMMARY_PATH in client.get("/openapi.json").json()["paths"]
+
+
+def test_the_cli_prints_a_jobstats_style_report_and_the_json_document(loaded, tmp_path):
+    server, _cfg, _start = loaded
+    config = tmp_path / "pack.yml"
+    config.write_text(json.dumps({**CONFIG, "api": {"prometheus_url": server.url}}))
+    cli = [sys.executable, "-m", "gpu_execution_pack", "report", "--config", str(config)]
+    text = subprocess.run([*cli, "cpubound-0017"], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    assert "GPU execution report: cpubound-0017" in text
+    assert "[gpu_underutilized_input_bound]" in text
+    as_json = json.loads(
+        subprocess.run([*cli, "cpubound-0017", "--json"], capture_output=True, text=True, cwd=REPO, check=True).stdout
+    )
+    assert [v["code"] for v in as_json["verdicts"]] == ["gpu_underutilized_input_bound"]
+    fleet = subprocess.run(
+        [*cli, "--since", "1d", "--top", "3"], capture_output=True, text=True, cwd=REPO, check=True
+    ).stdout
+    assert "GPU-hours billed" in fleet and len(fleet.strip().splitlines()) == 3 + 3
+    neither = subprocess.run(cli, capture_output=True, text=True, cwd=REPO)
+    assert neither.returncode == 2 and "give an EXECUTION_ID, or --since" in neither.stderr
+    missing = subprocess.run([*cli, "nope-0000"], capture_output=True, text=True, cwd=REPO)
+    assert missing.returncode == 2 and "not found" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_every_verdict_is_documented_with_its_rule():
+    text = (REPO / "docs" / "report.md").read_text()
+    for code in CODES:
+        assert f"| `{code}` |" in text, code
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("energy_price_per_kwh", -0.1, "report.energy_price_per_kwh: -0.1 is not accepted; expected 0 (off)"),
+        ("grams_co2e_per_kwh", "a lot", "report.grams_co2e_per_kwh: expected a number"),
+        ("heavy_phase_memory_share", 0, "report.heavy_phase_memory_share: 0.0 is not accepted"),
+    ],
+)
+def test_report_keys_refuse_bad_values_naming_the_key(key, value, message):
+    from gpu_execution_pack.config import ConfigError
+
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        config_from_mapping({"report": {key: value}})
+
+
+def test_energy_cost_and_emissions_appear_only_when_configured(loaded):
+    server, _, start = loaded
+    priced = config_from_mapping({**CONFIG, "report": {"energy_price_per_kwh": 0.25, "grams_co2e_per_kwh": 400}})
+    got = summary_of(server, priced, "train-0001", start)
+    kwh = got["power"]["energyKwh"]
+    assert got["cost"]["energyCost"] == pytest.approx(kwh * 0.25, abs=0.01)
+    assert got["cost"]["co2eKg"] == pytest.approx(kwh * 0.4, abs=0.001)
+    plain = summary_of(server, config_from_mapping(CONFIG), "train-0001", start)
+    assert "energyCost" not in plain["cost"] and "co2eKg" not in plain["cost"]
+
+
+def admin_get(client: TestClient, execution_id: str, **params) -> httpx.Response:
+    path = SUMMARY_PATH.format(execution_id=quote(execution_id, safe=""))
+    return client.get(path, params=params, headers={"Authorization": f"Bearer {ADMIN}"})
+
+
+@pytest.mark.parametrize("execution_id", INJECTION_IDS)
+def test_summary_refuses_the_metrics_endpoints_injection_attempts(loaded, execution_id):
+    server, _, _ = loaded
+    with client_for(server, CONFIG) as client:
+        response = admin_get(client, execution_id)
+    assert response.status_code in (400, 404) and "error" in response.json()
+    assert "verdicts" not in response.text
+
+
+@pytest.mark.parametrize("execution_id", ESCAPED_IDS)
+def test_summary_escaping_keeps_the_query_meaning_with_a_permissive_pattern(loaded, execution_id):
+    server, _, _ = loaded
+    cfg = config_from_mapping(
+        {**CONFIG, "api": {"prometheus_url": server.url, "execution_id_pattern": "(?s)^.{1,200}$"}}
+    )
+    with TestClient(create_app(cfg, KEYS)) as client:
+        response = admin_get(client, execution_id)
+    assert response.status_code == 404, response.text  # never another execution's report
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"start": "yesterday"}, "start: 'yesterday' is not an ISO 8601 time"),
+        ({"end": "2026-13-40"}, "end: '2026-13-40' is not an ISO 8601 time"),
+        ({"start": "2026-12-02T10:00:00Z", "end": "2026-12-02T09:00:00Z"}, "end: before start"),
+        ({"start": "2020-01-01T00:00:00Z", "end": "2020-01-02T00:00:00Z"}, "start..end: the execution has no samples"),
+    ],
+)
+def test_summary_bad_parameters_are_400_naming_the_parameter(loaded, params, message):
+    server, _, _ = loaded
+    with client_for(server, CONFIG) as client:
+        response = admin_get(client, "train-0001", **params)
+    assert response.status_code == 400
+    assert response.json()["error"].startswith(message), response.json()
+
+
+def test_summary_with_prometheus_down_is_a_json_502():
+    cfg = config_from_mapping({**CONFIG, "api": {"prometheus_url": f"http://127.0.0.1:{closed_port()}"}})
+    with TestClient(create_app(cfg, KEYS)) as client:
+        response = admin_get(client, "train-0001")
+        fleet = client.get(FLEET_PATH, headers={"Authorization": f"Bearer {ADMIN}"})
+    assert response.status_code == fleet.status_code == 502
+    assert "unreachable" in response.json()["error"] and "unreachable" in fleet.json()["error"]
