@@ -30,7 +30,9 @@ CODES: tuple[str, ...] = (
 )
 # Alerts that say an execution's GPUs stopped reporting (rules.alerts): fired, they make telemetry incomplete.
 TELEMETRY_ALERTS = ("GpuExecutionTelemetryMissing", "GpuExecutionDcgmExporterDown")
-GAP_TOLERANCE_SAMPLES = 1  # a GPU may miss one sample at either end of the span (evaluation alignment)
+# Missing samples count as a gap from Prometheus' lookback on: shorter ones (a missed rule evaluation)
+# every query bridges anyway, and the figures count the samples there are.
+GAP_SECONDS = 300
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,8 @@ def missing_inputs(f: ExecutionFigures, expected_samples: int | None) -> list[st
         absent = [api_names[s.name] for s in REQUIRED_GPU_SERIES if s.name not in gpu.present]
         if absent:
             out.append(f"{gpu_name(gpu)} has no {', '.join(absent)}")
-        if expected_samples is not None and gpu.samples < expected_samples - GAP_TOLERANCE_SAMPLES:
-            lost = (expected_samples - gpu.samples) * f.gpu_interval
+        lost = 0 if expected_samples is None else (expected_samples - gpu.samples) * f.gpu_interval
+        if lost >= GAP_SECONDS:
             out.append(
                 f"{gpu_name(gpu)} reported {gpu.samples} of {expected_samples} samples ({minutes(lost)} missing)"
             )

@@ -289,6 +289,12 @@ def idle_job() -> Scenario:
     return Scenario("a job that never touches its GPU", idle_job.__doc__ or "", (Host("h17"),), (e,))
 
 
+def gap_job() -> Scenario:
+    """h18's exporter is down for 10 minutes in the middle of a job, then answers again."""
+    e = Execution("gap-0023", (Gpu("h18", 0),), ("compute",) * 6)
+    return Scenario("a gap in telemetry", gap_job.__doc__ or "", (Host("h18", dcgm_outage=(25, 35)),), (e,))
+
+
 def merged(name: str, scenarios: list[Scenario]) -> Scenario:
     """Several scenarios on one Prometheus: their hosts, executions and quirks side by side."""
     return Scenario(
@@ -308,5 +314,17 @@ def report_suite() -> Scenario:
     exhaustion, power capping, a hot GPU, a new Xid, a telemetry gap, healthy runs, MIG, two hosts."""
     return merged(
         "report verdicts",
-        [training(), waste(), oom_crash(), host_oom(), power_capped(), hot(), xid(), dcgm_lost(), mig(), idle_job()],
+        [
+            training(),
+            waste(),
+            oom_crash(),
+            host_oom(),
+            power_capped(),
+            hot(),
+            xid(),
+            dcgm_lost(),
+            gap_job(),
+            mig(),
+            idle_job(),
+        ],
     )

@@ -16,7 +16,7 @@ from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.scenario import alerting, model
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Scenario
 
-GAP_SAMPLES = 2  # fewer samples than the span holds, beyond edge effects, is a gap
+GAP_MINUTES = 5  # samples missing for this long (Prometheus' lookback) make a gap
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def report(scenario: Scenario, cfg: Config, execution: Execution) -> ExpectedRep
         labels.get("execution_id") == execution.id and labels["alertname"] == alerting.PREFIX + "TelemetryMissing"
         for labels, _ in alert_series(scenario, cfg)
     )
-    if lost or any(n < span_samples - GAP_SAMPLES for n in samples.values()):
+    if lost or any((span_samples - n) * STEP_SECONDS >= GAP_MINUTES * 60 for n in samples.values()):
         codes.append("telemetry_incomplete")
     if not codes:
         codes.append("healthy")
