@@ -1,7 +1,12 @@
-"""An async client for Prometheus' query API, with errors the endpoint can answer with."""
+"""An async client for Prometheus' query API, with errors the endpoint can answer with.
+
+Every answer is checked for the shape the endpoint reads before anything reads it, so an
+unexpected body is a 502, never a crash.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import httpx
@@ -26,12 +31,17 @@ class PrometheusClient:
         await self.client.aclose()
 
     async def instant(self, query: str, at: float | None = None) -> list[dict[str, Any]]:
+        """An instant query's result items: ``{"metric": {...}, "values": [[t, v], ...]}``, values as floats.
+
+        A vector's single sample comes as a one-item ``values``, so vectors and matrices read alike.
+        """
         params: dict[str, Any] = {"query": query}
         if at is not None:
             params["time"] = at
         return await self._get("/api/v1/query", params)
 
     async def range(self, query: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        """A range query's result items: ``{"metric": {...}, "values": [[t, v], ...]}``, values as floats."""
         return await self._get("/api/v1/query_range", {"query": query, "start": start, "end": end, "step": step})
 
     async def _get(self, path: str, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -47,6 +57,53 @@ class PrometheusClient:
             raise PrometheusError(
                 502, f"Prometheus at {self.url} answered {response.status_code} without JSON"
             ) from None
-        if body.get("status") != "success":
+        if isinstance(body, dict) and body.get("status") == "error":
             raise PrometheusError(502, f"Prometheus refused the query: {body.get('error', 'unknown error')}")
-        return body["data"]["result"]
+        try:
+            return result_of(body)
+        except ValueError as err:
+            raise PrometheusError(
+                502, f"Prometheus at {self.url} answered {response.status_code} with an unexpected body: {err}"
+            ) from None
+
+
+def result_of(body: Any) -> list[dict[str, Any]]:
+    """The result items of a successful query answer, checked; ValueError says what is not as expected."""
+    if not isinstance(body, dict):
+        raise ValueError(f"a JSON {type(body).__name__}, not an object")
+    if body.get("status") != "success":
+        raise ValueError(f"status {body.get('status')!r}, not 'success'")
+    data = body.get("data")
+    if not isinstance(data, dict):
+        raise ValueError("no data object")
+    kind, result = data.get("resultType"), data.get("result")
+    if not isinstance(result, list):
+        raise ValueError("data without a result list")
+    if kind not in ("matrix", "vector"):
+        raise ValueError(f"resultType {kind!r}, not a matrix or vector")
+    items = []
+    for item in result:
+        metric = item.get("metric") if isinstance(item, dict) else None
+        if not isinstance(metric, dict) or not all(isinstance(v, str) for v in metric.values()):
+            raise ValueError("a result item without a metric of string labels")
+        samples = item.get("values") if kind == "matrix" else [item.get("value")]
+        if not isinstance(samples, list):
+            raise ValueError("a series without samples")
+        items.append({"metric": metric, "values": [sample(s) for s in samples]})
+    return items
+
+
+def sample(pair: Any) -> list[float]:
+    """``[unix seconds, "value"]`` as two floats; the value may be NaN or an infinity, the time may not."""
+    if not isinstance(pair, list) or len(pair) != 2:
+        raise ValueError(f"a sample that is not a [time, value] pair: {str(pair)[:40]}")
+    t, v = pair
+    try:
+        if isinstance(t, bool) or isinstance(v, bool) or not isinstance(v, str):
+            raise TypeError
+        when, value = float(t), float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"a sample that is not [time, numeric string]: {str(pair)[:40]}") from None
+    if not math.isfinite(when):
+        raise ValueError(f"a sample at time {t!r}")
+    return [when, value]
