@@ -282,7 +282,7 @@ def test_the_openapi_document_is_served_and_lists_the_contract(api):
     doc = client.get("/openapi.json").json()
     assert doc["openapi"].startswith("3.")
     assert set(doc["components"]["schemas"]["Metrics"]["properties"]["series"]["required"]) == set(CONTRACT)
-    assert set(doc["paths"][PATH]["get"]["responses"]) == {"200", "400", "401", "404", "502", "504"}
+    assert set(doc["paths"][PATH]["get"]["responses"]) == {"200", "400", "401", "404", "431", "502", "504"}
 
 
 # --- The command and concurrent clients ------------------------------------------------------

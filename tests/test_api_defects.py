@@ -7,17 +7,20 @@ import time
 from datetime import datetime
 from pathlib import Path
 
+import httpx
 import pytest
+from gpu_execution_pack.api.app import MAX_HEADER_BYTES, create_app
 from gpu_execution_pack.api.metrics import iso
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.scenario.model import Execution, Gpu, Host, Scenario
 
 from .conftest import EXECUTION
 from .prometheus_harness import Prometheus
-from .test_api import ADMIN, RESEARCH, client_for, get
-from .upstreams import Proxy, Rewrite, Seen
+from .test_api import ADMIN, KEYS, RESEARCH, client_for, get
+from .test_serve import metrics_path
+from .upstreams import Proxy, Rewrite, Seen, Trickle, served
 
 pytestmark = pytest.mark.usefixtures("promtool_available")
 SHARED_ID = "shared-0001"
@@ -222,3 +225,54 @@ def test_an_unexpected_prometheus_body_is_a_json_502(prometheus, rewrite):
     assert response.status_code == 502, response.text
     assert response.headers["content-type"] == "application/json"
     assert "unexpected body" in response.json()["error"], response.json()
+
+
+def test_timeout_seconds_is_a_deadline_for_the_whole_request_and_cancels_the_upstream_query():
+    """A trickling upstream never lets a read time out; it used to hold a 2 s-timeout request for 21 s."""
+    with Trickle() as upstream, client_for(upstream.url, timeout_seconds=1) as client:
+        began = time.monotonic()
+        response = get(client, EXECUTION)
+        answered = time.monotonic()
+        time.sleep(0.5)  # the trickle notices a closed connection at its next byte
+        closed = list(upstream.closed)
+    assert response.status_code == 504, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert "did not answer in time (deadline 1 s: api.timeout_seconds)" in response.json()["error"]
+    assert answered - began < 2, answered - began
+    assert upstream.accepted == len(closed) == 1 and closed[0] < answered + 0.5  # the query did not go on
+
+
+def test_the_upstream_query_is_cancelled_when_the_client_goes_away():
+    with Trickle() as upstream:
+        app = create_app(config_from_mapping({"api": {"prometheus_url": upstream.url, "timeout_seconds": 30}}), KEYS)
+        with served(app) as url:
+            with pytest.raises(httpx.ReadTimeout):  # the client gives up after 1 s and closes its connection
+                httpx.get(url + metrics_path(EXECUTION), headers={"Authorization": f"Bearer {ADMIN}"}, timeout=1)
+            left = time.monotonic()
+            while not upstream.closed and time.monotonic() < left + 5:
+                time.sleep(0.05)
+            closed = list(upstream.closed)
+    assert upstream.accepted == 1
+    assert len(closed) == 1 and closed[0] - left < 2, "the upstream query ran on after the client left"
+
+
+def test_a_one_megabyte_token_is_a_json_431_over_real_http(prometheus):
+    """uvicorn reset the connection; now the app answers, for headers past MAX_HEADER_BYTES."""
+    server, _, _, _ = prometheus
+    app = create_app(config_from_mapping({"api": {"prometheus_url": server.url}}), KEYS)
+    with served(app) as url, httpx.Client(base_url=url, timeout=30) as http:
+        huge = http.get(metrics_path(EXECUTION), headers={"Authorization": "Bearer " + "k" * 1_000_000})
+        assert huge.status_code == 431, huge.text
+        assert huge.headers["content-type"] == "application/json"
+        assert huge.json()["error"].startswith("request headers: 1000")
+        assert f"accepted: at most {MAX_HEADER_BYTES} bytes" in huge.json()["error"]
+        for path in ("/healthz", "/nope"):  # every route, before auth or routing
+            assert http.get(path, headers={"X-Padding": "p" * (MAX_HEADER_BYTES + 1)}).status_code == 431
+        # Just under the limit is served, with a fresh connection as the 431 closed its own.
+        padding = "p" * (MAX_HEADER_BYTES - 1024)
+        ok = http.get(
+            metrics_path(EXECUTION),
+            params={"step": "5m"},
+            headers={"Authorization": f"Bearer {ADMIN}", "X-Padding": padding},
+        )
+        assert ok.status_code == 200, ok.text

@@ -3,29 +3,93 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gpu_execution_pack.api.auth import ALL_TENANTS, INSECURE_FLAG, load_keys, no_keys_message, tenant_for
 from gpu_execution_pack.api.metrics import ExecutionMetrics, RequestError
-from gpu_execution_pack.api.prometheus import PrometheusClient, PrometheusError
+from gpu_execution_pack.api.prometheus import PrometheusClient, PrometheusError, deadline
 from gpu_execution_pack.config import Config, ConfigError
 from gpu_execution_pack.rules import catalog
 
 PATH = "/api/v2/external/execution/{execution_id}/metrics"
 READY_TIMEOUT_SECONDS = 2.0  # /readyz: how long Prometheus may take to answer `vector(1)`
+MAX_HEADER_BYTES = 16 * 1024  # a request's headers, names and values: past it, 431
+CLIENT_GONE = 499  # nginx's status for a client that closed its connection: logged, never read
 log = logging.getLogger("gpu_execution_pack.api")
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The JSON error every route answers with: ``{"error": message}``."""
     return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+async def answer(
+    request: Request, work: Callable[[], Awaitable[dict[str, Any]]], timeout: float, upstream: str
+) -> JSONResponse:
+    """``work``'s document as JSON, or its error as a JSON error; for any route that asks Prometheus.
+
+    ``timeout`` bounds the whole request (504 past it), and the work stops as soon as the client
+    goes away: either way what is in flight is cancelled, and Prometheus, its connection closed,
+    stops the query.
+    """
+    outcome: list[Any] = []
+    async with anyio.create_task_group() as group:
+
+        async def run() -> None:
+            try:
+                with deadline(timeout, upstream):
+                    outcome.append(await work())
+            except (RequestError, PrometheusError) as err:
+                outcome.append(err)
+            finally:
+                group.cancel_scope.cancel()
+
+        async def watch() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            log.info("client went away: request for %s cancelled", request.url.path)
+            group.cancel_scope.cancel()
+
+        group.start_soon(run)
+        group.start_soon(watch)
+    if not outcome:
+        return error(CLIENT_GONE, "the client closed the connection")
+    if isinstance(outcome[0], PrometheusError):
+        log.warning("prometheus: %s", outcome[0])
+    if isinstance(outcome[0], RequestError | PrometheusError):
+        return error(outcome[0].status, str(outcome[0]))
+    return JSONResponse(outcome[0])
+
+
+class HeaderLimit:
+    """ASGI middleware: 431 with a JSON error for headers over MAX_HEADER_BYTES, before any route runs.
+
+    The server must read such a head to answer it: ``serve`` lets uvicorn read up to
+    ``server.MAX_REQUEST_HEAD_BYTES``: past uvicorn's own limit it resets the connection instead.
+    """
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            size = sum(len(name) + len(value) + 4 for name, value in scope["headers"])  # `name: value\r\n`
+            if size > MAX_HEADER_BYTES:
+                message = f"request headers: {size} bytes; accepted: at most {MAX_HEADER_BYTES} bytes in all"
+                await error(431, message, {"Connection": "close"})(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_auth: bool = False) -> Starlette:
@@ -63,20 +127,18 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_a
         if tenant is None:
             return error(401, "missing or unknown bearer token")
         q = request.query_params
-        try:
-            body = await state["metrics"].fetch(
+        return await answer(
+            request,
+            lambda: state["metrics"].fetch(
                 request.path_params["execution_id"],
                 q.get("start"),
                 q.get("end"),
                 q.get("step"),
                 tenant=None if tenant == ALL_TENANTS else tenant,
-            )
-        except RequestError as err:
-            return error(err.status, str(err))
-        except PrometheusError as err:
-            log.warning("prometheus: %s", err)
-            return error(err.status, str(err))
-        return JSONResponse(body)
+            ),
+            cfg.api.timeout_seconds,
+            cfg.api.prometheus_url,
+        )
 
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
@@ -122,6 +184,7 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_a
             Route("/openapi.json", openapi, methods=["GET"]),
         ],
         exception_handlers={HTTPException: http_error, Exception: server_error},
+        middleware=[Middleware(HeaderLimit)],
         lifespan=lifespan,
     )
 
@@ -223,8 +286,15 @@ def openapi_document() -> dict[str, Any]:
                         "400": {"description": "A parameter is not accepted; the message names it", **err},
                         "401": {"description": "Missing or unknown bearer token", **err},
                         "404": {"description": "No such execution for this key's tenant", **err},
-                        "502": {"description": "Prometheus unreachable or failing", **err},
-                        "504": {"description": "Prometheus too slow", **err},
+                        "431": {"description": f"Request headers over {MAX_HEADER_BYTES} bytes", **err},
+                        "502": {
+                            "description": "Prometheus unreachable, failing, or answering oddly",
+                            **err,
+                        },
+                        "504": {
+                            "description": "Past the request's deadline (api.timeout_seconds)",
+                            **err,
+                        },
                     },
                 }
             },

@@ -7,8 +7,11 @@ unexpected body is a 502, never a crash.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import anyio
 import httpx
 
 
@@ -18,6 +21,22 @@ class PrometheusError(Exception):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
+
+
+@contextmanager
+def deadline(seconds: float, url: str) -> Iterator[None]:
+    """Bound everything inside to ``seconds`` in all (not per query, not per read): past it, a 504.
+
+    Whatever is in flight is cancelled, so its connection to Prometheus is closed and Prometheus
+    stops the query.
+    """
+    try:
+        with anyio.fail_after(seconds):
+            yield
+    except TimeoutError:
+        raise PrometheusError(
+            504, f"Prometheus at {url} did not answer in time (deadline {seconds:g} s: api.timeout_seconds)"
+        ) from None
 
 
 class PrometheusClient:
