@@ -17,9 +17,18 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gpu_execution_pack.api.auth import ALL_TENANTS, INSECURE_FLAG, load_keys, no_keys_message, tenant_for
-from gpu_execution_pack.api.metrics import ExecutionMetrics, RequestError
+from gpu_execution_pack.api.metrics import (
+    DEFAULT_STEP,
+    MAX_ID_LENGTH,
+    MAX_STEP,
+    MIN_STEP,
+    TIME_EXAMPLE,
+    ExecutionMetrics,
+    RequestError,
+)
 from gpu_execution_pack.api.prometheus import PrometheusClient, PrometheusError, deadline
 from gpu_execution_pack.config import Config, ConfigError
+from gpu_execution_pack.promql.durations import DURATION_PATTERN
 from gpu_execution_pack.rules import catalog
 
 PATH = "/api/v2/external/execution/{execution_id}/metrics"
@@ -159,7 +168,7 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_a
         return JSONResponse({"status": "ready"})
 
     async def openapi(request: Request) -> JSONResponse:
-        return JSONResponse(openapi_document())
+        return JSONResponse(openapi_document(cfg))
 
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         if exc.status_code == 404:
@@ -189,8 +198,9 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_a
     )
 
 
-def openapi_document() -> dict[str, Any]:
-    """The endpoint's OpenAPI 3.1 description; the series and units come from the catalog."""
+def openapi_document(cfg: Config | None = None) -> dict[str, Any]:
+    """The endpoint's OpenAPI 3.1 description for ``cfg`` (its id pattern); the series and units from the catalog."""
+    cfg = cfg or Config()
     series_names = [s.api_name for s in catalog.API_SERIES]
     entry = {
         "type": "object",
@@ -258,24 +268,42 @@ def openapi_document() -> dict[str, Any]:
                 "get": {
                     "summary": "An execution's GPU and system metrics",
                     "parameters": [
-                        {"name": "execution_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                        {
+                            "name": "execution_id",
+                            "in": "path",
+                            "required": True,
+                            "schema": {
+                                "type": "string",
+                                "pattern": cfg.api.execution_id_pattern,
+                                "maxLength": MAX_ID_LENGTH,
+                            },
+                            "description": "The whole id matches the pattern (api.execution_id_pattern)",
+                        },
                         {
                             "name": "start",
                             "in": "query",
                             "schema": {"type": "string", "format": "date-time"},
-                            "description": "ISO 8601; default: the execution's first sample",
+                            "description": f"ISO 8601 such as {TIME_EXAMPLE}, in the years 1 to 9999 once in UTC; "
+                            "default: the execution's first sample (the first point of the step grid after it)",
                         },
                         {
                             "name": "end",
                             "in": "query",
                             "schema": {"type": "string", "format": "date-time"},
-                            "description": "ISO 8601; default: its last sample, or now while it reports",
+                            "description": "ISO 8601, at or after start; default: its last sample, or now while it "
+                            "reports",
                         },
                         {
                             "name": "step",
                             "in": "query",
-                            "schema": {"type": "string", "default": "15s"},
-                            "description": "Prometheus duration, at least 1s",
+                            "schema": {
+                                "type": "string",
+                                "pattern": DURATION_PATTERN,
+                                "minLength": len(MIN_STEP),  # the pattern alone accepts ""
+                                "default": DEFAULT_STEP,
+                            },
+                            "description": f"Prometheus duration from {MIN_STEP} to {MAX_STEP}, and at most the "
+                            "window from start to end (when they differ); at most api.max_points points per series",
                         },
                     ],
                     "responses": {
