@@ -124,7 +124,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
 
     async def run() -> dict:
-        client = prometheus.PrometheusClient(args.prometheus or cfg.api.prometheus_url, cfg.api.timeout_seconds)
+        client = prometheus.PrometheusClient.for_config(cfg.api, url=args.prometheus)
         try:
             with prometheus.deadline(cfg.api.timeout_seconds, client.url):
                 return await metrics.ExecutionMetrics(cfg, client).fetch(

@@ -117,9 +117,9 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_a
 
     @asynccontextmanager
     async def lifespan(app: Starlette):
-        client = PrometheusClient(cfg.api.prometheus_url, cfg.api.timeout_seconds)
+        client = PrometheusClient.for_config(cfg.api)
         # Probes get their own client: a short timeout, and no waiting behind metrics requests for a connection.
-        probe = PrometheusClient(cfg.api.prometheus_url, min(READY_TIMEOUT_SECONDS, cfg.api.timeout_seconds))
+        probe = PrometheusClient.for_config(cfg.api, timeout=min(READY_TIMEOUT_SECONDS, cfg.api.timeout_seconds))
         state["metrics"] = ExecutionMetrics(cfg, client)
         state["probe"] = probe
         try:

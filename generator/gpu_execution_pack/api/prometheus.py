@@ -1,7 +1,8 @@
-"""An async client for Prometheus' query API, with errors the endpoint can answer with.
+"""An async client for Prometheus' query API (or a compatible one), with errors the endpoint can answer with.
 
-Every answer is checked for the shape the endpoint reads before anything reads it, so an
-unexpected body is a 502, never a crash.
+Compatible APIs: a Prometheus under a path prefix (``--web.route-prefix``: put it in the URL), Mimir
+or Cortex (a tenant header), Thanos Query (``partial_response``). Every answer is checked for the
+shape the endpoint reads before anything reads it, so an unexpected body is a 502, never a crash.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 
 import anyio
 import httpx
+
+from gpu_execution_pack.config.schema import Api
 
 
 class PrometheusError(Exception):
@@ -40,11 +43,35 @@ def deadline(seconds: float, url: str) -> Iterator[None]:
 
 
 class PrometheusClient:
-    """``instant`` and ``range`` queries against one Prometheus; reuse it across requests."""
+    """``instant`` and ``range`` queries against one Prometheus; reuse it across requests.
 
-    def __init__(self, url: str, timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None):
+    ``headers`` go with every query (e.g. Mimir's ``X-Scope-OrgID``); ``params`` too (e.g. Thanos'
+    ``partial_response``). A path in ``url`` prefixes every API path.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        headers: dict[str, str] | None = None,
+        params: dict[str, str] | None = None,
+    ):
         self.url = url.rstrip("/")
-        self.client = httpx.AsyncClient(base_url=self.url, timeout=timeout, transport=transport)
+        self.params = dict(params or {})
+        self.client = httpx.AsyncClient(base_url=self.url, timeout=timeout, transport=transport, headers=headers)
+
+    @classmethod
+    def for_config(cls, api: Api, url: str | None = None, timeout: float | None = None) -> PrometheusClient:
+        """A client as ``api`` configures it (its URL, tenant header and partial_response); ``url`` overrides."""
+        headers = {api.tenant_header: api.tenant_id} if api.tenant_id else {}
+        params = {"partial_response": "true" if api.partial_response else "false"}
+        return cls(
+            url or api.prometheus_url,
+            api.timeout_seconds if timeout is None else timeout,
+            headers=headers,
+            params=params,
+        )
 
     async def close(self) -> None:
         await self.client.aclose()
@@ -65,7 +92,7 @@ class PrometheusClient:
 
     async def _get(self, path: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         try:
-            response = await self.client.get(path, params=params)
+            response = await self.client.get(path, params={**params, **self.params})
         except httpx.TimeoutException:
             raise PrometheusError(504, f"Prometheus at {self.url} did not answer in time") from None
         except httpx.HTTPError as err:
