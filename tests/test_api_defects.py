@@ -233,13 +233,13 @@ def test_timeout_seconds_is_a_deadline_for_the_whole_request_and_cancels_the_ups
         began = time.monotonic()
         response = get(client, EXECUTION)
         answered = time.monotonic()
-        time.sleep(0.5)  # the trickle notices a closed connection at its next byte
+        time.sleep(1)  # the trickle notices a closed connection at its next byte, 0.1 s on
         closed = list(upstream.closed)
     assert response.status_code == 504, response.text
     assert response.headers["content-type"] == "application/json"
     assert "did not answer in time (deadline 1 s: api.timeout_seconds)" in response.json()["error"]
-    assert answered - began < 2, answered - began
-    assert upstream.accepted == len(closed) == 1 and closed[0] < answered + 0.5  # the query did not go on
+    assert answered - began < 3, answered - began  # the deadline and some slack on a busy machine, not 30 s
+    assert upstream.accepted == len(closed) == 1 and closed[0] < answered + 1  # the query did not go on
 
 
 def test_the_upstream_query_is_cancelled_when_the_client_goes_away():
@@ -253,7 +253,7 @@ def test_the_upstream_query_is_cancelled_when_the_client_goes_away():
                 time.sleep(0.05)
             closed = list(upstream.closed)
     assert upstream.accepted == 1
-    assert len(closed) == 1 and closed[0] - left < 2, "the upstream query ran on after the client left"
+    assert len(closed) == 1 and closed[0] - left < 3, "the upstream query ran on after the client left"
 
 
 def test_a_one_megabyte_token_is_a_json_431_over_real_http(prometheus):
