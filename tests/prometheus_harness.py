@@ -95,6 +95,7 @@ class Prometheus:
     workdir: Path
     port: int = 0
     process: subprocess.Popen | None = None
+    route_prefix: str = ""  # --web.route-prefix: the API and /-/ready live under it, e.g. "/prom"
 
     def __post_init__(self) -> None:
         self.data.mkdir(parents=True, exist_ok=True)
@@ -105,7 +106,8 @@ class Prometheus:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        """Where its API paths start: the root, or the route prefix."""
+        return f"http://127.0.0.1:{self.port}{self.route_prefix}"
 
     config_text: str = "global:\n  scrape_interval: 15s\n"
 
@@ -127,6 +129,7 @@ class Prometheus:
                 f"--web.listen-address=127.0.0.1:{self.port}",
                 "--storage.tsdb.retention.time=400d",  # backfilled data may be weeks old
                 "--log.level=warn",
+                *([f"--web.route-prefix={self.route_prefix}"] if self.route_prefix else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=(self.workdir / "prometheus.log").open("ab"),

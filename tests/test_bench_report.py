@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 
 from bench.run import DOC, PLOT, RESULTS, report
+
+from .conftest import REPO
 
 
 def test_the_benchmark_report_is_rendered_from_its_figures():
@@ -13,3 +16,17 @@ def test_the_benchmark_report_is_rendered_from_its_figures():
     assert PLOT.exists() and PLOT.read_bytes().startswith(b"\x89PNG")
     sizes = [gpus for gpus, _, _ in results["fleet"]]
     assert sizes == [1000, 10000]  # the fleet sizes the issue asks figures for
+
+
+def test_the_scaling_guide_quotes_figures_the_benchmark_report_holds():
+    """docs/scaling.md's "When one Prometheus is no longer enough" cites the report; a rerun must not leave it stale.
+
+    Every figure there of three or more characters (1,349; 19.9; 1.800) must appear in
+    docs/benchmarks.md, or `make bench` changed it and the guide must be updated.
+    """
+    guide = (REPO / "docs" / "scaling.md").read_text(encoding="utf-8")
+    section = guide.split("## When one Prometheus is no longer enough", 1)[1].split("\n## ", 1)[0]
+    report = DOC.read_text(encoding="utf-8")
+    figures = {f for f in re.findall(r"\d[\d,]*(?:\.\d+)?", section) if len(f) >= 3}
+    assert len(figures) >= 10, figures  # the section still quotes the report
+    assert not {f for f in figures if f not in report}, "figures in docs/scaling.md not in docs/benchmarks.md"

@@ -81,6 +81,11 @@ BAD = [
         "alerts.host_memory_exhaustion.min_level: must be below 1",
     ),
     ({"output": {"rules_dir": " "}}, "output.rules_dir: ' ' is not accepted; expected a non-empty path"),
+    ({"api": {"prometheus_url": "prometheus:9090"}}, "api.prometheus_url: 'prometheus:9090' is not accepted; "),
+    ({"api": {"prometheus_url": "http://h:9090/prom?x=1"}}, "expected an http:// or https:// URL (a path is a prefix"),
+    ({"api": {"tenant_header": "X Scope"}}, "api.tenant_header: 'X Scope' is not accepted; expected an HTTP header"),
+    ({"api": {"tenant_id": "a\nb"}}, "api.tenant_id: 'a\\nb' is not accepted; expected printable ASCII"),
+    ({"api": {"partial_response": "false"}}, "api.partial_response: expected true or false, got 'false'"),
     (["a", "b"], "top level: expected a mapping of keys, got list"),
 ]
 

@@ -6,14 +6,12 @@ import logging
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from urllib.parse import quote
 
 import httpx
 import pytest
-import uvicorn
 from gpu_execution_pack.api.app import PATH, READY_TIMEOUT_SECONDS, create_app
 from gpu_execution_pack.api.auth import ENV_KEYS
 from gpu_execution_pack.config import ConfigError, config_from_mapping
@@ -21,6 +19,7 @@ from starlette.testclient import TestClient
 
 from .conftest import EXECUTION, REPO
 from .prometheus_harness import free_port
+from .upstreams import served
 
 pytestmark = pytest.mark.usefixtures("promtool_available")
 
@@ -176,29 +175,16 @@ def test_the_openapi_document_lists_the_probes_without_auth(client):
 
 def test_served_by_uvicorn_on_loopback(prometheus):
     server, _, _, _ = prometheus
-    port = free_port()
     app = create_app(cfg_for(server.url), {KEY: "research"})
-    web = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
-    thread = threading.Thread(target=web.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not web.started:
-            assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-            time.sleep(0.05)
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
-            assert http.get("/healthz").json() == {"status": "ok"}
-            assert http.get("/readyz").status_code == 200
-            missing = http.get("/nope")
-            assert missing.status_code == 404 and missing.headers["content-type"] == "application/json"
-            wrong = http.post("/healthz")
-            assert wrong.status_code == 405 and "error" in wrong.json()
-            ok = http.get(metrics_path(), params={"step": "5m"}, headers={"Authorization": f"Bearer {KEY}"})
-            assert ok.status_code == 200 and ok.json()["executionId"] == EXECUTION
-    finally:
-        web.should_exit = True
-        thread.join(timeout=10)
-    assert not thread.is_alive()
+    with served(app) as url, httpx.Client(base_url=url, timeout=10) as http:  # serve's uvicorn settings
+        assert http.get("/healthz").json() == {"status": "ok"}
+        assert http.get("/readyz").status_code == 200
+        missing = http.get("/nope")
+        assert missing.status_code == 404 and missing.headers["content-type"] == "application/json"
+        wrong = http.post("/healthz")
+        assert wrong.status_code == 405 and "error" in wrong.json()
+        ok = http.get(metrics_path(), params={"step": "5m"}, headers={"Authorization": f"Bearer {KEY}"})
+        assert ok.status_code == 200 and ok.json()["executionId"] == EXECUTION
 
 
 # --- The test client's dependencies -----------------------------------------------------------

@@ -124,9 +124,12 @@ def cmd_query(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
 
     async def run() -> dict:
-        client = prometheus.PrometheusClient(args.prometheus or cfg.api.prometheus_url, cfg.api.timeout_seconds)
+        client = prometheus.PrometheusClient.for_config(cfg.api, url=args.prometheus)
         try:
-            return await metrics.ExecutionMetrics(cfg, client).fetch(args.execution_id, args.start, args.end, args.step)
+            with prometheus.deadline(cfg.api.timeout_seconds, client.url):
+                return await metrics.ExecutionMetrics(cfg, client).fetch(
+                    args.execution_id, args.start, args.end, args.step
+                )
         finally:
             await client.close()
 
@@ -153,7 +156,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 2
 
     async def run() -> dict:
-        client = prometheus.PrometheusClient(args.prometheus or cfg.api.prometheus_url, cfg.api.timeout_seconds)
+        client = prometheus.PrometheusClient.for_config(cfg.api, url=args.prometheus)
         try:
             if args.since is not None:
                 return await document.fleet_summary(cfg, client, args.since, args.top)
@@ -180,8 +183,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
         import uvicorn
     except ImportError:
         raise ConfigError(API_EXTRA_HINT) from None
+    from gpu_execution_pack.api.server import uvicorn_config
+
     served = app.create_app(load_config(args.config), insecure_no_auth=args.insecure_no_auth)
-    uvicorn.run(served, host=args.host, port=args.port, log_level="info")
+    uvicorn.Server(uvicorn_config(served, args.host, args.port)).run()
     return 0
 
 

@@ -3,20 +3,32 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gpu_execution_pack.api.auth import ALL_TENANTS, INSECURE_FLAG, load_keys, no_keys_message, tenant_for
-from gpu_execution_pack.api.metrics import ExecutionMetrics, RequestError
-from gpu_execution_pack.api.prometheus import PrometheusClient, PrometheusError
+from gpu_execution_pack.api.metrics import (
+    DEFAULT_STEP,
+    MAX_ID_LENGTH,
+    MAX_STEP,
+    MIN_STEP,
+    TIME_EXAMPLE,
+    ExecutionMetrics,
+    RequestError,
+)
+from gpu_execution_pack.api.prometheus import PrometheusClient, PrometheusError, deadline
 from gpu_execution_pack.config import Config, ConfigError
+from gpu_execution_pack.promql.durations import DURATION_PATTERN
 from gpu_execution_pack.report import document
 from gpu_execution_pack.rules import catalog
 
@@ -24,11 +36,72 @@ PATH = "/api/v2/external/execution/{execution_id}/metrics"
 SUMMARY_PATH = "/api/v2/external/execution/{execution_id}/summary"
 FLEET_PATH = "/api/v2/external/executions/summary"
 READY_TIMEOUT_SECONDS = 2.0  # /readyz: how long Prometheus may take to answer `vector(1)`
+MAX_HEADER_BYTES = 16 * 1024  # a request's headers, names and values: past it, 431
+CLIENT_GONE = 499  # nginx's status for a client that closed its connection: logged, never read
 log = logging.getLogger("gpu_execution_pack.api")
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The JSON error every route answers with: ``{"error": message}``."""
     return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+async def answer(
+    request: Request, work: Callable[[], Awaitable[dict[str, Any]]], timeout: float, upstream: str
+) -> JSONResponse:
+    """``work``'s document as JSON, or its error as a JSON error; for any route that asks Prometheus.
+
+    ``timeout`` bounds the whole request (504 past it), and the work stops as soon as the client
+    goes away: either way what is in flight is cancelled, and Prometheus, its connection closed,
+    stops the query.
+    """
+    outcome: list[Any] = []
+    async with anyio.create_task_group() as group:
+
+        async def run() -> None:
+            try:
+                with deadline(timeout, upstream):
+                    outcome.append(await work())
+            except (RequestError, PrometheusError) as err:
+                outcome.append(err)
+            finally:
+                group.cancel_scope.cancel()
+
+        async def watch() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            log.info("client went away: request for %s cancelled", request.url.path)
+            group.cancel_scope.cancel()
+
+        group.start_soon(run)
+        group.start_soon(watch)
+    if not outcome:
+        return error(CLIENT_GONE, "the client closed the connection")
+    if isinstance(outcome[0], PrometheusError):
+        log.warning("prometheus: %s", outcome[0])
+    if isinstance(outcome[0], RequestError | PrometheusError):
+        return error(outcome[0].status, str(outcome[0]))
+    return JSONResponse(outcome[0])
+
+
+class HeaderLimit:
+    """ASGI middleware: 431 with a JSON error for headers over MAX_HEADER_BYTES, before any route runs.
+
+    The server must read such a head to answer it: ``serve`` lets uvicorn read up to
+    ``server.MAX_REQUEST_HEAD_BYTES``: past uvicorn's own limit it resets the connection instead.
+    """
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            size = sum(len(name) + len(value) + 4 for name, value in scope["headers"])  # `name: value\r\n`
+            if size > MAX_HEADER_BYTES:
+                message = f"request headers: {size} bytes; accepted: at most {MAX_HEADER_BYTES} bytes in all"
+                await error(431, message, {"Connection": "close"})(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_auth: bool = False) -> Starlette:
@@ -47,9 +120,9 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_a
 
     @asynccontextmanager
     async def lifespan(app: Starlette):
-        client = PrometheusClient(cfg.api.prometheus_url, cfg.api.timeout_seconds)
+        client = PrometheusClient.for_config(cfg.api)
         # Probes get their own client: a short timeout, and no waiting behind metrics requests for a connection.
-        probe = PrometheusClient(cfg.api.prometheus_url, min(READY_TIMEOUT_SECONDS, cfg.api.timeout_seconds))
+        probe = PrometheusClient.for_config(cfg.api, timeout=min(READY_TIMEOUT_SECONDS, cfg.api.timeout_seconds))
         state["metrics"] = ExecutionMetrics(cfg, client)
         state["probe"] = probe
         try:
@@ -58,76 +131,58 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_a
             await probe.close()
             await client.close()
 
-    async def metrics(request: Request) -> JSONResponse:
+    def authorized(request: Request) -> tuple[bool, str | None]:
+        """Whether the request has a known key, and the tenant it is scoped to (None: every tenant)."""
         if insecure_no_auth:
-            tenant: str | None = ALL_TENANTS
-        else:
-            tenant = tenant_for(request.headers.get("authorization"), keys)
-        if tenant is None:
-            return error(401, "missing or unknown bearer token")
-        q = request.query_params
-        try:
-            body = await state["metrics"].fetch(
-                request.path_params["execution_id"],
-                q.get("start"),
-                q.get("end"),
-                q.get("step"),
-                tenant=None if tenant == ALL_TENANTS else tenant,
-            )
-        except RequestError as err:
-            return error(err.status, str(err))
-        except PrometheusError as err:
-            log.warning("prometheus: %s", err)
-            return error(err.status, str(err))
-        return JSONResponse(body)
-
-    class Unauthorized(Exception):
-        """No key, or an unknown one."""
-
-    def scope_of(request: Request) -> str | None:
-        """The tenant a request is scoped to (None: every tenant); Unauthorized without a known key."""
-        if insecure_no_auth:
-            return None
+            return True, None
         tenant = tenant_for(request.headers.get("authorization"), keys)
-        if tenant is None:
-            raise Unauthorized
-        return None if tenant == ALL_TENANTS else tenant
+        return tenant is not None, None if tenant in (None, ALL_TENANTS) else tenant
 
-    async def report(request: Request, produce) -> JSONResponse:
-        """Answer a report route: auth, then ``produce(client, tenant)``, with the metrics route's errors."""
-        try:
-            tenant = scope_of(request)
-            body = await produce(state["metrics"].prometheus, tenant)
-        except Unauthorized:
+    async def serve(request: Request, work: Callable[[str | None], Awaitable[dict[str, Any]]]) -> JSONResponse:
+        """A route that asks Prometheus: 401 without a key, else ``work(tenant)`` under the deadline."""
+        known, tenant = authorized(request)
+        if not known:
             return error(401, "missing or unknown bearer token")
-        except RequestError as err:
-            return error(err.status, str(err))
-        except PrometheusError as err:
-            log.warning("prometheus: %s", err)
-            return error(err.status, str(err))
-        return JSONResponse(body)
+        return await answer(request, lambda: work(tenant), cfg.api.timeout_seconds, cfg.api.prometheus_url)
+
+    async def metrics(request: Request) -> JSONResponse:
+        q = request.query_params
+        return await serve(
+            request,
+            lambda tenant: state["metrics"].fetch(
+                request.path_params["execution_id"], q.get("start"), q.get("end"), q.get("step"), tenant=tenant
+            ),
+        )
 
     async def execution_summary(request: Request) -> JSONResponse:
         q = request.query_params
-        execution_id = request.path_params["execution_id"]
-        return await report(
+        return await serve(
             request,
-            lambda client, tenant: document.execution_summary(
-                cfg, client, execution_id, q.get("start"), q.get("end"), tenant=tenant
+            lambda tenant: document.execution_summary(
+                cfg,
+                state["metrics"].prometheus,
+                request.path_params["execution_id"],
+                q.get("start"),
+                q.get("end"),
+                tenant=tenant,
             ),
         )
 
     async def fleet_summary(request: Request) -> JSONResponse:
         q = request.query_params
-        top = q.get("top", "20")
-        if not (top.isascii() and top.isdigit()):
-            return error(
-                400, f"top: {top!r} is not accepted; accepted: a whole number from 1 to {document.MAX_FLEET_TOP}"
+
+        async def work(tenant: str | None) -> dict[str, Any]:
+            top = q.get("top", "20")
+            if not (top.isascii() and top.isdigit() and len(top) <= 4):
+                raise RequestError(
+                    400,
+                    f"top: {top[:20]!r} is not accepted; accepted: a whole number from 1 to {document.MAX_FLEET_TOP}",
+                )
+            return await document.fleet_summary(
+                cfg, state["metrics"].prometheus, q.get("since", "7d"), int(top), tenant
             )
-        return await report(
-            request,
-            lambda client, tenant: document.fleet_summary(cfg, client, q.get("since", "7d"), int(top), tenant=tenant),
-        )
+
+        return await serve(request, work)
 
     async def healthz(request: Request) -> JSONResponse:
         return JSONResponse({"status": "ok"})
@@ -148,7 +203,7 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_a
         return JSONResponse({"status": "ready"})
 
     async def openapi(request: Request) -> JSONResponse:
-        return JSONResponse(openapi_document())
+        return JSONResponse(openapi_document(cfg))
 
     async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
         if exc.status_code == 404:
@@ -175,13 +230,22 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_a
             Route("/openapi.json", openapi, methods=["GET"]),
         ],
         exception_handlers={HTTPException: http_error, Exception: server_error},
+        middleware=[Middleware(HeaderLimit)],
         lifespan=lifespan,
     )
 
 
-def openapi_document() -> dict[str, Any]:
-    """The endpoint's OpenAPI 3.1 description; the series and units come from the catalog."""
+def openapi_document(cfg: Config | None = None) -> dict[str, Any]:
+    """The endpoint's OpenAPI 3.1 description for ``cfg`` (its id pattern); the series and units from the catalog."""
+    cfg = cfg or Config()
     series_names = [s.api_name for s in catalog.API_SERIES]
+    id_param = {
+        "name": "execution_id",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": cfg.api.execution_id_pattern, "maxLength": MAX_ID_LENGTH},
+        "description": "The whole id matches the pattern (api.execution_id_pattern)",
+    }
     entry = {
         "type": "object",
         "required": ["labels", "values"],
@@ -272,24 +336,32 @@ def openapi_document() -> dict[str, Any]:
                 "get": {
                     "summary": "An execution's GPU and system metrics",
                     "parameters": [
-                        {"name": "execution_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                        id_param,
                         {
                             "name": "start",
                             "in": "query",
                             "schema": {"type": "string", "format": "date-time"},
-                            "description": "ISO 8601; default: the execution's first sample",
+                            "description": f"ISO 8601 such as {TIME_EXAMPLE}, in the years 1 to 9999 once in UTC; "
+                            "default: the execution's first sample (the first point of the step grid after it)",
                         },
                         {
                             "name": "end",
                             "in": "query",
                             "schema": {"type": "string", "format": "date-time"},
-                            "description": "ISO 8601; default: its last sample, or now while it reports",
+                            "description": "ISO 8601, at or after start; default: its last sample, or now while it "
+                            "reports",
                         },
                         {
                             "name": "step",
                             "in": "query",
-                            "schema": {"type": "string", "default": "15s"},
-                            "description": "Prometheus duration, at least 1s",
+                            "schema": {
+                                "type": "string",
+                                "pattern": DURATION_PATTERN,
+                                "minLength": len(MIN_STEP),  # the pattern alone accepts ""
+                                "default": DEFAULT_STEP,
+                            },
+                            "description": f"Prometheus duration from {MIN_STEP} to {MAX_STEP}, and at most the "
+                            "window from start to end (when they differ); at most api.max_points points per series",
                         },
                     ],
                     "responses": {
@@ -300,12 +372,19 @@ def openapi_document() -> dict[str, Any]:
                         "400": {"description": "A parameter is not accepted; the message names it", **err},
                         "401": {"description": "Missing or unknown bearer token", **err},
                         "404": {"description": "No such execution for this key's tenant", **err},
-                        "502": {"description": "Prometheus unreachable or failing", **err},
-                        "504": {"description": "Prometheus too slow", **err},
+                        "431": {"description": f"Request headers over {MAX_HEADER_BYTES} bytes", **err},
+                        "502": {
+                            "description": "Prometheus unreachable, failing, or answering oddly",
+                            **err,
+                        },
+                        "504": {
+                            "description": "Past the request's deadline (api.timeout_seconds)",
+                            **err,
+                        },
                     },
                 }
             },
-            **report_paths(err),
+            **report_paths(err, id_param),
             "/healthz": {
                 "get": {
                     "summary": "Liveness: the process is up (Prometheus is not asked)",
@@ -330,13 +409,14 @@ def openapi_document() -> dict[str, Any]:
     }
 
 
-def report_paths(err: dict[str, Any]) -> dict[str, Any]:
+def report_paths(err: dict[str, Any], id_param: dict[str, Any]) -> dict[str, Any]:
     """The OpenAPI paths of the execution report and the fleet ranking."""
     errors = {
         "400": {"description": "A parameter is not accepted; the message names it", **err},
         "401": {"description": "Missing or unknown bearer token", **err},
-        "502": {"description": "Prometheus unreachable or failing", **err},
-        "504": {"description": "Prometheus too slow", **err},
+        "431": {"description": f"Request headers over {MAX_HEADER_BYTES} bytes", **err},
+        "502": {"description": "Prometheus unreachable, failing, or answering oddly", **err},
+        "504": {"description": "Prometheus too slow: api.timeout_seconds for the whole request", **err},
     }
 
     def ok(schema: str, description: str) -> dict[str, Any]:
@@ -351,7 +431,7 @@ def report_paths(err: dict[str, Any]) -> dict[str, Any]:
             "get": {
                 "summary": "An execution's report: utilisation, memory, power, energy, cost, alerts and verdicts",
                 "parameters": [
-                    {"name": "execution_id", "in": "path", "required": True, "schema": {"type": "string"}},
+                    id_param,
                     {"name": "start", **time_param, "description": "ISO 8601; default: the execution's first sample"},
                     {"name": "end", **time_param, "description": "ISO 8601; default: its last sample"},
                 ],

@@ -19,12 +19,20 @@ from typing import Any
 from gpu_execution_pack.api.prometheus import PrometheusClient
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import aggregate, match, on, parse_duration_seconds, render
+from gpu_execution_pack.promql.durations import DURATION_RE, duration_text
 from gpu_execution_pack.rules import catalog
 
 MAX_POINTS_PER_QUERY = 11_000  # Prometheus refuses more per series
 CHUNK_POINTS = 10_000
 CONCURRENCY = 8  # queries in flight per request
 LOOKBACK_SECONDS = 300  # Prometheus' default lookback (staleness) window
+MAX_ID_LENGTH = 256  # an execution id's most characters, whatever api.execution_id_pattern allows
+DEFAULT_STEP = "15s"
+MIN_STEP = "1s"
+MAX_STEP = "1y"  # Prometheus overflows past 292 years; no execution's metrics need a coarser grid
+TIME_EXAMPLE = "2026-12-02T10:00:00Z"
+EARLIEST = datetime(1, 1, 1, tzinfo=UTC)  # times must fall in years 1 to 9999 once converted to UTC
+LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
 
 
 class RequestError(Exception):
@@ -33,6 +41,16 @@ class RequestError(Exception):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
+
+
+def bad(message: str) -> RequestError:
+    """A 400 whose message names the parameter first and says what is accepted."""
+    return RequestError(400, message)
+
+
+def shown(value: str, limit: int = 40) -> str:
+    """A client's value quoted for an error message, cut short: a 5,000-digit step is not echoed back."""
+    return repr(value) if len(value) <= limit else repr(value[:limit]) + f"... ({len(value)} characters)"
 
 
 @dataclass(frozen=True)
@@ -55,35 +73,140 @@ class Window:
         return out
 
 
+@dataclass(frozen=True)
+class Span:
+    """An execution's first and last sample (unix seconds), and whether it still reports."""
+
+    first: float
+    last: float
+    running: bool
+
+
+@dataclass(frozen=True)
+class Params:
+    """A request's ``start``, ``end`` (None: not given) and ``step``, parsed and checked on their own."""
+
+    start: float | None
+    end: float | None
+    step: float
+    step_text: str
+
+
+def check_execution_id(execution_id: str, pattern: re.Pattern[str]) -> None:
+    """400 unless the whole id matches ``pattern`` (``$`` would let a final newline through) within MAX_ID_LENGTH."""
+    if len(execution_id) > MAX_ID_LENGTH or not pattern.fullmatch(execution_id):
+        raise bad(f"execution_id: not accepted; it must match {pattern.pattern} (at most {MAX_ID_LENGTH} characters)")
+
+
 def parse_time(name: str, value: str | None) -> float | None:
     """ISO 8601 (offset optional, ``Z`` accepted; naive times are UTC) to unix seconds; None when not given.
 
     An empty value is refused rather than read as "not given", and only ASCII digits are read:
-    Python's parser would take other scripts' digits, which no client means.
+    Python's parser would take other scripts' digits, which no client means. A time that its
+    offset moves out of the years 1 to 9999 in UTC is refused too.
     """
     if value is None:
         return None
-    refused = RequestError(400, f"{name}: {value!r} is not an ISO 8601 time such as 2026-12-02T10:00:00Z")
+    refused = bad(f"{name}: {shown(value)} is not an ISO 8601 time such as {TIME_EXAMPLE}")
     if not value.isascii() or not value.strip():
         raise refused
     try:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise refused from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
+    try:
+        utc = parsed.replace(tzinfo=parsed.tzinfo or UTC).astimezone(UTC)
+    except OverflowError:
+        raise bad(
+            f"{name}: {shown(value)} is outside the years 1 to 9999 in UTC; accepted: times from "
+            f"{iso(EARLIEST.timestamp())} to {iso(LATEST.timestamp())}"
+        ) from None
+    return utc.timestamp()
 
 
 def parse_step(value: str | None) -> float:
-    step = value or "15s"
+    """A ``step`` in seconds: a Prometheus duration from MIN_STEP to MAX_STEP (default DEFAULT_STEP)."""
+    step = DEFAULT_STEP if value is None else value
+    accepted = f"accepted: {MIN_STEP} to {MAX_STEP}"
     try:
         seconds = parse_duration_seconds(step)
     except ValueError:
-        raise RequestError(400, f"step: {step!r} is not a Prometheus duration such as 15s, 1m or 1h") from None
-    if seconds < 1:
-        raise RequestError(400, f"step: {step!r} is under 1s; accepted: 1s or more")
+        if DURATION_RE.fullmatch(step):  # a duration, past the int64 milliseconds Prometheus holds
+            raise bad(f"step: {shown(step)} is longer than {MAX_STEP}; {accepted}") from None
+        raise bad(f"step: {shown(step)} is not a Prometheus duration such as 15s, 1m or 1h; {accepted}") from None
+    if seconds < parse_duration_seconds(MIN_STEP):
+        raise bad(f"step: {shown(step)} is under {MIN_STEP}; {accepted}")
+    if seconds > parse_duration_seconds(MAX_STEP):
+        raise bad(f"step: {shown(step)} is longer than {MAX_STEP}; {accepted}")
     return seconds
+
+
+def parse_params(start: str | None, end: str | None, step: str | None) -> Params:
+    """The window parameters as far as they can be checked without the execution: syntax, range, order."""
+    step_s = parse_step(step)
+    start_s, end_s = parse_time("start", start), parse_time("end", end)
+    if start_s is not None and end_s is not None and end_s < start_s:
+        raise bad(f"end: before start ({iso(end_s)} < {iso(start_s)}); accepted: an end at or after start")
+    return Params(start_s, end_s, step_s, DEFAULT_STEP if step is None else step)
+
+
+def resolve_window(params: Params, span: Span, max_points: float, now: float) -> Window:
+    """The step grid a request is answered on, from its parameters and the execution's span.
+
+    Not given, ``start`` is the execution's first sample, moved to the first point of the step grid
+    (multiples of ``step``) at or after it, and ``end`` its last sample, or ``now`` while it still
+    reports. The window must run forward, and ``step`` must be at most its length (else there may
+    be no grid point in it), or any step when start and end are the same instant: one point.
+    """
+    start = span.first if params.start is None else params.start
+    execution_end = now if span.running else span.last
+    end = execution_end if params.end is None else params.end
+    if end < start:
+        if params.start is not None:  # and end is the execution's (both given was checked before)
+            still = ", now: it still reports" if span.running else ""
+            raise bad(
+                f"start: {iso(start)} is after the execution's end ({iso(execution_end)}{still}); "
+                "accepted: a start at or before it"
+            )
+        raise bad(
+            f"end: {iso(end)} is before the execution's first sample ({iso(span.first)}); "
+            "accepted: an end at or after it"
+        )
+    length = end - start
+    if 0 < length < params.step:
+        what = (
+            "the execution's length" if params.start is None and params.end is None else "the window from start to end"
+        )
+        raise bad(
+            f"step: {shown(params.step_text)} is longer than {what} ({duration_text(length)}); "
+            f"accepted: at most {duration_text(length)}"
+        )
+    if params.start is None and length > 0:  # step <= length: a grid point lies in the window
+        start = math.ceil(start / params.step) * params.step
+    window = Window(start, start + ((end - start) // params.step) * params.step, params.step)
+    if window.points > max_points:
+        raise too_many_points(params, window.points, start, end, max_points)
+    return window
+
+
+def too_many_points(params: Params, points: int, start: float, end: float, max_points: float) -> RequestError:
+    """The 400 for a window of more than ``max_points`` points, naming the parameter the client set."""
+    most = int(max_points)
+    span = f"{points} points per series from {iso(start)} to {iso(end)} at step {shown(params.step_text)}"
+    if params.start is not None:
+        return bad(
+            f"start: {iso(start)} is too early: {span}; the most accepted is {most}; "
+            f"accepted: a start from {iso(end - (most - 1) * params.step)}, or a longer step"
+        )
+    if params.end is not None:
+        return bad(
+            f"end: {iso(end)} is too late: {span}; the most accepted is {most}; "
+            f"accepted: an end up to {iso(start + (most - 1) * params.step)}, or a longer step"
+        )
+    return bad(
+        f"step: {span} (the whole execution); the most accepted is {most}; "
+        f"accepted: a step of at least {duration_text(math.ceil((end - start) / (most - 1)))}"
+    )
 
 
 def iso(ts: float) -> str:
@@ -98,11 +221,6 @@ class ExecutionMetrics:
         self.api = cfg.api
         self.prometheus = prometheus
         self.id_pattern = re.compile(cfg.api.execution_id_pattern)
-
-    def check_id(self, execution_id: str) -> None:
-        """400 unless ``execution_id`` matches api.execution_id_pattern (in full: `$` would allow a final \\n)."""
-        if len(execution_id) > 256 or not self.id_pattern.fullmatch(execution_id):
-            raise RequestError(400, f"execution_id: not accepted; it must match {self.api.execution_id_pattern}")
 
     def selector(self, series: catalog.Series, execution_id: str, tenant: str | None) -> str:
         """The query for one series of the execution, scoped to ``tenant`` (None: every tenant).
@@ -120,8 +238,8 @@ class ExecutionMetrics:
         hosts = aggregate("group", catalog.NODE_LABELS, catalog.GPU_PRESENCE.select(execution, scoped))
         return render(series.select(execution).and_(hosts, on(catalog.NODE_LABELS)))
 
-    async def span(self, execution_id: str, tenant: str | None) -> tuple[float, float, bool]:
-        """First and last sample of the execution's GPU series, and whether it still reports.
+    async def span(self, execution_id: str, tenant: str | None) -> Span:
+        """First and last sample of the execution's GPU series, and whether it still reports; 404 if none.
 
         Samples are counted per hour over the lookback (one cheap pass over the data; a
         ``timestamp()`` subquery is far slower), then the first and last hour with samples are
@@ -134,14 +252,24 @@ class ExecutionMetrics:
         counts = await self.prometheus.range(
             f"sum(count_over_time({presence}[{bucket}s]))", now - lookback, now, bucket
         )
-        if not counts or not counts[0]["values"]:
-            raise RequestError(404, f"execution {execution_id!r} not found")
-        hours = [float(t) for t, _ in counts[0]["values"]]
+        hours = [t for c in counts for t, _ in c["values"]]
+        not_found = RequestError(404, f"execution {execution_id!r} not found")
+        if not hours:
+            raise not_found
         first = await self.prometheus.instant(f"{presence}[{bucket}s]", at=min(hours))
         last = await self.prometheus.instant(f"{presence}[{bucket}s]", at=max(hours))
-        start = min(float(v[0]) for r in first for v in r["values"])
-        end = max(float(v[0]) for r in last for v in r["values"])
-        return start, end, now - end < LOOKBACK_SECONDS  # still within Prometheus' lookback: it reports
+        firsts = [t for r in first for t, _ in r["values"]]
+        lasts = [t for r in last for t, _ in r["values"]]
+        if not firsts or not lasts:  # its samples left the retention between the queries
+            raise not_found
+        end = max(lasts)
+        return Span(min(firsts), end, now - end < LOOKBACK_SECONDS)  # within Prometheus' lookback: it reports
+
+    async def window(self, execution_id: str, params: Params, tenant: str | None) -> Window:
+        """The grid a request for ``execution_id`` is answered on (its span read from Prometheus)."""
+        check_execution_id(execution_id, self.id_pattern)
+        span = await self.span(execution_id, tenant)
+        return resolve_window(params, span, self.api.max_points, time.time())
 
     async def fetch(
         self,
@@ -152,23 +280,9 @@ class ExecutionMetrics:
         tenant: str | None = None,
     ) -> dict[str, Any]:
         """The response document. ``tenant`` None means every tenant (an unscoped key)."""
-        self.check_id(execution_id)
-        step_s = parse_step(step)
-        start_s, end_s = parse_time("start", start), parse_time("end", end)
-        if start_s is not None and end_s is not None and end_s < start_s:
-            raise RequestError(400, "end: before start")
-        first, last, running = await self.span(execution_id, tenant)
-        start_s = first if start_s is None else start_s
-        end_s = (time.time() if running else last) if end_s is None else end_s
-        if end_s < start_s:
-            raise RequestError(400, "end: before start (the execution's first sample)")
-        if start is None:  # the first point of the step grid at or after the first sample carries data
-            start_s = math.ceil(start_s / step_s) * step_s
-        window = Window(start_s, start_s + ((end_s - start_s) // step_s) * step_s, step_s)
-        if window.points > self.api.max_points:
-            raise RequestError(
-                400, f"step: {window.points} points per series; the most accepted is {int(self.api.max_points)}"
-            )
+        check_execution_id(execution_id, self.id_pattern)
+        params = parse_params(start, end, step)
+        window = await self.window(execution_id, params, tenant)
         limit = asyncio.Semaphore(CONCURRENCY)
 
         async def one(series: catalog.Series) -> tuple[str, dict[str, Any]]:
@@ -176,12 +290,12 @@ class ExecutionMetrics:
             for chunk_start, chunk_end in window.chunks():
                 async with limit:
                     result = await self.prometheus.range(
-                        self.selector(series, execution_id, tenant), chunk_start, chunk_end, step_s
+                        self.selector(series, execution_id, tenant), chunk_start, chunk_end, window.step
                     )
                 for r in result:
                     labels = {k: v for k, v in r["metric"].items() if k != "__name__"}
                     entry = entries.setdefault(tuple(sorted(labels.items())), {"labels": labels, "values": []})
-                    entry["values"] += [[float(t), api_value(series, v)] for t, v in r["values"]]
+                    entry["values"] += [[t, api_value(series, v)] for t, v in r["values"]]
             return series.api_name, {
                 "unit": series.api_unit,
                 "entries": [entries[k] for k in sorted(entries)],
@@ -192,12 +306,11 @@ class ExecutionMetrics:
             "executionId": execution_id,
             "start": iso(window.start),
             "end": iso(window.end),
-            "step": step or "15s",
+            "step": params.step_text,
             "series": series,
         }
 
 
-def api_value(series: catalog.Series, sample: str) -> float | None:
-    """A Prometheus sample value in the API's unit; NaN and infinities (which JSON cannot carry) as null."""
-    value = float(sample)
+def api_value(series: catalog.Series, value: float) -> float | None:
+    """A sample value in the API's unit; NaN and infinities (which JSON cannot carry) as null."""
     return series.to_api(value) if math.isfinite(value) else None

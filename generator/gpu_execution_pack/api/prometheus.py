@@ -1,10 +1,21 @@
-"""An async client for Prometheus' query API, with errors the endpoint can answer with."""
+"""An async client for Prometheus' query API (or a compatible one), with errors the endpoint can answer with.
+
+Compatible APIs: a Prometheus under a path prefix (``--web.route-prefix``: put it in the URL), Mimir
+or Cortex (a tenant header), Thanos Query (``partial_response``). Every answer is checked for the
+shape the endpoint reads before anything reads it, so an unexpected body is a 502, never a crash.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import anyio
 import httpx
+
+from gpu_execution_pack.config.schema import Api
 
 
 class PrometheusError(Exception):
@@ -15,23 +26,68 @@ class PrometheusError(Exception):
         self.status = status
 
 
-class PrometheusClient:
-    """``instant`` and ``range`` queries against one Prometheus; reuse it across requests."""
+@contextmanager
+def deadline(seconds: float, url: str) -> Iterator[None]:
+    """Bound everything inside to ``seconds`` in all (not per query, not per read): past it, a 504.
 
-    def __init__(self, url: str, timeout: float = 30.0, transport: httpx.AsyncBaseTransport | None = None):
+    Whatever is in flight is cancelled, so its connection to Prometheus is closed and Prometheus
+    stops the query.
+    """
+    try:
+        with anyio.fail_after(seconds):
+            yield
+    except TimeoutError:
+        raise PrometheusError(
+            504, f"Prometheus at {url} did not answer in time (deadline {seconds:g} s: api.timeout_seconds)"
+        ) from None
+
+
+class PrometheusClient:
+    """``instant`` and ``range`` queries against one Prometheus; reuse it across requests.
+
+    ``headers`` go with every query (e.g. Mimir's ``X-Scope-OrgID``); ``params`` too (e.g. Thanos'
+    ``partial_response``). A path in ``url`` prefixes every API path.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        headers: dict[str, str] | None = None,
+        params: dict[str, str] | None = None,
+    ):
         self.url = url.rstrip("/")
-        self.client = httpx.AsyncClient(base_url=self.url, timeout=timeout, transport=transport)
+        self.params = dict(params or {})
+        self.client = httpx.AsyncClient(base_url=self.url, timeout=timeout, transport=transport, headers=headers)
+
+    @classmethod
+    def for_config(cls, api: Api, url: str | None = None, timeout: float | None = None) -> PrometheusClient:
+        """A client as ``api`` configures it (its URL, tenant header and partial_response); ``url`` overrides."""
+        headers = {api.tenant_header: api.tenant_id} if api.tenant_id else {}
+        params = {"partial_response": "true" if api.partial_response else "false"}
+        return cls(
+            url or api.prometheus_url,
+            api.timeout_seconds if timeout is None else timeout,
+            headers=headers,
+            params=params,
+        )
 
     async def close(self) -> None:
         await self.client.aclose()
 
     async def instant(self, query: str, at: float | None = None) -> list[dict[str, Any]]:
+        """An instant query's result items: ``{"metric": {...}, "values": [[t, v], ...]}``, values as floats.
+
+        A vector's single sample comes as a one-item ``values``, so vectors and matrices read alike.
+        """
         params: dict[str, Any] = {"query": query}
         if at is not None:
             params["time"] = at
         return await self._get("/api/v1/query", params)
 
     async def range(self, query: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        """A range query's result items: ``{"metric": {...}, "values": [[t, v], ...]}``, values as floats."""
         return await self._get("/api/v1/query_range", {"query": query, "start": start, "end": end, "step": step})
 
     async def status_config(self) -> str:
@@ -47,7 +103,7 @@ class PrometheusClient:
 
     async def _get(self, path: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         try:
-            response = await self.client.get(path, params=params)
+            response = await self.client.get(path, params={**params, **self.params})
         except httpx.TimeoutException:
             raise PrometheusError(504, f"Prometheus at {self.url} did not answer in time") from None
         except httpx.HTTPError as err:
@@ -58,6 +114,53 @@ class PrometheusClient:
             raise PrometheusError(
                 502, f"Prometheus at {self.url} answered {response.status_code} without JSON"
             ) from None
-        if body.get("status") != "success":
+        if isinstance(body, dict) and body.get("status") == "error":
             raise PrometheusError(502, f"Prometheus refused the query: {body.get('error', 'unknown error')}")
-        return body["data"]["result"]
+        try:
+            return result_of(body)
+        except ValueError as err:
+            raise PrometheusError(
+                502, f"Prometheus at {self.url} answered {response.status_code} with an unexpected body: {err}"
+            ) from None
+
+
+def result_of(body: Any) -> list[dict[str, Any]]:
+    """The result items of a successful query answer, checked; ValueError says what is not as expected."""
+    if not isinstance(body, dict):
+        raise ValueError(f"a JSON {type(body).__name__}, not an object")
+    if body.get("status") != "success":
+        raise ValueError(f"status {body.get('status')!r}, not 'success'")
+    data = body.get("data")
+    if not isinstance(data, dict):
+        raise ValueError("no data object")
+    kind, result = data.get("resultType"), data.get("result")
+    if not isinstance(result, list):
+        raise ValueError("data without a result list")
+    if kind not in ("matrix", "vector"):
+        raise ValueError(f"resultType {kind!r}, not a matrix or vector")
+    items = []
+    for item in result:
+        metric = item.get("metric") if isinstance(item, dict) else None
+        if not isinstance(metric, dict) or not all(isinstance(v, str) for v in metric.values()):
+            raise ValueError("a result item without a metric of string labels")
+        samples = item.get("values") if kind == "matrix" else [item.get("value")]
+        if not isinstance(samples, list):
+            raise ValueError("a series without samples")
+        items.append({"metric": metric, "values": [sample(s) for s in samples]})
+    return items
+
+
+def sample(pair: Any) -> list[float]:
+    """``[unix seconds, "value"]`` as two floats; the value may be NaN or an infinity, the time may not."""
+    if not isinstance(pair, list) or len(pair) != 2:
+        raise ValueError(f"a sample that is not a [time, value] pair: {str(pair)[:40]}")
+    t, v = pair
+    try:
+        if isinstance(t, bool) or isinstance(v, bool) or not isinstance(v, str):
+            raise TypeError
+        when, value = float(t), float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"a sample that is not [time, numeric string]: {str(pair)[:40]}") from None
+    if not math.isfinite(when):
+        raise ValueError(f"a sample at time {t!r}")
+    return [when, value]

@@ -28,6 +28,9 @@ METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 DNS_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 _MATCHER = r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
 MATCHERS_RE = re.compile(rf"^(?:{_MATCHER}(?:,{_MATCHER})*)?$")
+HTTP_URL_RE = re.compile(r"^https?://[^/?#\s]+(/[^?#\s]*)?\Z")
+HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # RFC 9110 token
+HEADER_VALUE_RE = re.compile(r"^[\x20-\x7e]*\Z")
 
 Kind = Literal[
     "text",
@@ -44,6 +47,9 @@ Kind = Literal[
     "path",
     "prices",
     "labels",
+    "url",
+    "header",
+    "header_value",
 ]
 # Mapping keys (these kinds) are held as sorted (key, value) pairs, so the config stays
 # hashable and its output does not depend on how the YAML was ordered.
@@ -76,6 +82,10 @@ def yaml_key(f: dataclasses.Field) -> str:
 def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) -> Any:
     """Validate one scalar; its type is the type of the default it replaces."""
     kind, choices = f.metadata.get("kind", "text"), f.metadata.get("choices", ())
+    if isinstance(current, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
     if isinstance(current, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
@@ -104,6 +114,9 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         "path": (lambda v: v.strip() != "", "a non-empty path"),
         # Kubernetes object names (RFC 1123 labels), of which the value is a prefix.
         "dns_label": (DNS_LABEL_RE.match, "lower-case letters, digits and '-', starting with a letter"),
+        "url": (HTTP_URL_RE.match, "an http:// or https:// URL (a path is a prefix; no query or fragment)"),
+        "header": (HEADER_NAME_RE.match, "an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)"),
+        "header_value": (HEADER_VALUE_RE.match, "printable ASCII without line breaks"),
     }
     if kind in checks:
         ok, accepted = checks[kind]

@@ -439,8 +439,11 @@ class Kubernetes:
 class Api:
     prometheus_url: str = opt(
         "http://127.0.0.1:9090",
-        "Prometheus (or a compatible query API) the metrics endpoint reads the recorded series from.",
-        "Your Prometheus, Thanos Query or Mimir query frontend listens elsewhere.",
+        "Prometheus (or a compatible query API) the metrics endpoint reads the recorded series from. A path is "
+        "a prefix of every API path: `http://host:9090/prom` for a Prometheus run with `--web.route-prefix=/prom`, "
+        "`http://mimir:8080/prometheus` for Mimir's query frontend.",
+        "Your Prometheus, Thanos Query or Mimir query frontend listens elsewhere, or behind a path prefix.",
+        kind="url",
     )
     keys_file: str = opt(
         "",
@@ -476,9 +479,31 @@ class Api:
     )
     timeout_seconds: float = opt(
         30.0,
-        "Timeout of each query to Prometheus; past it the endpoint answers 504.",
+        "Deadline of a whole request, every query to Prometheus included: past it the endpoint cancels what is "
+        "in flight (Prometheus stops the query when its connection closes) and answers 504.",
         "Your Prometheus is slow on long ranges.",
         kind="positive",
+    )
+    tenant_header: str = opt(
+        "X-Scope-OrgID",
+        "Name of the header that carries `tenant_id` on every query, when `tenant_id` is set: Mimir's and "
+        "Cortex's tenant header by default.",
+        "Your multi-tenant query API (or the proxy in front of it) reads the tenant from another header.",
+        kind="header",
+    )
+    tenant_id: str = opt(
+        "",
+        "Value of `tenant_header` sent with every query; empty sends no header (a single-tenant Prometheus "
+        "or Thanos). Mimir reads several tenants joined by `|` when tenant federation is on.",
+        "Your recorded series live in a Mimir or Cortex tenant (the one its ruler writes them to).",
+        kind="header_value",
+    )
+    partial_response: bool = opt(
+        False,
+        "Sent as `partial_response` with every query. Thanos Query answers with what it has when a store is "
+        "down only if this is true, and otherwise fails the query (502): an execution is never served with "
+        "silently missing GPUs. Prometheus and Mimir ignore the parameter.",
+        "Behind Thanos you prefer an answer that may lack some series to a 502 while a store is down.",
     )
 
 

@@ -11,7 +11,7 @@ import math
 import time
 from typing import Any
 
-from gpu_execution_pack.api.metrics import ExecutionMetrics, RequestError, iso, parse_time
+from gpu_execution_pack.api.metrics import ExecutionMetrics, RequestError, check_execution_id, iso, parse_time
 from gpu_execution_pack.api.prometheus import PrometheusClient
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import parse_duration_seconds
@@ -195,11 +195,14 @@ async def execution_summary(
 ) -> dict[str, Any]:
     """The report of one execution over its span (or ``start``..``end``); ``tenant`` None: every tenant."""
     metrics = ExecutionMetrics(cfg, prometheus)
-    metrics.check_id(execution_id)
+    check_execution_id(execution_id, metrics.id_pattern)
     start_s, end_s = parse_time("start", start), parse_time("end", end)
     if start_s is not None and end_s is not None and end_s < start_s:
-        raise RequestError(400, "end: before start")
-    first, last, running = await metrics.span(execution_id, tenant)
+        raise RequestError(
+            400, f"end: before start ({iso(end_s)} < {iso(start_s)}); accepted: an end at or after start"
+        )
+    span = await metrics.span(execution_id, tenant)
+    first, last, running = span.first, span.last, span.running
     start_s = first if start_s is None else max(start_s, first)
     end_s = last if end_s is None else min(end_s, last)
     if end_s < start_s:

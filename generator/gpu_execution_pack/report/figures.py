@@ -296,14 +296,14 @@ async def collect(
     for r in results["samples"]:
         key = key_of(r["metric"], GPU_KEY)
         labels = {k: v for k, v in zip(GPU_KEY, key, strict=True) if v}
-        gpus[key] = GpuFigures(labels, samples=int(float(r["value"][1])))
+        gpus[key] = GpuFigures(labels, samples=int(float(r["values"][0][1])))
         execution(key[0]).gpus.append(gpus[key])
     for name in gpu_queries:
         if name == "samples":
             continue
         for r in results[name]:
             target = gpus.get(key_of(r["metric"], GPU_KEY))
-            value = float(r["value"][1])
+            value = float(r["values"][0][1])
             if target is not None and math.isfinite(value):
                 current = getattr(target, name)
                 setattr(target, name, int(value) if isinstance(current, int) else value)
@@ -321,19 +321,19 @@ async def collect(
             if key not in hosts:
                 hosts[key] = HostFigures(key[1])
                 executions[key[0]].hosts.append(hosts[key])
-            value = float(r["value"][1])
+            value = float(r["values"][0][1])
             setattr(hosts[key], name, value if math.isfinite(value) else None)
     for r in results["low_util_samples"]:
         if (eid := r["metric"].get(EXECUTION_LABEL, "")) in executions:
-            executions[eid].low_util_samples = int(float(r["value"][1]))
+            executions[eid].low_util_samples = int(float(r["values"][0][1]))
     for r in results["cpu_during_low_util"]:
         if (eid := r["metric"].get(EXECUTION_LABEL, "")) in executions:
-            executions[eid].cpu_during_low_util = float(r["value"][1])
+            executions[eid].cpu_during_low_util = float(r["values"][0][1])
     firing: dict[str, list[AlertFigures]] = defaultdict(list)
     for r in results["alerts"]:
         m = r["metric"]
         firing[m.get(EXECUTION_LABEL, "")].append(
-            AlertFigures(m.get("alertname", ""), m.get("severity", ""), float(r["value"][1]))
+            AlertFigures(m.get("alertname", ""), m.get("severity", ""), float(r["values"][0][1]))
         )
     for eid, figures in executions.items():
         figures.alerts = sorted(firing.get(eid, []), key=lambda x: (x.alertname, x.severity))
@@ -358,4 +358,4 @@ async def heavy_phase(
     begin = next(t for t, v in values if v >= share * peak)
     window = format_duration(max(1.0, end - begin))
     result = await prometheus.instant(render(over("avg_over_time", scope.gpu(catalog.GPU_UTILIZATION), window)), at=end)
-    return begin, {key_of(r["metric"], GPU_KEY): float(r["value"][1]) for r in result}
+    return begin, {key_of(r["metric"], GPU_KEY): float(r["values"][0][1]) for r in result}

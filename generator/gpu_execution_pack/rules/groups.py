@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from gpu_execution_pack.promql import Expr, render
 
-# Mimir's and Thanos' rulers refuse larger groups (Mimir's default ruler_max_rules_per_rule_group).
+# Mimir's ruler refuses larger groups by default (ruler_max_rules_per_rule_group; Thanos Ruler sets no such limit).
 MAX_RULES_PER_GROUP = 20
 
 
