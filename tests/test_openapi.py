@@ -2,7 +2,7 @@
 
 schemathesis reads /openapi.json from the app served by uvicorn on loopback, with the training
 scenario's real Prometheus behind it, and sends requests generated from the document (valid and
-invalid ones, 50 each for the metrics route, each sent again for an execution that exists;
+invalid ones, 50 each for the metrics route, fewer for the report's, each sent again for an execution that exists;
 derandomized, so every run sends the same): no answer may be a 5xx, and every answer must have a
 documented status, JSON, and the documented schema.
 """
@@ -13,7 +13,7 @@ import re
 
 import pytest
 import schemathesis
-from gpu_execution_pack.api.app import PATH, create_app
+from gpu_execution_pack.api.app import FLEET_PATH, PATH, SUMMARY_PATH, create_app
 from gpu_execution_pack.api.metrics import MAX_ID_LENGTH, parse_step
 from gpu_execution_pack.config import Config, config_from_mapping
 from hypothesis import HealthCheck, Phase, given, settings
@@ -80,6 +80,10 @@ def test_the_id_pattern_follows_the_config():
     [
         (PATH, GenerationMode.POSITIVE, 50),
         (PATH, GenerationMode.NEGATIVE, 50),
+        (SUMMARY_PATH, GenerationMode.POSITIVE, 25),
+        (SUMMARY_PATH, GenerationMode.NEGATIVE, 25),
+        (FLEET_PATH, GenerationMode.POSITIVE, 15),
+        (FLEET_PATH, GenerationMode.NEGATIVE, 15),
         ("/healthz", GenerationMode.POSITIVE, 3),  # no parameters: nothing to make invalid
         ("/readyz", GenerationMode.POSITIVE, 3),
     ],
