@@ -53,7 +53,7 @@ def test_by_default_no_tenant_header_and_partial_response_false(prometheus):
         response = get(client, EXECUTION, RESEARCH, step="5m")
     assert response.status_code == 200, response.text  # Prometheus ignores partial_response
     queries = answered_queries(upstream)
-    assert len(queries) == 15  # the span's 3 and the 12 series
+    assert len(queries) == 5  # the span's 3, then the GPU series and the host series, one query each
     for seen in queries:
         assert seen.params["partial_response"] == ["false"], seen
         assert "x-scope-orgid" not in seen.headers, seen
@@ -75,7 +75,7 @@ def test_every_query_carries_the_configured_tenant_header_and_partial_response(p
         ready = client.get("/readyz")  # the probe asks as the endpoint does
     assert response.status_code == ready.status_code == 200, response.text
     queries = answered_queries(upstream)
-    assert len(queries) == 16
+    assert len(queries) == 6  # the span (3), the GPU and the host series (one each), the probe
     for seen in queries:
         assert seen.params["partial_response"] == [partial], seen
         if header is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -185,6 +186,39 @@ def test_served_by_uvicorn_on_loopback(prometheus):
         assert wrong.status_code == 405 and "error" in wrong.json()
         ok = http.get(metrics_path(), params={"step": "5m"}, headers={"Authorization": f"Bearer {KEY}"})
         assert ok.status_code == 200 and ok.json()["executionId"] == EXECUTION
+
+
+def test_serve_with_workers_answers_from_several_processes(prometheus, tmp_path: Path):
+    """`serve --workers 2` starts two worker processes, each building the app from the same config."""
+    server, _, _, _ = prometheus
+    config = tmp_path / "pack.yml"
+    config.write_text(f"api: {{prometheus_url: '{server.url}'}}\n")
+    port = free_port()
+    env = {**os.environ, ENV_KEYS: f"{KEY}:research"}
+    command = [sys.executable, "-m", "gpu_execution_pack", "serve", "-c", str(config), "--port", str(port)]
+    proc = subprocess.Popen([*command, "--workers", "2"], env=env, cwd=REPO, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        with httpx.Client(base_url=url, timeout=30) as http:
+            answers = [
+                http.get(metrics_path(), params={"step": "5m"}, headers={"Authorization": f"Bearer {KEY}"})
+                for _ in range(6)
+            ]
+        assert all(a.status_code == 200 and a.json()["executionId"] == EXECUTION for a in answers)
+        assert len({a.content for a in answers}) == 1  # every worker answers alike
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert err.count("Started server process") == 2, err[-2000:]
+    refused = subprocess.run([*command, "--workers", "0"], env=env, cwd=REPO, capture_output=True, text=True)
+    assert refused.returncode != 0 and "--workers: 0 is not accepted" in refused.stderr
+    assert "Traceback" not in refused.stderr
 
 
 # --- The test client's dependencies -----------------------------------------------------------

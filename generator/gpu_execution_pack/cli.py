@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -180,13 +181,21 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     app, _, _ = _api_modules()
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401  (the api extra: say so before anything starts)
     except ImportError:
         raise ConfigError(API_EXTRA_HINT) from None
-    from gpu_execution_pack.api.server import uvicorn_config
+    from gpu_execution_pack.api import server
 
+    if args.workers < 1:
+        raise ConfigError(f"--workers: {args.workers} is not accepted; accepted: 1 or more")
+    # Built here first in every case: a bad config or missing keys fail before any worker starts.
     served = app.create_app(load_config(args.config), insecure_no_auth=args.insecure_no_auth)
-    uvicorn.Server(uvicorn_config(served, args.host, args.port)).run()
+    if args.workers == 1:
+        server.run(served, args.host, args.port, 1)
+        return 0
+    os.environ[server.CONFIG_ENV] = str(Path(args.config).resolve()) if args.config else ""
+    os.environ[server.INSECURE_ENV] = "1" if args.insecure_no_auth else ""
+    server.run(server.FACTORY, args.host, args.port, args.workers)
     return 0
 
 
@@ -257,6 +266,12 @@ def parser() -> argparse.ArgumentParser:
         "--insecure-no-auth",
         action="store_true",
         help="serve every tenant without a key (a local test only; keys come from api.keys_file or GPU_PACK_API_KEYS)",
+    )
+    sv.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="worker processes (default 1); the endpoint's JSON work is CPU-bound, so up to one per core helps",
     )
     sv.set_defaults(func=cmd_serve)
     return p

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import orjson
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -39,6 +40,13 @@ READY_TIMEOUT_SECONDS = 2.0  # /readyz: how long Prometheus may take to answer `
 MAX_HEADER_BYTES = 16 * 1024  # a request's headers, names and values: past it, 431
 CLIENT_GONE = 499  # nginx's status for a client that closed its connection: logged, never read
 log = logging.getLogger("gpu_execution_pack.api")
+
+
+class FastJSON(JSONResponse):
+    """JSON written by orjson: a long range's hundreds of thousands of floats serialise several times faster."""
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content)
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -81,7 +89,7 @@ async def answer(
         log.warning("prometheus: %s", outcome[0])
     if isinstance(outcome[0], RequestError | PrometheusError):
         return error(outcome[0].status, str(outcome[0]))
-    return JSONResponse(outcome[0])
+    return FastJSON(outcome[0])
 
 
 class HeaderLimit:

@@ -18,7 +18,7 @@ from typing import Any
 
 from gpu_execution_pack.api.prometheus import PrometheusClient
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.promql import aggregate, match, on, parse_duration_seconds, render
+from gpu_execution_pack.promql import aggregate, match, on, parse_duration_seconds, render, selector
 from gpu_execution_pack.promql.durations import DURATION_RE, duration_text
 from gpu_execution_pack.rules import catalog
 
@@ -238,6 +238,19 @@ class ExecutionMetrics:
         hosts = aggregate("group", catalog.NODE_LABELS, catalog.GPU_PRESENCE.select(execution, scoped))
         return render(series.select(execution).and_(hosts, on(catalog.NODE_LABELS)))
 
+    def by_name(self, level: tuple[str, ...], execution_id: str, tenant: str | None) -> str:
+        """One query for every API series of a level (``catalog.GPU_LABELS`` or ``NODE_LABELS``), by name."""
+        names = [s.name for s in catalog.API_SERIES if s.labels == level]
+        execution = match(catalog.EXECUTION_LABEL, execution_id)
+        picked = selector("", match("__name__", "|".join(re.escape(n) for n in names), "=~"), execution)
+        if tenant is None:
+            return render(picked)
+        scoped = match(self.api.tenant_label, tenant)
+        if level == catalog.GPU_LABELS:
+            return render(picked.where(scoped))
+        hosts = aggregate("group", catalog.NODE_LABELS, catalog.GPU_PRESENCE.select(execution, scoped))
+        return render(picked.and_(hosts, on(catalog.NODE_LABELS)))
+
     async def span(self, execution_id: str, tenant: str | None) -> Span:
         """First and last sample of the execution's GPU series, and whether it still reports; 404 if none.
 
@@ -284,24 +297,29 @@ class ExecutionMetrics:
         params = parse_params(start, end, step)
         window = await self.window(execution_id, params, tenant)
         limit = asyncio.Semaphore(CONCURRENCY)
+        by_name = {s.name: s for s in catalog.API_SERIES}
+        entries: dict[str, dict[tuple, dict[str, Any]]] = {s.api_name: {} for s in catalog.API_SERIES}
 
-        async def one(series: catalog.Series) -> tuple[str, dict[str, Any]]:
-            entries: dict[tuple, dict[str, Any]] = {}
-            for chunk_start, chunk_end in window.chunks():
-                async with limit:
-                    result = await self.prometheus.range(
-                        self.selector(series, execution_id, tenant), chunk_start, chunk_end, window.step
-                    )
-                for r in result:
-                    labels = {k: v for k, v in r["metric"].items() if k != "__name__"}
-                    entry = entries.setdefault(tuple(sorted(labels.items())), {"labels": labels, "values": []})
-                    entry["values"] += [[t, api_value(series, v)] for t, v in r["values"]]
-            return series.api_name, {
-                "unit": series.api_unit,
-                "entries": [entries[k] for k in sorted(entries)],
-            }
+        async def chunk(query: str, chunk_start: float, chunk_end: float) -> list[dict[str, Any]]:
+            async with limit:
+                return await self.prometheus.range(query, chunk_start, chunk_end, window.step)
 
-        series = dict(await asyncio.gather(*(one(s) for s in catalog.API_SERIES)))
+        # One range query per level (GPU, host) and chunk, the series picked by name: a round trip per
+        # series cost more than the data (issue 15). Chunks come back in order, so values stay sorted.
+        queries = [self.by_name(level, execution_id, tenant) for level in (catalog.GPU_LABELS, catalog.NODE_LABELS)]
+        answers = await asyncio.gather(*(chunk(q, a, b) for q in queries for a, b in window.chunks()))
+        for result in answers:
+            for r in result:
+                series = by_name[r["metric"]["__name__"]]
+                labels = {k: v for k, v in r["metric"].items() if k != "__name__"}
+                entry = entries[series.api_name].setdefault(
+                    tuple(sorted(labels.items())), {"labels": labels, "values": []}
+                )
+                entry["values"] += api_values(series, r["values"])
+        series = {
+            s.api_name: {"unit": s.api_unit, "entries": [entries[s.api_name][k] for k in sorted(entries[s.api_name])]}
+            for s in catalog.API_SERIES
+        }
         return {
             "executionId": execution_id,
             "start": iso(window.start),
@@ -309,6 +327,13 @@ class ExecutionMetrics:
             "step": params.step_text,
             "series": series,
         }
+
+
+def api_values(series: catalog.Series, samples: list[list[float]]) -> list[list[float | None]]:
+    """[t, value] pairs in the API's unit; NaN and infinities as null. Base-unit series skip the conversion."""
+    if catalog.UNITS[series.api_unit].op == "":
+        return [[t, v if math.isfinite(v) else None] for t, v in samples]
+    return [[t, api_value(series, v)] for t, v in samples]
 
 
 def api_value(series: catalog.Series, value: float) -> float | None:

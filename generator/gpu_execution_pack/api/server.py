@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import os
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import uvicorn
@@ -15,8 +16,19 @@ if TYPE_CHECKING:
 MAX_REQUEST_HEAD_BYTES = 2 * 1024 * 1024
 
 
-def uvicorn_config(app: ASGIApp, host: str, port: int, log_level: str = "info") -> uvicorn.Config:
-    """uvicorn's settings for ``app``: h11, whose head limit is settable, reading up to MAX_REQUEST_HEAD_BYTES."""
+# With several workers each process builds its own app: these say from what (set by ``serve``).
+CONFIG_ENV = "GPU_PACK_SERVE_CONFIG"
+INSECURE_ENV = "GPU_PACK_SERVE_INSECURE_NO_AUTH"
+FACTORY = "gpu_execution_pack.api.server:app_from_environment"
+
+
+def uvicorn_config(
+    app: ASGIApp | str, host: str, port: int, log_level: str = "info", workers: int = 1
+) -> uvicorn.Config:
+    """uvicorn's settings for ``app``: h11, whose head limit is settable, reading up to MAX_REQUEST_HEAD_BYTES.
+
+    With ``workers`` over 1, ``app`` is FACTORY's import string: each worker process builds its app.
+    """
     import uvicorn
 
     return uvicorn.Config(
@@ -27,4 +39,28 @@ def uvicorn_config(app: ASGIApp, host: str, port: int, log_level: str = "info") 
         http="h11",
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
         lifespan="on",
+        workers=workers,
+        factory=isinstance(app, str),
     )
+
+
+def app_from_environment() -> Any:
+    """A worker's app, from the config file and flag ``serve`` left in the environment."""
+    from gpu_execution_pack.api.app import create_app
+    from gpu_execution_pack.config import load_config
+
+    return create_app(
+        load_config(os.environ.get(CONFIG_ENV) or None), insecure_no_auth=os.environ.get(INSECURE_ENV) == "1"
+    )
+
+
+def run(app_or_factory: ASGIApp | str, host: str, port: int, workers: int) -> None:
+    """Serve on ``host:port``, in one process or, with ``workers`` over 1, in that many (uvicorn's supervisor)."""
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    config = uvicorn_config(app_or_factory, host, port, workers=workers)
+    if workers > 1:
+        Multiprocess(config, sockets=[config.bind_socket()]).run()
+    else:
+        uvicorn.Server(config).run()
