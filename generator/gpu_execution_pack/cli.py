@@ -117,8 +117,9 @@ def _api_modules():
     return app, metrics, prometheus
 
 
-def cmd_query(args: argparse.Namespace) -> int:
-    """Print one execution's metrics as the endpoint would answer (every tenant)."""
+def ask_prometheus(args: argparse.Namespace, work) -> dict | int:
+    """``work(cfg, client)``'s document, against the configured (or --prometheus) query API within the
+    request deadline; on a refusal, the message on stderr and the exit code (2: the request, 3: Prometheus)."""
     import asyncio
 
     _, metrics, prometheus = _api_modules()
@@ -128,51 +129,56 @@ def cmd_query(args: argparse.Namespace) -> int:
         client = prometheus.PrometheusClient.for_config(cfg.api, url=args.prometheus)
         try:
             with prometheus.deadline(cfg.api.timeout_seconds, client.url):
-                return await metrics.ExecutionMetrics(cfg, client).fetch(
-                    args.execution_id, args.start, args.end, args.step
-                )
+                return await work(cfg, client)
         finally:
             await client.close()
 
     try:
-        body = asyncio.run(run())
+        return asyncio.run(run())
     except (metrics.RequestError, prometheus.PrometheusError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2 if getattr(err, "status", 500) < 500 else 3
+        return 2 if err.status < 500 else 3
+
+
+def print_json(body: dict) -> None:
     json.dump(body, sys.stdout, indent=2)
     sys.stdout.write("\n")
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """Print one execution's metrics as the endpoint would answer (every tenant)."""
+    _, metrics, _ = _api_modules()
+    body = ask_prometheus(
+        args,
+        lambda cfg, client: metrics.ExecutionMetrics(cfg, client).fetch(
+            args.execution_id, args.start, args.end, args.step
+        ),
+    )
+    if isinstance(body, int):
+        return body
+    print_json(body)
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """One execution's report (jobstats-style, or --json), or with --since the fleet ranked by GPU-hours wasted."""
-    import asyncio
-
-    _, metrics, prometheus = _api_modules()
+    _api_modules()
     from gpu_execution_pack.report import document, text
 
-    cfg = load_config(args.config)
     if (args.execution_id is None) == (args.since is None):
         print("error: give an EXECUTION_ID, or --since DURATION for the fleet view", file=sys.stderr)
         return 2
-
-    async def run() -> dict:
-        client = prometheus.PrometheusClient.for_config(cfg.api, url=args.prometheus)
-        try:
-            if args.since is not None:
-                return await document.fleet_summary(cfg, client, args.since, args.top)
-            return await document.execution_summary(cfg, client, args.execution_id, args.start, args.end)
-        finally:
-            await client.close()
-
-    try:
-        body = asyncio.run(run())
-    except (metrics.RequestError, prometheus.PrometheusError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2 if getattr(err, "status", 500) < 500 else 3
+    if args.since is not None:
+        body = ask_prometheus(args, lambda cfg, client: document.fleet_summary(cfg, client, args.since, args.top))
+    else:
+        body = ask_prometheus(
+            args,
+            lambda cfg, client: document.execution_summary(cfg, client, args.execution_id, args.start, args.end),
+        )
+    if isinstance(body, int):
+        return body
     if args.json:
-        json.dump(body, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print_json(body)
     else:
         sys.stdout.write(text.render_fleet(body) if args.since is not None else text.render_execution(body))
     return 0

@@ -25,6 +25,11 @@ def duration(seconds: float) -> str:
     return f"{h:d}:{m:02d}:{s:02d}"
 
 
+def device(d: dict[str, Any]) -> str:
+    """``host GPU n`` (``/instance`` on MIG), as the report's rows name a GPU."""
+    return f"{d['hostname']} GPU {d['gpu']}" + (f"/{d['migInstance']}" if d["migInstance"] else "")
+
+
 def render_execution(doc: dict[str, Any]) -> str:
     """One execution's report document as text."""
     gpus, u, mem, power, cost = doc["gpus"], doc["utilization"], doc["memory"], doc["power"], doc["cost"]
@@ -40,9 +45,7 @@ def render_execution(doc: dict[str, Any]) -> str:
         "",
         "  GPU utilisation",
     ]
-    for d in gpus["devices"]:
-        name = f"{d['hostname']} GPU {d['gpu']}" + (f"/{d['migInstance']}" if d["migInstance"] else "")
-        lines.append(f"    {name:<24} {bar(d['utilizationPercent'])}")
+    lines += [f"    {device(d):<24} {bar(d['utilizationPercent'])}" for d in gpus["devices"]]
     heavy = u["heavyPhase"]
     lines += [
         f"    {'mean over the run':<24} {bar(u['gpuMeanPercent'])}",
@@ -51,9 +54,9 @@ def render_execution(doc: dict[str, Any]) -> str:
         "",
         "  GPU memory (peak)",
     ]
-    for d in gpus["devices"]:
-        name = f"{d['hostname']} GPU {d['gpu']}" + (f"/{d['migInstance']}" if d["migInstance"] else "")
-        lines.append(f"    {name:<24} {bar(d['memoryPeakPercent'])}  {gib(d['memoryPeakBytes'])}")
+    lines += [
+        f"    {device(d):<24} {bar(d['memoryPeakPercent'])}  {gib(d['memoryPeakBytes'])}" for d in gpus["devices"]
+    ]
     lines += [
         f"    above the OOM threshold ({mem['oomThresholdPercent']:.0f}%): {duration(mem['secondsAboveOomThreshold'])}",
         f"    host RAM peak: {gib(mem['hostRamPeakBytes'])} ({mem['hostRamPeakPercent'] or 0:.0f}%)",
