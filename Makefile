@@ -7,7 +7,7 @@ CLI := $(PY) -m gpu_execution_pack
 CONFIG ?=
 CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG),)
 
-.PHONY: all venv promtool rules dashboards docs check lint test bench bench-host-map bench-report clean
+.PHONY: all venv promtool rules dashboards docs check lint test bench bench-api bench-host-map bench-report clean
 .DEFAULT_GOAL := all
 
 all: rules dashboards docs check
@@ -63,6 +63,11 @@ bench: venv promtool $(VENV)/.bench-installed
 # (bench/host_map_ab.py); adds its figures to docs/benchmarks.json and rewrites the report.
 bench-host-map: venv promtool $(VENV)/.bench-installed
 	$(PY) -m bench.host_map_ab
+
+# The metrics endpoint beside bare Prometheus (about 5 minutes); its figures replace the endpoint's in
+# docs/benchmarks.json, and docs/benchmarks.md is rewritten.
+bench-api: venv promtool $(VENV)/.bench-installed
+	$(PY) -m bench.api
 
 # The execution report's fleet view over 1,000 executions (about a minute); writes docs/benchmarks-report.md.
 bench-report: venv promtool

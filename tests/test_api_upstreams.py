@@ -15,7 +15,7 @@ from gpu_execution_pack.rules import catalog
 
 from .conftest import EXECUTION
 from .prometheus_harness import Prometheus
-from .test_api import RESEARCH, client_for, get
+from .test_api import ADMIN, RESEARCH, client_for, get
 from .upstreams import Proxy
 
 pytestmark = pytest.mark.usefixtures("promtool_available")
@@ -81,3 +81,15 @@ def test_every_query_carries_the_configured_tenant_header_and_partial_response(p
         if header is not None:
             assert seen.headers[header] == value, seen
         assert "x-scope-orgid" not in seen.headers or header == "x-scope-orgid", seen
+
+
+def test_a_finished_executions_span_is_read_once_then_reused(prometheus):
+    """The span of a finished execution does not change: a second request asks only for the series."""
+    server, _, _, _ = prometheus
+    with Proxy(server.url) as upstream, client_for(upstream.url) as client:
+        first = get(client, EXECUTION, RESEARCH, step="5m")
+        second = get(client, EXECUTION, RESEARCH, step="5m")
+        other_tenant = get(client, EXECUTION, ADMIN, step="5m")  # another key, its own span
+    assert first.status_code == second.status_code == other_tenant.status_code == 200
+    assert first.json() == second.json()
+    assert len(answered_queries(upstream)) == 5 + 2 + 5

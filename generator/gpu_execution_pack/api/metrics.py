@@ -12,6 +12,7 @@ import asyncio
 import math
 import re
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -26,6 +27,8 @@ MAX_POINTS_PER_QUERY = 11_000  # Prometheus refuses more per series
 CHUNK_POINTS = 10_000
 CONCURRENCY = 8  # queries in flight per request
 LOOKBACK_SECONDS = 300  # Prometheus' default lookback (staleness) window
+SPAN_CACHE_SECONDS = 300  # how long a finished execution's span is reused
+SPAN_CACHE_ENTRIES = 4096
 MAX_ID_LENGTH = 256  # an execution id's most characters, whatever api.execution_id_pattern allows
 DEFAULT_STEP = "15s"
 MIN_STEP = "1s"
@@ -221,6 +224,8 @@ class ExecutionMetrics:
         self.api = cfg.api
         self.prometheus = prometheus
         self.id_pattern = re.compile(cfg.api.execution_id_pattern)
+        # Spans of finished executions, by (id, tenant): 3 round trips saved per repeated request.
+        self.finished: OrderedDict[tuple[str, str | None], tuple[Span, float]] = OrderedDict()
 
     def selector(self, series: catalog.Series, execution_id: str, tenant: str | None) -> str:
         """The query for one series of the execution, scoped to ``tenant`` (None: every tenant).
@@ -281,8 +286,24 @@ class ExecutionMetrics:
     async def window(self, execution_id: str, params: Params, tenant: str | None) -> Window:
         """The grid a request for ``execution_id`` is answered on (its span read from Prometheus)."""
         check_execution_id(execution_id, self.id_pattern)
-        span = await self.span(execution_id, tenant)
+        span = await self.cached_span(execution_id, tenant)
         return resolve_window(params, span, self.api.max_points, time.time())
+
+    async def cached_span(self, execution_id: str, tenant: str | None) -> Span:
+        """``span``, kept SPAN_CACHE_SECONDS for an execution that has finished: its span does not change
+        (unless its id is reused, which the expiry bounds). Running executions are always read anew."""
+        key, now = (execution_id, tenant), time.monotonic()
+        kept = self.finished.get(key)
+        if kept is not None and kept[1] > now:
+            self.finished.move_to_end(key)
+            return kept[0]
+        span = await self.span(execution_id, tenant)
+        if not span.running:
+            self.finished[key] = (span, now + SPAN_CACHE_SECONDS)
+            self.finished.move_to_end(key)
+            while len(self.finished) > SPAN_CACHE_ENTRIES:
+                self.finished.popitem(last=False)
+        return span
 
     async def fetch(
         self,
