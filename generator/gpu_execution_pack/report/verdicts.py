@@ -170,33 +170,30 @@ def judge(f: ExecutionFigures, cfg: Config, *, running: bool, expected_samples: 
                         "files or a streaming format, raise the prefetch depth, or check the shared filesystem.",
                     )
                 )
-    power = [g for g in f.gpus if g.power_throttled_samples * f.derived_interval >= seconds(a.power_throttling.for_)]
-    if power:
-        worst = max(g.power_throttled_samples for g in power) * f.derived_interval
-        out.append(
-            Verdict(
-                "power_throttled",
-                a.power_throttling.severity,
-                f"{', '.join(gpu_name(g) for g in power)} ran at the power limit with clocks held down for up "
-                f"to {minutes(worst)}.",
-                "The job was slowed by the power cap, not by its code: ask whether the cap is intended "
-                "(nvidia-smi -q -d POWER), or expect lower throughput on capped nodes.",
-            )
-        )
-    thermal = [
-        g for g in f.gpus if g.thermal_throttled_samples * f.derived_interval >= seconds(a.thermal_throttling.for_)
-    ]
-    if thermal:
-        worst = max(g.thermal_throttled_samples for g in thermal) * f.derived_interval
-        out.append(
-            Verdict(
-                "thermal_throttled",
-                a.thermal_throttling.severity,
-                f"{', '.join(gpu_name(g) for g in thermal)} ran hot enough to slow down for up to {minutes(worst)}.",
-                "A cooling problem of the node, not of the job: report the host to its operators; "
-                "rerunning elsewhere gives the job its full speed.",
-            )
-        )
+    throttles = (
+        (
+            "power_throttled",
+            "power_throttled_samples",
+            a.power_throttling,
+            "ran at the power limit with clocks held down",
+            "The job was slowed by the power cap, not by its code: ask whether the cap is intended "
+            "(nvidia-smi -q -d POWER), or expect lower throughput on capped nodes.",
+        ),
+        (
+            "thermal_throttled",
+            "thermal_throttled_samples",
+            a.thermal_throttling,
+            "ran hot enough to slow down",
+            "A cooling problem of the node, not of the job: report the host to its operators; "
+            "rerunning elsewhere gives the job its full speed.",
+        ),
+    )
+    for code, samples, alert, what, advice in throttles:
+        held = {gpu_name(g): getattr(g, samples) * f.derived_interval for g in f.gpus}
+        throttled = {name: s for name, s in held.items() if s >= seconds(alert.for_)}
+        if throttled:
+            summary = f"{', '.join(throttled)} {what} for up to {minutes(max(throttled.values()))}."
+            out.append(Verdict(code, alert.severity, summary, advice))
     if missing:
         out.append(
             Verdict(
