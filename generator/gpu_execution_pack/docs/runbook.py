@@ -25,11 +25,16 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def render(cfg: Config | None = None, regenerate: str = command("docs")) -> str:
-    """The runbook for ``cfg`` (built-in defaults if None); its header gives ``regenerate`` as the command."""
+def render_template(template: str, cfg: Config | None, regenerate: str) -> str:
+    """A docs template rendered for ``cfg`` (built-in defaults if None); its header gives ``regenerate``."""
     cfg = cfg or Config()
     return (
         environment()
-        .get_template("runbook.md.j2")
+        .get_template(template)
         .render(cfg=cfg, a=cfg.alerts, c=catalog, version=__version__, regenerate=regenerate)
     )
+
+
+def render(cfg: Config | None = None, regenerate: str = command("docs")) -> str:
+    """The runbook for ``cfg`` (built-in defaults if None); its header gives ``regenerate`` as the command."""
+    return render_template("runbook.md.j2", cfg, regenerate)

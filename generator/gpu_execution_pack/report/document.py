@@ -212,7 +212,7 @@ async def execution_summary(
     scope = fig.Scope(cfg, execution_id, tenant)
     # Alerts about lost telemetry fire after the last sample: read them a telemetry_missing.window on.
     after = 0.0 if running else min(parse_duration_seconds(cfg.alerts.telemetry_missing.window), time.time() - end_s)
-    found = await fig.collect(cfg, prometheus, scope, end_s - start_s, end_s, [execution_id], max(after, 0.0))
+    found = await fig.collect(cfg, prometheus, scope, end_s - start_s, end_s, max(after, 0.0))
     if execution_id not in found:
         raise RequestError(404, f"execution {execution_id!r} not found")
     figures = found[execution_id]

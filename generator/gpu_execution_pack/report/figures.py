@@ -216,7 +216,6 @@ async def collect(
     scope: Scope,
     window_seconds: float,
     at: float,
-    execution_ids: Iterable[str] = (),
     alerts_after: float = 0.0,
 ) -> dict[str, ExecutionFigures]:
     """Figures of every execution in ``scope`` with samples in the ``window_seconds`` before ``at``.
@@ -339,8 +338,7 @@ async def collect(
         figures.alerts = sorted(firing.get(eid, []), key=lambda x: (x.alertname, x.severity))
         figures.gpus.sort(key=lambda x: tuple(x.labels.get(k, "") for k in GPU_KEY))
         figures.hosts.sort(key=lambda x: x.hostname)
-    wanted = set(execution_ids)
-    return {k: v for k, v in sorted(executions.items()) if not wanted or k in wanted}
+    return dict(sorted(executions.items()))
 
 
 async def heavy_phase(
