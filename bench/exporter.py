@@ -1,7 +1,7 @@
 """A synthetic fleet as live exporters: dcgm-exporter and node_exporter text for H hosts x 8 GPUs.
 
 One HTTP server on a loopback port answers for the whole fleet (``bench.fleet``):
-``/dcgm/<k>`` for the k-th shard of HOSTS_PER_SHARD hosts, ``/node`` for every host. Every
+``/dcgm/<k>`` and ``/node/<k>`` for the k-th shard of HOSTS_PER_SHARD hosts. Every
 series carries its host's ``instance``, so Prometheus scrapes with ``honor_labels: true`` and
 sees one target per host, as the rules expect. Shards keep each scrape a few MB, spread over
 the interval as one exporter per host would be; a single 40 MB scrape of 10,000 GPUs overran
@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from bench.fleet import FleetExposition
 
-HOSTS_PER_SHARD = 32  # 256 GPUs, about 1 MB of dcgm-exporter text
+HOSTS_PER_SHARD = 32  # 256 GPUs, about 2 MB of dcgm-exporter text; 32 hosts' node text, about 5 MB
 
 
 def shards(fleet: FleetExposition) -> list[frozenset[str]]:
@@ -33,12 +33,12 @@ class FleetExporter:
         parts = shards(fleet)
         lock = threading.Lock()  # the CPU counters are carried forward between scrapes
 
-        def node(t: float) -> str:
+        def node(t: float, hosts: frozenset[str]) -> str:
             with lock:
-                return fleet.node_text(t)
+                return fleet.node_text(t, hosts)
 
         routes = {f"/dcgm/{k}": (lambda t, hosts=hosts: fleet.dcgm_text(t, hosts)) for k, hosts in enumerate(parts)}
-        routes["/node"] = node
+        routes |= {f"/node/{k}": (lambda t, hosts=hosts: node(t, hosts)) for k, hosts in enumerate(parts)}
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
@@ -74,9 +74,13 @@ def scrape_config(
     """prometheus.yml for a fleet exporter (and Prometheus itself), with ``rule_files`` (a glob) or none."""
     rules = f"rule_files:\n  - {rule_files}\n" if rule_files else ""
     address = f"127.0.0.1:{exporter_port}"
-    dcgm = "".join(
-        f'      - {{targets: ["{address}"], labels: {{__metrics_path__: /dcgm/{k}, instance: dcgm-shard-{k}}}}}\n'
-        for k in range(len(shards(fleet)))
+    dcgm, node = (
+        "".join(
+            f'      - {{targets: ["{address}"], '
+            f"labels: {{__metrics_path__: /{path}/{k}, instance: {path}-shard-{k}}}}}\n"
+            for k in range(len(shards(fleet)))
+        )
+        for path in ("dcgm", "node")
     )
     return f"""global:
   scrape_interval: {interval}s
@@ -88,8 +92,7 @@ def scrape_config(
     static_configs:
 {dcgm}  - job_name: node
     honor_labels: true
-    metrics_path: /node
-    static_configs: [{{targets: ["{address}"]}}]
-  - job_name: prometheus
+    static_configs:
+{node}  - job_name: prometheus
     static_configs: [{{targets: ["127.0.0.1:{self_port}"]}}]
 """

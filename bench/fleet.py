@@ -7,7 +7,11 @@ of the model's phase profiles, from a different phase, for the whole window.
 
 ``FleetExposition`` renders that scenario as dcgm-exporter 4.8 (label attribution) and
 node_exporter publish it at any instant: the text a live exporter serves, and OpenMetrics lines
-for promtool backfill. Values come from the model's own functions; labels, metric names and
+for promtool backfill. The live text has the shape of a default install, since every series a
+real exporter publishes costs Prometheus ingestion and selector work whether a rule reads it or
+not: every field of the release's default counters file on every GPU entry, and node_exporter's
+CPU (8 modes per logical CPU, ``CPUS_PER_HOST`` of them), memory, filesystem and network
+families. Values come from the model's own functions; labels, metric names and
 units from the renderer and the catalog. The generic ``render.Renderer`` (every generation and
 attribution mode, exact values for promtool) walks every execution per GPU and sample, which is
 fine for a handful of GPUs and far too slow for a fleet; here each GPU and host is given a
@@ -39,22 +43,172 @@ PROFILES = (
 )
 TENANTS = ("research", "vision", "speech", "platform")
 GENERATION = "4.8"
-# What the fleet's dcgm-exporter 4.8 publishes: its default counters, and the enforced power limit.
+# The metric fields of dcgm-exporter's etc/default-counters.csv at release 4.5.3-4.8.2, in the
+# file's order with the file's type (DCGM_FI_DRIVER_VERSION, a label there, is one on every entry).
+DEFAULT_COUNTERS = (
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge"),
+    ("DCGM_FI_DEV_MEM_CLOCK", "gauge"),
+    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge"),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge"),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge"),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter"),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter"),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge"),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge"),
+    ("DCGM_FI_DEV_ENC_UTIL", "gauge"),
+    ("DCGM_FI_DEV_DEC_UTIL", "gauge"),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge"),
+    ("DCGM_FI_DEV_FB_FREE", "gauge"),
+    ("DCGM_FI_DEV_FB_USED", "gauge"),
+    ("DCGM_FI_DEV_FB_RESERVED", "gauge"),
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter"),
+    ("DCGM_FI_DEV_VGPU_LICENSE_STATUS", "gauge"),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter"),
+    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter"),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge"),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge"),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge"),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge"),
+    ("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge"),
+    ("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge"),
+)
+# The catalog's signals the fleet publishes: those of the default counters, and the enforced power
+# limit, which the pack needs from a custom counters file (opt-in from 4.8.4).
 DCGM_SIGNALS = tuple(
     key
     for key in render.DCGM_SIGNALS
     if (raw := raw_for(key, GENERATION)) is not None and (raw.default_collected or key == "power_limit_enforced")
 )
+# The default fields no catalog signal reads, with the value each GPU entry publishes: constant
+# gauges, and counters growing at a fixed rate per second (the fleet prices ingestion, not figures).
+OTHER_FIELDS: dict[str, float] = {
+    "DCGM_FI_DEV_MEMORY_TEMP": 48,
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": 0,
+    "DCGM_FI_DEV_MEM_COPY_UTIL": 35,
+    "DCGM_FI_DEV_ENC_UTIL": 0,
+    "DCGM_FI_DEV_DEC_UTIL": 0,
+    "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": 2.5e9,
+    "DCGM_FI_DEV_VGPU_LICENSE_STATUS": 0,
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": 0,
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": 0,
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": 0,
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": 0.42,
+    "DCGM_FI_PROF_DRAM_ACTIVE": 0.31,
+}
+DCGM_KINDS = dict(DEFAULT_COUNTERS)
+
+# node_exporter. Real GPU hosts have 64 to 224 logical CPUs; each publishes 8 modes.
+CPUS_PER_HOST = 128
+# How a CPU's busy time splits over the modes other than idle (shares of 1 - idle).
+BUSY_MODES = {"iowait": 0.03, "irq": 0.01, "nice": 0.01, "softirq": 0.02, "steal": 0.01, "system": 0.12, "user": 0.8}
+# The meminfo gauges a default node_exporter publishes on x86_64 Linux, as shares of MemTotal
+# (MemTotal and MemAvailable come from the model).
+MEMINFO = {
+    "Active": 0.12,
+    "Active_anon": 0.08,
+    "Active_file": 0.04,
+    "AnonHugePages": 0.02,
+    "AnonPages": 0.09,
+    "Bounce": 0.0,
+    "Buffers": 0.001,
+    "Cached": 0.3,
+    "CommitLimit": 0.5,
+    "Committed_AS": 0.2,
+    "DirectMap1G": 0.9,
+    "DirectMap2M": 0.09,
+    "DirectMap4k": 0.001,
+    "Dirty": 0.0001,
+    "FileHugePages": 0.0,
+    "FilePmdMapped": 0.0,
+    "HardwareCorrupted": 0.0,
+    "Hugetlb": 0.0,
+    "Inactive": 0.25,
+    "Inactive_anon": 0.01,
+    "Inactive_file": 0.24,
+    "KReclaimable": 0.01,
+    "KernelStack": 0.0002,
+    "Mapped": 0.01,
+    "MemFree": 0.5,
+    "Mlocked": 0.0,
+    "NFS_Unstable": 0.0,
+    "PageTables": 0.001,
+    "Percpu": 0.0001,
+    "SReclaimable": 0.01,
+    "SUnreclaim": 0.005,
+    "SecPageTables": 0.0,
+    "Shmem": 0.002,
+    "ShmemHugePages": 0.0,
+    "ShmemPmdMapped": 0.0,
+    "Slab": 0.015,
+    "SwapCached": 0.0,
+    "SwapFree": 0.0,
+    "SwapTotal": 0.0,
+    "Unaccepted": 0.0,
+    "Unevictable": 0.0,
+    "VmallocChunk": 0.0,
+    "VmallocTotal": 0.13,
+    "VmallocUsed": 0.001,
+    "Writeback": 0.0,
+    "WritebackTmp": 0.0,
+    "Zswap": 0.0,
+    "Zswapped": 0.0,
+}
+MEMINFO_COUNTS = ("HugePages_Free", "HugePages_Rsvd", "HugePages_Surp", "HugePages_Total")  # pages, not bytes
+# (device, fstype, mountpoint) a GPU host mounts, and the filesystem collector's gauges of each.
+FILESYSTEMS = (
+    ("/dev/nvme0n1p2", "ext4", "/"),
+    ("/dev/nvme0n1p1", "vfat", "/boot/efi"),
+    ("/dev/md0", "ext4", "/raid"),
+    ("tmpfs", "tmpfs", "/run"),
+    ("tmpfs", "tmpfs", "/run/lock"),
+    ("tmpfs", "tmpfs", "/dev/shm"),
+)
+FILESYSTEM_GAUGES = ("avail_bytes", "device_error", "files", "files_free", "free_bytes", "readonly", "size_bytes")
+# A DGX-like host's interfaces: loopback, two Ethernet ports, eight InfiniBand HCAs.
+NET_DEVICES = ("lo", "enp170s0f0np0", "enp170s0f1np1", *(f"ibp{n}s0" for n in (12, 75, 141, 186, 24, 84, 154, 204)))
+# netdev (counters, bytes or packets per second at a fixed rate) and netclass (gauges) per device.
+NETDEV_COUNTERS = {
+    f"{way}_{what}_total": rate
+    for way in ("receive", "transmit")
+    for what, rate in (
+        ("bytes", 1.2e8),
+        ("compressed", 0),
+        ("drop", 0.01),
+        ("errs", 0),
+        ("fifo", 0),
+        ("frame" if way == "receive" else "carrier", 0),
+        ("multicast" if way == "receive" else "colls", 0.1),
+        ("packets", 9e4),
+    )
+}
+NETCLASS_GAUGES = (
+    "address_assign_type",
+    "carrier",
+    "device_id",
+    "dormant",
+    "flags",
+    "iface_id",
+    "iface_link",
+    "iface_link_mode",
+    "mtu_bytes",
+    "name_assign_type",
+    "net_dev_group",
+    "protocol_type",
+    "speed_bytes",
+    "transmit_queue_length",
+    "up",
+)
+NETCLASS_COUNTERS = ("carrier_changes_total", "carrier_down_changes_total", "carrier_up_changes_total")
 
 
 def host_name(index: int) -> str:
     return f"h{index:05d}"
 
 
-def fleet_scenario(gpus: int, executions: int, minutes: int, seed: int = 7) -> Scenario:
-    """``gpus`` GPUs on gpus/8 hosts, up to ``executions`` executions, each running the whole ``minutes``."""
+def fleet_scenario(gpus: int, executions: int, minutes: int, seed: int = 7, cpus: int = CPUS_PER_HOST) -> Scenario:
+    """``gpus`` GPUs on gpus/8 hosts of ``cpus`` CPUs; up to ``executions`` executions, each running all ``minutes``."""
     rng = random.Random(seed)
-    hosts = tuple(Host(host_name(h)) for h in range(-(-gpus // GPUS_PER_HOST)))
+    hosts = tuple(Host(host_name(h), cpus=cpus) for h in range(-(-gpus // GPUS_PER_HOST)))
     slots: list[Gpu] = []
     for g in range(gpus):
         host, index = host_name(g // GPUS_PER_HOST), g % GPUS_PER_HOST
@@ -135,6 +289,8 @@ class FleetExposition:
         self.on_host = {h.name: replace(scenario, executions=tuple(on_host.get(h.name, ()))) for h in scenario.hosts}
         self.names = {key: raw_for(key, GENERATION) for key in DCGM_SIGNALS}
         self._idle: dict[str, tuple[float, float]] = {}
+        self._prefixes: dict[tuple[str, str], list[str]] = {}  # a host's CPU lines of a mode, without value
+        self._static: dict[str, dict[str, list[str]]] = {}  # a host's unchanging node lines by family
 
     def minute(self, t: float) -> float:
         """The scenario minute at unix time ``t``, on the 15 s sample grid."""
@@ -142,7 +298,7 @@ class FleetExposition:
 
     # -- dcgm-exporter -----------------------------------------------------------------------
     def gpu_values(self, slot: _Slot, minute: float) -> dict[str, float]:
-        """What one GPU entry publishes at ``minute``, in dcgm-exporter 4.8's units."""
+        """What one GPU entry publishes at ``minute`` of the catalog's signals, in dcgm-exporter 4.8's units."""
         base = model.gpu_publishes(slot.device, slot.gpu, slot.owner, minute)
         values = {key: to_unit(base[key], self.names[key].unit) for key in DCGM_SIGNALS if key != ENERGY}
         # The energy counter (mJ) grows at a fixed rate here: the fleet prices its rule, not its figure.
@@ -150,7 +306,7 @@ class FleetExposition:
         return values
 
     def dcgm_samples(self, slots: list[_Slot], times: Iterable[float], stamp: bool) -> dict[str, list[str]]:
-        """Sample lines by metric name: every slot at every unix time, timestamped for backfill."""
+        """Lines of the catalog's signals by metric name: every slot at every unix time, timestamped for backfill."""
         lines: dict[str, list[str]] = {self.names[k].name: [] for k in DCGM_SIGNALS}
         for slot in slots:
             for t in times:
@@ -160,9 +316,14 @@ class FleetExposition:
         return lines
 
     def dcgm_text(self, t: float, hosts: frozenset[str] | None = None) -> str:
-        """dcgm-exporter's /metrics at unix time ``t``, of every host or of ``hosts``."""
+        """dcgm-exporter's /metrics at unix time ``t``, of every host or of ``hosts``: every default field."""
         slots = self.slots if hosts is None else [s for s in self.slots if s.gpu.host in hosts]
-        return exposition(self.dcgm_samples(slots, (t,), stamp=False))
+        samples = self.dcgm_samples(slots, (t,), stamp=False)
+        seconds = t - self.start
+        for name, value in OTHER_FIELDS.items():
+            shown = fmt(value * seconds if DCGM_KINDS[name] == "counter" else value)
+            samples[name] = [f"{name}{{{slot.labels}}} {shown}" for slot in slots]
+        return exposition(samples, DCGM_KINDS)
 
     # -- node_exporter -----------------------------------------------------------------------
     def host_truth(self, host: Host, t: float) -> dict[str, float]:
@@ -183,7 +344,11 @@ class FleetExposition:
         return idle
 
     def node_samples(self, hosts: Iterable[Host], times: Iterable[float], stamp: bool) -> dict[str, list[str]]:
-        """Sample lines by metric name of every host at every unix time (CPU counters count from ``start``)."""
+        """Sample lines of what the rules read, by metric name, of every host at every unix time.
+
+        That is node_uname_info, MemTotal, MemAvailable and each CPU's idle counter (counted from
+        ``start``): the backfill's node series. ``node_text`` adds the rest of a default install.
+        """
         names = ("node_uname_info", "node_memory_MemTotal_bytes", "node_memory_MemAvailable_bytes")
         lines: dict[str, list[str]] = {n: [] for n in (*names, "node_cpu_seconds_total")}
         for host in hosts:
@@ -202,9 +367,75 @@ class FleetExposition:
                 idle += STEP_SECONDS * (1 - truth[catalog.NODE_CPU_UTILIZATION])
         return lines
 
-    def node_text(self, t: float) -> str:
-        """node_exporter's /metrics of every host at unix time ``t``."""
-        return exposition(self.node_samples(self.s.hosts, (t,), stamp=False))
+    def node_text(self, t: float, hosts: frozenset[str] | None = None) -> str:
+        """node_exporter's /metrics at unix time ``t`` of every host or of ``hosts``, as a default install publishes.
+
+        Every CPU of a host counts the same seconds in a mode: Prometheus compresses each series
+        against its own past, so equal values across CPUs cost it what different ones would.
+        """
+        chosen = [h for h in self.s.hosts if hosts is None or h.name in hosts]
+        samples = self.node_samples(chosen, (t,), stamp=False)
+        cpu = samples["node_cpu_seconds_total"]
+        for host in chosen:
+            last, idle = self._idle[host.name]
+            busy = max(last - self.start - idle, 0.0)
+            for mode, share in BUSY_MODES.items():
+                value = f" {fmt(busy * share)}"
+                cpu += [f"{p}{value}" for p in self._cpu_prefixes(host, mode)]
+        seconds = t - self.start
+        for host in chosen:
+            for name, lines in self._node_static(host).items():
+                samples.setdefault(name, []).extend(lines)
+            target = f'device="{{}}",instance="{host.name}:9100",job="node"'
+            for name, rate in NETDEV_COUNTERS.items():
+                family = f"node_network_{name}"
+                samples.setdefault(family, []).extend(
+                    f"{family}{{{target.format(d)}}} {fmt(rate * seconds)}" for d in NET_DEVICES
+                )
+        return exposition(samples, NODE_KINDS)
+
+    def _cpu_prefixes(self, host: Host, mode: str) -> list[str]:
+        key = (host.name, mode)
+        if key not in self._prefixes:
+            target = f'instance="{host.name}:9100",job="node"'
+            self._prefixes[key] = [
+                f'node_cpu_seconds_total{{{target},cpu="{c}",mode="{mode}"}}' for c in range(host.cpus)
+            ]
+        return self._prefixes[key]
+
+    def _node_static(self, host: Host) -> dict[str, list[str]]:
+        """The lines of a host's families that do not change: meminfo, filesystems, network class."""
+        if host.name in self._static:
+            return self._static[host.name]
+        target = f'instance="{host.name}:9100",job="node"'
+        total = host.ram_total_bytes
+        lines: dict[str, list[str]] = {}
+        for field, share in MEMINFO.items():
+            lines[f"node_memory_{field}_bytes"] = [f"node_memory_{field}_bytes{{{target}}} {fmt(share * total)}"]
+        for field in MEMINFO_COUNTS:
+            lines[f"node_memory_{field}"] = [f"node_memory_{field}{{{target}}} 0"]
+        for gauge in FILESYSTEM_GAUGES:
+            family = f"node_filesystem_{gauge}"
+            lines[family] = [
+                f'{family}{{device="{dev}",fstype="{fs}",{target},mountpoint="{mount}"}} '
+                f"{fmt(0 if gauge in ('device_error', 'readonly') else 2**40 >> (i + 2))}"
+                for i, (dev, fs, mount) in enumerate(FILESYSTEMS)
+            ]
+        device = f'device="{{}}",{target}'
+        for gauge in NETCLASS_GAUGES:
+            family = f"node_network_{gauge}"
+            lines[family] = [f"{family}{{{device.format(d)}}} 1" for d in NET_DEVICES]
+        for counter in NETCLASS_COUNTERS:
+            family = f"node_network_{counter}"
+            lines[family] = [f"{family}{{{device.format(d)}}} 2" for d in NET_DEVICES]
+        lines["node_network_info"] = [f'node_network_info{{{device.format(d)},operstate="up"}} 1' for d in NET_DEVICES]
+        self._static[host.name] = lines
+        return lines
+
+    def host_series(self, host: Host) -> int:
+        """How many series node_exporter publishes for ``host`` here."""
+        text = self.node_text(self.start + STEP_SECONDS, frozenset({host.name}))
+        return sum(not line.startswith("#") for line in text.splitlines())
 
     # -- backfill ----------------------------------------------------------------------------
     def openmetrics(self, t_from: int, t_to: int, execution_id: str = "") -> str:
@@ -228,9 +459,18 @@ def _series_then_time(line: str) -> tuple[str, int]:
     return series.rpartition(" ")[0], int(stamp)
 
 
-def exposition(samples: dict[str, list[str]]) -> str:
-    """Prometheus text exposition: each metric family together under its TYPE line."""
-    kind = {"node_cpu_seconds_total": "counter"}
+# The TYPE of each node_exporter family the fleet publishes (gauge where not named here).
+NODE_KINDS: dict[str, str] = {
+    "node_cpu_seconds_total": "counter",
+    **{f"node_network_{name}": "counter" for name in (*NETDEV_COUNTERS, *NETCLASS_COUNTERS)},
+}
+
+
+def exposition(samples: dict[str, list[str]], kinds: dict[str, str] | None = None) -> str:
+    """Prometheus text exposition: each metric family together under its TYPE line (``kinds``, else gauge)."""
+    kinds = kinds or NODE_KINDS
     return "".join(
-        f"# TYPE {name} {kind.get(name, 'gauge')}\n" + "\n".join(lines) + "\n" for name, lines in samples.items()
+        f"# TYPE {name} {kinds.get(name, 'gauge')}\n" + "\n".join(lines) + "\n"
+        for name, lines in samples.items()
+        if lines
     )

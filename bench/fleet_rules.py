@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from gpu_execution_pack.config import Config  # noqa: E402
-from gpu_execution_pack.promql import Expr, Paren, Selector, match, render, transform  # noqa: E402
+from gpu_execution_pack.promql import Binary, Expr, Paren, Range, Selector, match, render, transform  # noqa: E402
 from gpu_execution_pack.rules import catalog  # noqa: E402
 from gpu_execution_pack.rules.files import all_groups  # noqa: E402
 from gpu_execution_pack.rules.groups import RecordingRule  # noqa: E402
@@ -70,9 +70,14 @@ class Fetch:
 
 
 def inline(record: str, trees: dict[str, Expr]) -> Expr:
-    """A recorded series' expression with every recorded series it reads replaced by its own expression."""
+    """A recorded series' expression with every recorded series it reads replaced by its own expression.
+
+    A recorded series read over a window becomes a subquery at the scrape interval.
+    """
 
     def swap(node: Expr) -> Expr | None:
+        if isinstance(node, Range) and isinstance(node.expr, Selector) and node.expr.metric in trees:
+            return Range(Paren(inline(node.expr.metric, trees)), node.window, f"{STEP_SECONDS}s")
         if isinstance(node, Selector) and node.metric in trees and node.metric != record:
             return Paren(inline(node.metric, trees))
         return None
@@ -96,6 +101,12 @@ def fetch_queries(cfg: Config, execution: Execution) -> Fetch:
     # host series join every host's node series, as the rules do.
     only = dataclasses.replace(cfg, selectors=dataclasses.replace(cfg.selectors, dcgm=matcher))
     trees = {r.record: r.tree for g in recording_groups(only) for r in g.rules if isinstance(r, RecordingRule)}
+    for average, _ in catalog.NODE_COUNTER_AVERAGES.values():
+        # Evaluated at query time every step sees a new sample: the plain average, without the
+        # rule's "not recorded yet" test (which reads the recorded series itself).
+        tree = trees[average.name]
+        assert isinstance(tree, Binary) and tree.op == "unless"
+        trees[average.name] = tree.lhs
     host = execution.gpus[0].host
     recorded, raw, floor = [], [], []
     for series in catalog.API_SERIES:

@@ -13,8 +13,10 @@ from gpu_execution_pack.config import Config
 from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.rules.files import all_groups
 from gpu_execution_pack.scenario.model import PHASES, STEP_SECONDS
+from gpu_execution_pack.scenario.render import raw_for
 
 from bench import exporter as fleet_exporter
+from bench import fleet as bench_fleet
 from bench.exporter import FleetExporter, scrape_config
 from bench.fleet import MIG_EVERY, FleetExposition, fleet_scenario
 from bench.fleet_rules import fetch_queries, measured_execution
@@ -83,6 +85,57 @@ def test_the_exposition_publishes_the_phase_values_of_the_model():
     assert dcgm.count("# TYPE DCGM_FI_DEV_SM_CLOCK gauge\n") == 1
 
 
+def families(text: str) -> dict[str, str]:
+    """Each metric family's TYPE in an exposition."""
+    return dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
+
+
+def test_every_gpu_entry_publishes_every_field_of_the_releases_default_counters():
+    s = fleet_scenario(64, 6, minutes=60, cpus=4)
+    dcgm = FleetExposition(s, 1_000_000).dcgm_text(1_000_000 + 600)
+    # Every field the release's counters file names, with its type, and the power limit beside them.
+    want = dict(bench_fleet.DEFAULT_COUNTERS) | {"DCGM_FI_DEV_ENFORCED_POWER_LIMIT": "gauge"}
+    assert families(dcgm) == want
+    for name in want:
+        assert len(re.findall(rf"^{name}\{{", dcgm, re.M)) == len(s.all_gpus()), name
+    # The catalog's default fields of the generation are in the file, typed alike: a catalog that
+    # named a field the release does not publish by default, or read a counter as a gauge, fails here.
+    for key in bench_fleet.DCGM_SIGNALS:
+        raw = raw_for(key, bench_fleet.GENERATION)
+        assert raw is not None
+        if raw.default_collected:
+            assert want[raw.name] == raw.type, raw.name
+    # Labels real output carries on every entry.
+    first = next(line for line in dcgm.splitlines() if line.startswith("DCGM_FI_DEV_GPU_TEMP{"))
+    for label in ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION"):
+        assert f'{label}="' in first, label
+
+
+def test_each_host_publishes_what_a_default_node_exporter_does():
+    cpus = 16
+    s = fleet_scenario(16, 2, minutes=60, cpus=cpus)
+    start, t = 1_000_000, 1_000_000 + 900
+    fleet = FleetExposition(s, start)
+    node = fleet.node_text(t)
+    host = s.hosts[0].name
+    lines = [line for line in node.splitlines() if f'instance="{host}:9100"' in line]
+    cpu = [line for line in lines if line.startswith("node_cpu_seconds_total{")]
+    assert len(cpu) == 8 * cpus  # 8 modes per logical CPU
+    # Each CPU's modes add up to the seconds elapsed since the counters started (at the last step).
+    for c in (0, cpus - 1):
+        total = sum(float(line.rsplit(" ", 1)[1]) for line in cpu if f'cpu="{c}"' in line)
+        assert total == pytest.approx(t - start)
+    names = {line.split("{", 1)[0] for line in lines}
+    for family in ("node_memory_MemTotal_bytes", "node_memory_Cached_bytes", "node_filesystem_avail_bytes"):
+        assert family in names
+    assert families(node)["node_network_receive_bytes_total"] == "counter" and "node_network_up" in names
+    assert len([n for n in lines if n.startswith("node_filesystem_size_bytes{")]) == len(bench_fleet.FILESYSTEMS)
+    assert fleet.host_series(s.hosts[0]) == len(lines)
+    # Fields the catalog reads are never overwritten by the fleet's constants.
+    read = {raw_for(k, bench_fleet.GENERATION).name for k in bench_fleet.DCGM_SIGNALS}
+    assert not read & set(bench_fleet.OTHER_FIELDS)
+
+
 def test_live_cpu_counters_agree_with_the_backfilled_ones_and_only_grow():
     s = fleet_scenario(64, 6, minutes=120)
     start = 1_000_000
@@ -99,7 +152,7 @@ def test_live_cpu_counters_agree_with_the_backfilled_ones_and_only_grow():
     assert all(b >= a for a, b in itertools.pairwise(counters)) and counters[-1] > counters[0]
     for k in (10, 11, 200):  # scraped out of order of the history, and skipping ahead
         node = live.node_text(start + k * STEP_SECONDS)
-        assert sample(node, "node_cpu_seconds_total", instance=f"{host}:9100", cpu="0") == counters[k]
+        assert sample(node, "node_cpu_seconds_total", instance=f"{host}:9100", cpu="0", mode="idle") == counters[k]
 
 
 def test_openmetrics_holds_one_execution_series_by_series_in_time_order():

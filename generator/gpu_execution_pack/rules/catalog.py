@@ -638,7 +638,8 @@ NODE_GPU_COUNT = Series(
 
 # Host-level series. Formulas compute one value per node_exporter target (job, instance);
 # rules.recording joins them to the hosts each execution holds GPUs on. Counter signals are
-# read as rates over rate_window.
+# read as rates over rate_window of their per-target average (NODE_COUNTER_AVERAGES): the rate of
+# an average is the average of the rates.
 NODE_RAM_TOTAL = Series(
     "execution_node:system_ram_total_bytes",
     "bytes",
@@ -789,7 +790,38 @@ GPU_EXPORTER_HOST = Series(
     "The host each dcgm-exporter target is on: the first of its hostname or Hostname label, its pod's "
     "Kubernetes node, or the node_exporter at its address that names a known host; else its own label.",
 )
-HOST_SERIES: tuple[Series, ...] = (DCGM_TARGET_LABELS, NODE_EXPORTER_HOST, GPU_EXPORTER_HOST)
+# A node counter is rated from one series per target: a host has 64 to 224 CPUs, and rating each
+# CPU's counter in every evaluation cost the per-execution CPU series most of its group's time at
+# fleet scale (docs/benchmarks.md). The average is recorded only at an evaluation that sees a new
+# scrape, so the recorded samples keep the scrape's spacing and a rate window holds what it would
+# of the raw counters (nothing for a 1m scrape in a 1m window, hence the fallback window).
+NODE_CPU_IDLE = Series(
+    "node_exporter:cpu_idle_seconds:avg",
+    "seconds",
+    TARGET_LABELS,
+    (Formula(aggregate("avg", NODE_TARGET_LABELS, signal("cpu_idle_seconds"))),),
+    "Idle seconds per CPU of each node_exporter target (the average of its CPUs' idle counters, a counter "
+    "itself), recorded once per scrape: the host CPU series rate it.",
+)
+# An average hides one CPU's counter stepping back (node_exporter before 1.1): the most resets of
+# any CPU of a target within rate_window, read once per evaluation over that short window; the
+# host series has no value while one lies within its fallback window.
+NODE_CPU_IDLE_RESETS = Series(
+    "node_exporter:cpu_idle_seconds:resets",
+    "count",
+    TARGET_LABELS,
+    (),
+    "The most times any CPU idle counter of each node_exporter target went back within rate_window.",
+)
+# The per-target average each node counter signal is rated from, and its per-CPU resets.
+NODE_COUNTER_AVERAGES: dict[str, tuple[Series, Series]] = {"cpu_idle_seconds": (NODE_CPU_IDLE, NODE_CPU_IDLE_RESETS)}
+HOST_SERIES: tuple[Series, ...] = (
+    DCGM_TARGET_LABELS,
+    NODE_EXPORTER_HOST,
+    GPU_EXPORTER_HOST,
+    NODE_CPU_IDLE,
+    NODE_CPU_IDLE_RESETS,
+)
 
 API_SERIES: tuple[Series, ...] = tuple(s for s in GPU_SERIES + NODE_SERIES if s.api_name)
 ALL_SERIES: tuple[Series, ...] = (

@@ -21,6 +21,7 @@ from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import (
     Expr,
     Paren,
+    Range,
     Selector,
     aggregate,
     any_of,
@@ -224,13 +225,50 @@ class RuleBuilder:
     # -- per-host --------------------------------------------------------------------------
     def node_rule(self, series: Series) -> RecordingRule:
         formula = series.formulas[0]
-        per_target = substitute(
-            formula.expr, lambda key: self.read(catalog.SIGNALS[key].raws[0], self.cfg.selectors.node)
-        )
+        per_target = substitute(formula.expr, self.node_signal)
         host = on(catalog.TARGET_LABELS, group_left=(HOST_LABEL,))
         per_host = aggregate("max", (HOST_LABEL,), join(per_target, "*", host, current(catalog.NODE_EXPORTER_HOST)))
         hosts = aggregate("group", catalog.NODE_LABELS, catalog.NODE_GPU_COUNT.select())
         return RecordingRule(series.name, join(hosts, "*", on((catalog.HOST_LABEL,), group_left=()), per_host))
+
+    def node_signal(self, key: str) -> Expr:
+        """A node signal per target in its base unit: a counter as the rate of its recorded average."""
+        raw = catalog.SIGNALS[key].raws[0]
+        if raw.type != "counter":
+            return self.read(raw, self.cfg.selectors.node)
+        average, resets = catalog.NODE_COUNTER_AVERAGES[key]
+        rated = Paren(self.rate(average.select()))
+        return self.unit_of(raw).to_base(rated.unless(self.stepped_back(resets), on(catalog.TARGET_LABELS), True))
+
+    def stepped_back(self, resets: Series) -> Expr:
+        """The targets where a CPU's counter stepped back within the longest window a rate may read."""
+        return call("max_over_time", resets.select().range(self.cfg.rate_window_fallback)).gt(0)
+
+    def node_average_rules(self, key: str) -> tuple[RecordingRule, RecordingRule]:
+        """A node counter averaged per target, and its CPUs' resets within rate_window.
+
+        The average is recorded only by the first evaluation that sees a scrape. Every sample of
+        a scrape carries the scrape's time, node_uname_info's too; where the last recorded average
+        is at least as new, this scrape is recorded already. So the recorded samples are spaced as
+        the scrapes are, whatever the rule and scrape intervals, and rate() over them reads what it
+        would of the raw counters. The last recorded average is found by a subquery at the rule's
+        interval: an evaluation that records nothing leaves a stale marker, which hides the sample
+        before it from a plain selector.
+        """
+        average, resets = catalog.NODE_COUNTER_AVERAGES[key]
+        raw = catalog.SIGNALS[key].raws[0]
+        counters = self.read(raw, self.cfg.selectors.node, cumulative=True)
+        averaged = substitute(average.formulas[0].expr, lambda _: counters)
+        scraped = call("timestamp", selector(catalog.NODE_INFO_METRIC, self.cfg.selectors.node))
+        step = self.cfg.rule_interval  # "" (the global evaluation interval) is the group's own too
+        last = call("max_over_time", Range(call("timestamp", average.select()), self.cfg.rate_window_fallback, step))
+        recorded = join(last, ">=", on(catalog.TARGET_LABELS), scraped)
+        counter = selector(raw.name, raw.matchers, self.cfg.selectors.node)
+        stepped_back = aggregate("max", catalog.TARGET_LABELS, call("resets", counter.range(self.cfg.rate_window)))
+        return (
+            RecordingRule(average.name, averaged.unless(Paren(recorded), on(catalog.TARGET_LABELS), stacked=True)),
+            RecordingRule(resets.name, stepped_back),
+        )
 
     # -- host identity ---------------------------------------------------------------------
     def host_rules(self) -> tuple[RecordingRule, ...]:
@@ -249,6 +287,7 @@ class RuleBuilder:
             RecordingRule(labels.name, aggregate("group", labels.labels, raw)),
             RecordingRule(catalog.NODE_EXPORTER_HOST.name, self.node_hosts()),
             RecordingRule(catalog.GPU_EXPORTER_HOST.name, self.gpu_hosts()),
+            *(rule for key in catalog.NODE_COUNTER_AVERAGES for rule in self.node_average_rules(key)),
         )
 
     def _named(self, source: str, expr: Expr, pattern: str = "") -> Expr:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.rules.catalog import EXECUTION_LABEL, HOST_LABEL
 from gpu_execution_pack.scenario import model
-from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Scenario
+from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Host, Scenario
 
 RATE_WINDOW_MINUTES = 1.0  # the default rate_window: host CPU must be steady over it
 FALLBACK_WINDOW_MINUTES = 4.0  # the default rate_window_fallback, where a 1m window holds one sample
@@ -57,6 +57,18 @@ def hosts_steady(scenario: Scenario, minute: float) -> bool:
     return True
 
 
+def cpu_stepped_back(host: Host, minute: float) -> bool:
+    """Whether a CPU idle counter's step back is still seen: the host CPU series has no value then.
+
+    The step back at minute J (from the sample before it) counts as a reset within the rate
+    window until J + RATE_WINDOW - one step, and the series stays away a fallback window longer.
+    """
+    jump = host.node_cpu_backjump
+    if jump is None:
+        return False
+    return jump <= minute <= jump + RATE_WINDOW_MINUTES - STEP_SECONDS / 60 + FALLBACK_WINDOW_MINUTES
+
+
 def expected(scenario: Scenario, minute: float) -> dict[str, list[Sample]]:
     """Expected samples of every recorded series at ``minute``, keyed by series name."""
     out: dict[str, list[Sample]] = defaultdict(list)
@@ -79,6 +91,8 @@ def expected(scenario: Scenario, minute: float) -> dict[str, list[Sample]]:
             labels = {EXECUTION_LABEL: e.id, HOST_LABEL: host}
             out[catalog.NODE_GPU_COUNT.name].append(Sample(labels, float(sum(g.host == host for g in e.gpus))))
             for key, value in model.host_truth(scenario, scenario.host(host), minute).items():
+                if key is catalog.NODE_CPU_UTILIZATION and cpu_stepped_back(scenario.host(host), minute):
+                    continue
                 out[key.name].append(Sample(labels, value))
         truths = [t for _, t in per_gpu if t]
         ex = {EXECUTION_LABEL: e.id}
