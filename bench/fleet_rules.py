@@ -6,16 +6,18 @@ For each fleet size a real Prometheus on loopback
 2. then scrapes the whole fleet live (``bench/exporter.py``) every 15 s and evaluates the
    generated rules, so its head holds every GPU's raw and recorded series;
 3. reports rule evaluation cost as Prometheus itself does
-   (``prometheus_rule_group_last_duration_seconds``, ``..._iterations_missed_total``), head series
-   and memory; and the per-execution fetch of the 12 served series over the last 24 hours at a
-   15 s step, three ways: the recorded series, the equivalent raw expressions evaluated at query
-   time, and bare selectors reading the same number of samples (the floor).
-The same live fleet without the rules is the baseline for series and memory.
+   (``prometheus_rule_group_last_duration_seconds``, ``..._iterations_missed_total``) and its own
+   CPU use, with the pack's rules, then the floor's, then the pack's again (so drift between the
+   two shows), then none; the raw and recorded series it holds, and memory; and the
+   per-execution fetch of the 12 served series over the last 24 hours at a 15 s step, three
+   ways: the recorded series, the equivalent raw expressions evaluated at query time, and bare
+   selectors reading the same number of samples (the floor).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import json
 import statistics
 import sys
@@ -28,11 +30,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from gpu_execution_pack.config import Config  # noqa: E402
-from gpu_execution_pack.promql import Binary, Expr, Paren, Range, Selector, match, render, transform  # noqa: E402
+from gpu_execution_pack.promql import Expr, Paren, Selector, match, render, transform  # noqa: E402
 from gpu_execution_pack.rules import catalog  # noqa: E402
 from gpu_execution_pack.rules.files import all_groups  # noqa: E402
 from gpu_execution_pack.rules.groups import RecordingRule  # noqa: E402
-from gpu_execution_pack.rules.recording import recording_groups  # noqa: E402
+from gpu_execution_pack.rules.recording import RuleBuilder  # noqa: E402
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Scenario  # noqa: E402
 from gpu_execution_pack.scenario.render import raw_for  # noqa: E402
 
@@ -70,19 +72,25 @@ class Fetch:
 
 
 def inline(record: str, trees: dict[str, Expr]) -> Expr:
-    """A recorded series' expression with every recorded series it reads replaced by its own expression.
-
-    A recorded series read over a window becomes a subquery at the scrape interval.
-    """
+    """A recorded series' expression with every recorded series it reads replaced by its own expression."""
 
     def swap(node: Expr) -> Expr | None:
-        if isinstance(node, Range) and isinstance(node.expr, Selector) and node.expr.metric in trees:
-            return Range(Paren(inline(node.expr.metric, trees)), node.window, f"{STEP_SECONDS}s")
         if isinstance(node, Selector) and node.metric in trees and node.metric != record:
             return Paren(inline(node.metric, trees))
         return None
 
     return transform(trees[record], swap)
+
+
+class QueryTimeRules(RuleBuilder):
+    """The rules as one would write them to evaluate at query time: a node counter rated per CPU.
+
+    The pack rates a per-target average it records once per scrape; without recording rules
+    there is nothing to rate but each CPU's counter.
+    """
+
+    def node_signal(self, key: str) -> Expr:
+        return self.read(catalog.SIGNALS[key].raws[0], self.cfg.selectors.node)
 
 
 def first_raw_metric(series: catalog.Series) -> str:
@@ -96,18 +104,14 @@ def first_raw_metric(series: catalog.Series) -> str:
 def fetch_queries(cfg: Config, execution: Execution) -> Fetch:
     """The recorded, raw and floor queries for ``execution``'s 12 served series."""
     matcher = f'{cfg.execution_label}="{execution.id}"'
-    # The rules built for this one execution: every DCGM selector carries its id, as a user
-    # without recording rules would write them. Node series have no execution label: the raw
-    # host series join every host's node series, as the rules do.
-    only = dataclasses.replace(cfg, selectors=dataclasses.replace(cfg.selectors, dcgm=matcher))
-    trees = {r.record: r.tree for g in recording_groups(only) for r in g.rules if isinstance(r, RecordingRule)}
-    for average, _ in catalog.NODE_COUNTER_AVERAGES.values():
-        # Evaluated at query time every step sees a new sample: the plain average, without the
-        # rule's "not recorded yet" test (which reads the recorded series itself).
-        tree = trees[average.name]
-        assert isinstance(tree, Binary) and tree.op == "unless"
-        trees[average.name] = tree.lhs
     host = execution.gpus[0].host
+    # The rules built for this one execution, as a user without recording rules would write them:
+    # every DCGM selector carries its id, every node selector its host's target (node series have
+    # no execution label; rating each CPU of every host over 24 hours would take minutes a fetch).
+    selectors = dataclasses.replace(cfg.selectors, dcgm=matcher, node=f'instance="{host}:9100"')
+    only = dataclasses.replace(cfg, selectors=selectors)
+    groups = QueryTimeRules(only).groups()
+    trees = {r.record: r.tree for g in groups for r in g.rules if isinstance(r, RecordingRule)}
     recorded, raw, floor = [], [], []
     for series in catalog.API_SERIES:
         recorded.append(render(series.select(match(catalog.EXECUTION_LABEL, execution.id))))
@@ -134,114 +138,139 @@ def time_fetches(server: Prometheus, queries: tuple[str, ...], start: int, end: 
 
 
 def floor_rules(path: Path) -> int:
-    """A rule file that records, at the served series' interval, one bare selector per per-GPU rule.
+    """A rule file that records, at the served series' interval, the least any rules reading their inputs pay.
 
-    It is what any rule pack recording that many per-GPU series pays at the least: no unit
-    conversion, label work or fallbacks. Returns its number of rules.
+    One bare selector per per-GPU rule, and per host series one aggregation per node_exporter
+    target of the raw metric it reads (a bare selector would record every CPU's counter, series no
+    pack records): no unit conversion, label work, joins or fallbacks. Returns its number of rules.
     """
     rules = []
     for i, series in enumerate(catalog.GPU_SERIES):
         expr = f'{first_raw_metric(series)}{{execution_id!=""}}'
         rules.append({"record": f"bench_floor:series_{i:02d}", "expr": expr})
+    for key in ("mem_total", "mem_available", "cpu_idle_seconds"):
+        raw = catalog.SIGNALS[key].raws[0]
+        matchers = f"{{{raw.matchers}}}" if raw.matchers else ""
+        rules.append({"record": f"bench_floor:node_{key}", "expr": f"count by (job, instance) ({raw.name}{matchers})"})
     path.write_text(json.dumps({"groups": [{"name": "bench-floor", "rules": rules}]}))
     return len(rules)
 
 
-def rule_cost(server: Prometheus) -> dict:
-    """Rule evaluation per second of wall time, sampled every 15 s for MEASURE_S, and missed iterations."""
-    before = server.own_metrics()
+def rule_cost(server: Prometheus, rule_files: str) -> dict:
+    """One phase: each group's median evaluation time and interval, their sum as a share of the time,
+    missed iterations, failed scrapes and Prometheus' own CPU use over MEASURE_S.
+
+    Only the groups of ``rule_files`` (a glob, "" for none) count: those a reload removed may
+    linger in Prometheus' own metrics.
+    """
+    before, t0 = server.own_metrics(), time.monotonic()
     per_group: dict[str, list[float]] = {}
     intervals: dict[str, float] = {}
-    deadline = time.monotonic() + MEASURE_S
+    deadline = t0 + MEASURE_S
     while time.monotonic() < deadline:
         time.sleep(STEP_SECONDS)
         metrics = server.own_metrics("rule_group")
         for key, value in metrics.items():
             name, _, group = key.partition("/")
-            group = group.split(";")[-1]
+            file, _, group = group.rpartition(";")
+            if not rule_files or not fnmatch.fnmatch(file, rule_files):
+                continue
             if name == "prometheus_rule_group_last_duration_seconds":
                 per_group.setdefault(group, []).append(value)
             elif name == "prometheus_rule_group_interval_seconds":
                 intervals[group] = value
-    after = server.own_metrics()
+    after, wall = server.own_metrics(), time.monotonic() - t0
     window = f"[{MEASURE_S}s]"
     scrapes = server.query(f"sum(count_over_time(up{window}))", time.time())
     answered = server.query(f"sum(sum_over_time(up{window}))", time.time())
     medians = {g: statistics.median(v) for g, v in sorted(per_group.items())}
     missed = "prometheus_rule_group_iterations_missed_total"
+    cpu = "process_cpu_seconds_total"
     return {
         "groups": {g: (s, intervals[g]) for g, s in medians.items()},
         "share": sum(s / intervals[g] for g, s in medians.items()),
         "missed": after.get(missed, 0.0) - before.get(missed, 0.0),
         # A failed scrape leaves the rules without its series: a cheaper evaluation, not a real one.
         "failed_scrapes": float(scrapes[0]["value"][1]) - float(answered[0]["value"][1]),
+        "cpu_cores": (after.get(cpu, 0.0) - before.get(cpu, 0.0)) / wall,  # Prometheus' CPU seconds per second
         "head_series": after.get("prometheus_tsdb_head_series", 0.0),
         "rss_bytes": after.get("process_resident_memory_bytes", 0.0),
     }
 
 
+def count(server: Prometheus, expr: str) -> float:
+    result = server.query(f"count({expr})", time.time())
+    return float(result[0]["value"][1]) if result else 0.0
+
+
+def series_counts(server: Prometheus, fleet: FleetExposition) -> dict:
+    """Raw series per GPU entry and per host as Prometheus holds them, and the recorded series."""
+    slots, hosts = len(fleet.slots), len(fleet.s.hosts)
+    return {
+        "dcgm_series": count(server, '{__name__=~"DCGM_.+"}'),
+        "node_series": count(server, '{__name__=~"node_.+"}'),
+        "recorded_series": count(server, '{__name__=~".+:.+"}'),
+        "per_gpu": count(server, '{__name__=~"DCGM_.+"}') / slots,
+        "per_host": count(server, '{__name__=~"node_.+"}') / hosts,
+    }
+
+
+# The order in which one Prometheus evaluates each rule set (``None``: no rules), and how long each
+# settles after a reload before it is measured: groups at 1m need a minute to run once.
+PHASES = (("pack", WARMUP_S), ("floor", 2 * STEP_SECONDS), ("pack again", WARMUP_S), ("none", STEP_SECONDS))
+
+
 def with_rules(gpus: int, executions: int, cfg: Config) -> dict:
-    """History loaded, fleet live with the rules: rule cost, then the three fetch paths."""
+    """History loaded, the fleet live; rule cost under the pack, the floor, the pack again and no rules,
+    in that order in one Prometheus; the three fetch paths after the first pack phase."""
     now = int(time.time()) // STEP_SECONDS * STEP_SECONDS
     start = now - HISTORY_S
     scenario = fleet_scenario(gpus, executions, minutes=HISTORY_S // 60 + 120)
     fleet = FleetExposition(scenario, start)
     execution = measured_execution(scenario)
     queries = fetch_queries(cfg, execution)
+    out: dict = {"phases": {}}
     with tempfile.TemporaryDirectory() as tmp:
         server = Prometheus(Path(tmp))
+        floor = Path(tmp) / "floor.rules.yml"
+        out["floor_rules"] = floor_rules(floor)
+        rule_files = {"pack": f"{REPO / 'rules'}/*.rules.yml", "floor": str(floor), "none": ""}
         try:
             log(f"{gpus} GPUs: backfilling 24 h of {execution.id} (8 GPUs on {execution.gpus[0].host})")
             server.load_openmetrics(fleet.openmetrics(start, now, execution.id), all_groups(cfg), start, now, "24h")
             server.stop()
             exporter_port = free_port()
-            server.config_text = scrape_config(fleet, exporter_port, server.port, f"{REPO / 'rules'}/*.rules.yml")
             with FleetExporter(fleet, exporter_port):
-                server.start()
-                log(f"{gpus} GPUs live with the rules: {WARMUP_S} s warm-up, then {MEASURE_S} s of rule cost")
-                time.sleep(WARMUP_S)
-                out = rule_cost(server)
-                end = int(time.time()) // STEP_SECONDS * STEP_SECONDS
-                for path, times in FETCHES.items():
-                    log(f"{gpus} GPUs: {times} fetches of 12 series over 24 h, {path}")
-                    out[path] = time_fetches(server, getattr(queries, path), end - HISTORY_S, end, times)
-                floor = Path(tmp) / "floor.rules.yml"
-                out["floor_rules"] = floor_rules(floor)
-                server.config_text = scrape_config(fleet, exporter_port, server.port, str(floor))
-                server.reload()
-                log(f"{gpus} GPUs: the floor, {out['floor_rules']} bare per-GPU rules, for {MEASURE_S} s")
-                time.sleep(2 * STEP_SECONDS)
-                out["floor_cost"] = rule_cost(server)
+                for phase, settle in PHASES:
+                    server.config_text = scrape_config(
+                        fleet, exporter_port, server.port, rule_files[phase.removesuffix(" again")]
+                    )
+                    if server.process is None:
+                        server.start()
+                    else:
+                        server.reload()
+                    log(f"{gpus} GPUs, rules: {phase}; {settle} s to settle, then {MEASURE_S} s measured")
+                    time.sleep(settle)
+                    out["phases"][phase] = rule_cost(server, rule_files[phase.removesuffix(" again")])
+                    if phase == "pack" and "recorded" not in out:
+                        out["series"] = series_counts(server, fleet)
+                        end = int(time.time()) // STEP_SECONDS * STEP_SECONDS
+                        for path, times in FETCHES.items():
+                            log(f"{gpus} GPUs: {times} fetches of 12 series over 24 h, {path}")
+                            out[path] = time_fetches(server, getattr(queries, path), end - HISTORY_S, end, times)
         finally:
             server.stop()
     held = [g for e in scenario.executions for g in e.gpus]
-    out |= {"executions": len(scenario.executions), "held": len(held), "slots": len(scenario.all_gpus())}
+    out |= {
+        "executions": len(scenario.executions),
+        "held": len(held),
+        "slots": len(scenario.all_gpus()),
+        "hosts": len(scenario.hosts),
+        "cpus_per_host": scenario.hosts[0].cpus,
+    }
     return out
 
 
-def without_rules(gpus: int, executions: int) -> dict:
-    """The same fleet live without the rules: the baseline for head series and memory."""
-    scenario = fleet_scenario(gpus, executions, minutes=120)
-    fleet = FleetExposition(scenario, int(time.time()))
-    with tempfile.TemporaryDirectory() as tmp:
-        server = Prometheus(Path(tmp))
-        exporter_port = free_port()
-        server.port = free_port()
-        server.config_text = scrape_config(fleet, exporter_port, server.port, "")
-        with FleetExporter(fleet, exporter_port):
-            server.start()
-            try:
-                log(f"{gpus} GPUs live without the rules: {WARMUP_S + MEASURE_S} s")
-                time.sleep(WARMUP_S + MEASURE_S)
-                metrics = server.own_metrics()
-            finally:
-                server.stop()
-    return {
-        "head_series": metrics["prometheus_tsdb_head_series"],
-        "rss_bytes": metrics["process_resident_memory_bytes"],
-    }
-
-
-def measure() -> list[tuple[int, dict, dict]]:
+def measure() -> list[tuple[int, dict]]:
     cfg = Config()
-    return [(gpus, with_rules(gpus, n, cfg), without_rules(gpus, n)) for gpus, n in SIZES]
+    return [(gpus, with_rules(gpus, n, cfg)) for gpus, n in SIZES]

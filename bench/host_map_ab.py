@@ -74,11 +74,17 @@ def measure() -> dict:
                     server.reload()
                     log(f"{GPUS} GPUs: served groups {variant}, {SETTLE_S} s to settle, {MEASURE_S} s measured")
                     time.sleep(SETTLE_S)
-                    shares[variant].append(rule_cost(server)["share"])
+                    shares[variant].append(rule_cost(server, str(files[variant]))["share"])
             finally:
                 server.stop()
     median = {k: statistics.median(v) for k, v in shares.items()}
-    return {"gpus": GPUS, "before_commit": BEFORE, "shares": shares, "median": median}
+    return {
+        "gpus": GPUS,
+        "cpus_per_host": fleet.s.hosts[0].cpus,
+        "before_commit": BEFORE,
+        "shares": shares,
+        "median": median,
+    }
 
 
 def main() -> int:
