@@ -198,20 +198,25 @@ def rule_cost(server: Prometheus, rule_files: str) -> dict:
     }
 
 
-def count(server: Prometheus, expr: str) -> float:
-    result = server.query(f"count({expr})", time.time())
+def scalar(server: Prometheus, expr: str) -> float:
+    result = server.query(expr, time.time())
     return float(result[0]["value"][1]) if result else 0.0
 
 
 def series_counts(server: Prometheus, fleet: FleetExposition) -> dict:
-    """Raw series per GPU entry and per host as Prometheus holds them, and the recorded series."""
-    slots, hosts = len(fleet.slots), len(fleet.s.hosts)
+    """Raw series per GPU entry and per host, from the samples each scrape took (Prometheus' own
+    ``scrape_samples_scraped``: a count over 2 million series by name takes longer than a query may),
+    and the recorded series: the head's series less those scraped."""
+    dcgm = scalar(server, 'sum(scrape_samples_scraped{job="dcgm-exporter"})')
+    node = scalar(server, 'sum(scrape_samples_scraped{job="node"})')
+    scraped = scalar(server, "sum(scrape_samples_scraped)")
+    head = scalar(server, "prometheus_tsdb_head_series")
     return {
-        "dcgm_series": count(server, '{__name__=~"DCGM_.+"}'),
-        "node_series": count(server, '{__name__=~"node_.+"}'),
-        "recorded_series": count(server, '{__name__=~".+:.+"}'),
-        "per_gpu": count(server, '{__name__=~"DCGM_.+"}') / slots,
-        "per_host": count(server, '{__name__=~"node_.+"}') / hosts,
+        "dcgm_series": dcgm,
+        "node_series": node,
+        "recorded_series": head - scraped,
+        "per_gpu": dcgm / len(fleet.slots),
+        "per_host": node / len(fleet.s.hosts),
     }
 
 

@@ -95,7 +95,9 @@ def fleet_section(fleet: list[tuple[int, dict]], ab: dict | None = None) -> list
         "scraped every 15 s by a real Prometheus. Before the live scrape, 24 hours of one 8-GPU",
         "execution are backfilled (what the rules read of its GPUs and host: raw series from",
         "OpenMetrics, recorded series by `promtool tsdb create-blocks-from rules`); the rest of the",
-        "fleet has only its live minutes (24 h of 10,000 GPUs is about 0.75 billion samples).",
+        "fleet has only its live minutes (24 h of 10,000 GPUs is about 0.75 billion samples). Raw",
+        "series are the samples each scrape took (`scrape_samples_scraped`), recorded series the head's",
+        "series less those, with the pack's rules running.",
         "",
         "| GPUs (slots, held) | hosts | executions | raw series per GPU entry | raw series per host "
         "| raw series | recorded series | recorded per execution | head series | RSS |",

@@ -14,8 +14,16 @@ def test_the_benchmark_report_is_rendered_from_its_figures():
     results = json.loads(RESULTS.read_text())
     assert DOC.read_text(encoding="utf-8") == report(results)  # hand edits are lost at the next run
     assert PLOT.exists() and PLOT.read_bytes().startswith(b"\x89PNG")
-    sizes = [gpus for gpus, _, _ in results["fleet"]]
+    sizes = [gpus for gpus, _ in results["fleet"]]
     assert sizes == [1000, 10000]  # the fleet sizes the issue asks figures for
+    for _, run in results["fleet"]:
+        # One Prometheus: the pack, the floor, the pack again (drift shows) and no rules, in that order.
+        assert list(run["phases"]) == ["pack", "floor", "pack again", "none"]
+        assert all(not p["groups"] for p in [run["phases"]["none"]])
+        # The fleet publishes what default installs do: every default DCGM field (25, and the power
+        # limit) per GPU entry, and node_exporter's 8 CPU modes per logical CPU beside the rest.
+        assert run["series"]["per_gpu"] >= 26
+        assert run["series"]["per_host"] >= 8 * run["cpus_per_host"] >= 8 * 64
 
 
 def test_the_scaling_guide_quotes_figures_the_benchmark_report_holds():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 import subprocess
 import sys
@@ -75,7 +76,8 @@ def test_the_wheel_imports_beside_a_local_generator_folder(tmp_path: Path):
         "import gpu_execution_pack, gpu_execution_pack.docs.runbook as r; "
         "print(gpu_execution_pack.__file__); print(len(r.render()))"
     )
-    proc = subprocess.run([str(python), "-c", code], cwd=ops, capture_output=True, text=True, check=False)
+    user = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # a developer's path is not the wheel
+    proc = subprocess.run([str(python), "-c", code], cwd=ops, capture_output=True, text=True, check=False, env=user)
     assert proc.returncode == 0, proc.stderr
     location, length = proc.stdout.split()
     assert str(REPO) not in location and "site-packages" in location  # the wheel, not the checkout
