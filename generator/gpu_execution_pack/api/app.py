@@ -198,7 +198,7 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_a
                 q.get("end"),
                 q.get("step"),
                 tenant=tenant,
-                budget=cfg.api.timeout_seconds,
+                timeout=cfg.api.timeout_seconds,
             ),
         )
 
@@ -414,7 +414,8 @@ def openapi_document(cfg: Config | None = None) -> dict[str, Any]:
                     ],
                     "responses": {
                         "200": {
-                            "description": "The series",
+                            "description": "The series. A window of over 10,000 points per series is streamed "
+                            "(chunked): a failure after its first bytes closes the connection before the body ends",
                             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Metrics"}}},
                         },
                         "400": {"description": "A parameter is not accepted; the message names it", **err},

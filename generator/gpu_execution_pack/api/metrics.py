@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import anyio
 import orjson
 
-from gpu_execution_pack.api.prometheus import PrometheusClient, PrometheusError, deadline
+from gpu_execution_pack.api.prometheus import PrometheusClient, PrometheusError, deadline, off_loop
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import Expr, aggregate, call, match, on, parse_duration_seconds, render, selector
 from gpu_execution_pack.promql.durations import DURATION_RE, duration_text
@@ -40,6 +39,9 @@ OFFLOAD_SAMPLES = 2_000  # converting and encoding more samples (about a millise
 DISCOVERY_STEPS = 50  # evaluation points of the query that lists a streamed window's entries
 DISCOVERY_MARGIN_SECONDS = 3600  # how far before the window an entry's samples may count (>= any lookback)
 CONCURRENCY = 8  # queries in flight per request
+# A stream's pieces in flight ahead of the one being written: one worker thread converts them, so
+# more only make Prometheus answer in bursts that take the machine's cores from the event loop.
+STREAM_CONCURRENCY = 2
 LOOKBACK_SECONDS = 300  # Prometheus' default lookback (staleness) window
 SPAN_CACHE_SECONDS = 300  # how long a finished execution's span is reused
 SPAN_CACHE_ENTRIES = 4096
@@ -357,27 +359,27 @@ class ExecutionMetrics:
         end: str | None = None,
         step: str | None = None,
         tenant: str | None = None,
-        budget: float = math.inf,
+        timeout: float = math.inf,
     ) -> bytes | MetricsStream:
         """What the endpoint answers: the document's JSON, or, for a window of more than STREAM_POINTS
         points, a :class:`MetricsStream` whose first piece has been fetched (the bytes are the same).
 
-        Large documents are converted and encoded in a worker thread, off the event loop. ``budget``
-        is the request's deadline (seconds from now): a stream's later pieces must arrive within it.
+        Large documents are converted and encoded in a worker thread, off the event loop. Once a
+        stream's headers are sent, each later piece must arrive within ``timeout`` seconds of the
+        stream waiting for it (api.timeout_seconds; the caller bounds everything before).
         """
-        began = time.monotonic()
         check_execution_id(execution_id, self.id_pattern)
         params = parse_params(start, end, step)
         window = await self.window(execution_id, params, tenant)
         if window.points > STREAM_POINTS:
             stream = MetricsStream(self, execution_id, params, window, tenant)
             await stream.open(await self.entries(execution_id, window, tenant))
-            stream.budget = budget - (time.monotonic() - began)
+            stream.timeout = timeout
             return stream
         answers = await self.answers(execution_id, window, tenant)
         if sum(len(r["values"]) for result in answers for r in result) <= OFFLOAD_SAMPLES:
             return orjson.dumps(assemble(execution_id, params, window, answers))
-        return await anyio.to_thread.run_sync(lambda: orjson.dumps(assemble(execution_id, params, window, answers)))
+        return await off_loop(lambda: orjson.dumps(assemble(execution_id, params, window, answers)))
 
     async def answers(self, execution_id: str, window: Window, tenant: str | None) -> list[list[dict[str, Any]]]:
         """Prometheus' answers for the window: one range query per level (GPU, host) and chunk, in order."""
@@ -464,15 +466,17 @@ class MetricsStream:
     """A long window's document, written as it is fetched: the same bytes as ``orjson.dumps(assemble(...))``.
 
     The document's order is series, then entry, then time, so each entry's values are fetched
-    chunk by chunk (one range query for one entry, at most CHUNK_POINTS points), CONCURRENCY of them
+    chunk by chunk (one range query for one entry, at most CHUNK_POINTS points), STREAM_CONCURRENCY of them
     in flight ahead of the one being written; only those are held, whatever the range. Which
     entries there are comes first, from ``ExecutionMetrics.entries``.
 
     ``open`` fetches the first piece, so a failing Prometheus still gets its 502 or 504 before any
-    byte is sent. Past that, a failure (Prometheus' error, the deadline ``budget``) can no longer
-    change the status: the stream raises :class:`StreamAborted`, and the server closes the connection
-    without ending the chunked body, which a client sees as a broken transfer, never as a whole
-    document.
+    byte is sent, within the request's deadline. Past that, the deadline applies to each piece
+    (``timeout``, from when the stream waits for it): a long range that keeps coming is not cut
+    at api.timeout_seconds, a stalled upstream is. A failure there (Prometheus' error, a piece past
+    its deadline) can no longer change the status: the stream raises :class:`StreamAborted`, and the
+    server closes the connection without ending the chunked body, which a client sees as a broken
+    transfer, never as a whole document.
     """
 
     def __init__(self, owner: ExecutionMetrics, execution_id: str, params: Params, window: Window, tenant: str | None):
@@ -481,7 +485,7 @@ class MetricsStream:
         self.params = params
         self.window = window
         self.tenant = tenant
-        self.budget = math.inf  # seconds left to wait for Prometheus, once the headers are sent
+        self.timeout = math.inf  # once the headers are sent, how long the stream waits for any one piece
         self.pending: deque[asyncio.Task[tuple[dict[str, str] | None, bytes]]] = deque()
         self.sent = 0
 
@@ -512,7 +516,7 @@ class MetricsStream:
             raise failure
 
     def refill(self) -> None:
-        while len(self.pending) < CONCURRENCY and (piece := next(self.pieces, None)) is not None:
+        while len(self.pending) < STREAM_CONCURRENCY and (piece := next(self.pieces, None)) is not None:
             task = asyncio.ensure_future(self.fetch(piece))
             task.add_done_callback(lambda t: t.cancelled() or t.exception())  # never "exception never retrieved"
             self.pending.append(task)
@@ -536,18 +540,13 @@ class MetricsStream:
             if labels == piece.labels and r["values"]:
                 if len(r["values"]) <= OFFLOAD_SAMPLES:
                     return labels, encode_values(piece.series, r["values"])
-                return labels, await anyio.to_thread.run_sync(encode_values, piece.series, r["values"])
+                return labels, await off_loop(encode_values, piece.series, r["values"])
         return None, b""
 
     async def next_piece(self) -> tuple[dict[str, str] | None, bytes]:
-        """The next piece in order, within the budget; the one after the in-flight ones is started."""
-        task = self.pending[0]
-        began = time.monotonic()
-        try:
-            with deadline(self.budget, self.owner.prometheus.url):
-                result = await task
-        finally:
-            self.budget -= time.monotonic() - began
+        """The next piece in order, within ``timeout``; the one after the in-flight ones is started."""
+        with deadline(self.timeout, self.owner.prometheus.url):
+            result = await self.pending[0]
         self.pending.popleft()
         self.refill()
         return result
