@@ -188,3 +188,33 @@ def test_a_client_leaving_mid_stream_stops_the_pieces_queries(prometheus, stream
         body = get(client, EXECUTION).json()
     entries = sum(len(s["entries"]) for s in body["series"].values())
     assert len(pieces) < entries * (165 // PIECE_CHUNK_POINTS) / 4, len(pieces)  # far from the whole document
+
+
+ODD_SAMPLES = [
+    [[1, "NaN"], [2.5, "+Inf"], ["3", "-Inf"]],
+    [[1, 2]],
+    [[True, "1"]],
+    [[1, True]],
+    [[float("inf"), "1"]],
+    [[1]],
+    [["x", "1"]],
+    [[1, "x"]],
+    ["ab"],
+    [[1, "1", 2]],
+    [[None, "1"]],
+    [{"a": 1, "b": 2}],
+    [[1, "1"], [2, None]],
+]
+
+
+@pytest.mark.parametrize("pairs", ODD_SAMPLES, ids=repr)
+def test_a_ranges_samples_checked_at_once_answer_as_each_checked_alone(pairs):
+    """``samples_of``'s list-wide checks accept and refuse exactly what ``sample`` does, with its message."""
+
+    def outcome(read: Callable[[list], list]) -> tuple[str, str]:
+        try:
+            return "ok", repr(read(pairs))
+        except ValueError as err:
+            return "refused", str(err)
+
+    assert outcome(client_module.samples_of) == outcome(lambda p: [client_module.sample(s) for s in p])

@@ -599,10 +599,19 @@ def encode_values(series: catalog.Series, samples: list[list[float]]) -> bytes:
 
 
 def api_values(series: catalog.Series, samples: list[list[float]]) -> list[list[float | None]]:
-    """[t, value] pairs in the API's unit; NaN and infinities as null. Base-unit series skip the conversion."""
-    if catalog.UNITS[series.api_unit].op == "":
-        return [[t, v if math.isfinite(v) else None] for t, v in samples]
-    return [[t, api_value(series, v)] for t, v in samples]
+    """[t, value] pairs in the API's unit; NaN and infinities as null. Base-unit series skip the conversion.
+
+    The conversion is ``Series.to_api`` (``Unit.from_base``, rounded to 9 decimals) written out
+    inline: a call per value cost more than the value.
+    """
+    unit = catalog.UNITS[series.api_unit]
+    isfinite = math.isfinite
+    if unit.op == "":
+        return [[t, v if isfinite(v) else None] for t, v in samples]
+    factor = unit.factor
+    if unit.op == "*":
+        return [[t, round(v / factor, 9) if isfinite(v) else None] for t, v in samples]
+    return [[t, round(v * factor, 9) if isfinite(v) else None] for t, v in samples]
 
 
 def api_value(series: catalog.Series, value: float) -> float | None:

@@ -181,8 +181,29 @@ def result_of(body: Any) -> list[dict[str, Any]]:
         samples = item.get("values") if kind == "matrix" else [item.get("value")]
         if not isinstance(samples, list):
             raise ValueError("a series without samples")
-        items.append({"metric": metric, "values": [sample(s) for s in samples]})
+        items.append({"metric": metric, "values": samples_of(samples)})
     return items
+
+
+def samples_of(pairs: list[Any]) -> list[list[float]]:
+    """``[[time, "value"], ...]`` as float pairs, checked as ``sample`` checks each one.
+
+    A range's thousands of pairs are checked a property at a time over the whole list (several
+    times faster than a call per pair); anything odd goes through ``sample``, which says what.
+    """
+    try:
+        if (
+            {type(p) for p in pairs} <= {list}
+            and {len(p) for p in pairs} <= {2}
+            and {type(v) for _, v in pairs} <= {str}
+            and {type(t) for t, _ in pairs} <= {int, float, str}
+        ):
+            out = [[float(t), float(v)] for t, v in pairs]
+            if all(map(math.isfinite, [t for t, _ in out])):
+                return out
+    except (TypeError, ValueError):
+        pass
+    return [sample(s) for s in pairs]
 
 
 def sample(pair: Any) -> list[float]:
