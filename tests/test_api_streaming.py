@@ -71,17 +71,17 @@ def failing_pieces(
     [{}, {"step": "1m"}, {"start": 300, "end": 1500, "step": "30s"}],
     ids=["whole execution", "1m", "part of it at 30s"],
 )
-@pytest.mark.parametrize("offload", [False, True], ids=["in the loop", "in worker threads"])
+@pytest.mark.parametrize("offload", [False, True], ids=["small answers on the loop", "all in the worker thread"])
 def test_a_streamed_window_is_byte_for_byte_the_document_built_in_memory(prometheus, monkeypatch, key, window, offload):
     server, start, _, _ = prometheus
     params = {k: iso(start + v) if k in ("start", "end") else v for k, v in window.items()}
+    if offload:  # every answer parsed, and the in-memory document built and encoded, in the worker thread
+        monkeypatch.setattr(metrics, "OFFLOAD_SAMPLES", 0)
+        monkeypatch.setattr(client_module, "OFFLOAD_BYTES", 0)
     with client_for(server.url) as client:
         whole = get(client, EXECUTION, key, **params)
         monkeypatch.setattr(metrics, "STREAM_POINTS", 0)
         monkeypatch.setattr(metrics, "CHUNK_POINTS", PIECE_CHUNK_POINTS)
-        if offload:  # every answer parsed, and every piece converted and encoded, in a worker thread
-            monkeypatch.setattr(metrics, "OFFLOAD_SAMPLES", 0)
-            monkeypatch.setattr(client_module, "OFFLOAD_BYTES", 0)
         chunked = get(client, EXECUTION, key, **params)
     assert whole.status_code == chunked.status_code == 200, chunked.text
     assert "content-length" in whole.headers and "content-length" not in chunked.headers  # it was streamed

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 import orjson
 
 from gpu_execution_pack.api.prometheus import PrometheusClient, PrometheusError, deadline, off_loop
@@ -35,7 +36,7 @@ from gpu_execution_pack.rules import catalog
 MAX_POINTS_PER_QUERY = 11_000  # Prometheus refuses more per series
 CHUNK_POINTS = 10_000
 STREAM_POINTS = CHUNK_POINTS  # windows of more points per series are streamed (read at call time: tests lower it)
-OFFLOAD_SAMPLES = 2_000  # converting and encoding more samples (about a millisecond) runs in a worker thread
+OFFLOAD_SAMPLES = 20_000  # a document of more samples (some 10 ms of work) is built and encoded in a worker thread
 DISCOVERY_STEPS = 50  # evaluation points of the query that lists a streamed window's entries
 DISCOVERY_MARGIN_SECONDS = 3600  # how far before the window an entry's samples may count (>= any lookback)
 CONCURRENCY = 8  # queries in flight per request
@@ -527,20 +528,26 @@ class MetricsStream:
             self.pending.popleft().cancel()
 
     async def fetch(self, piece: Piece) -> tuple[dict[str, str] | None, bytes]:
-        """A piece's labels as Prometheus names them and its values' JSON without brackets; (None, b"") if none."""
+        """A piece's labels as Prometheus names them and its values' JSON without brackets; (None, b"") if none.
+
+        Its answer is read, converted and encoded in the worker thread, in one go: a piece is up to
+        CHUNK_POINTS samples, and a stream is many of them.
+        """
         query = self.owner.selector(
             piece.series,
             self.execution_id,
             self.tenant,
             *(match(k, v) for k, v in piece.labels.items() if k != catalog.EXECUTION_LABEL),
         )
-        result = await self.owner.prometheus.range(query, piece.start, piece.end, self.window.step)
-        for r in result:  # the selector may match series with more labels: only this entry's are its
+        answer = await self.owner.prometheus.range_answer(query, piece.start, piece.end, self.window.step)
+        return await off_loop(self.encode, piece, answer)
+
+    def encode(self, piece: Piece, answer: httpx.Response) -> tuple[dict[str, str] | None, bytes]:
+        """``fetch``'s result from Prometheus' answer (PrometheusError if it is not a query result)."""
+        for r in self.owner.prometheus.decode(answer):  # the selector may match more labels: only this entry's
             labels = {k: v for k, v in r["metric"].items() if k != "__name__"}
             if labels == piece.labels and r["values"]:
-                if len(r["values"]) <= OFFLOAD_SAMPLES:
-                    return labels, encode_values(piece.series, r["values"])
-                return labels, await off_loop(encode_values, piece.series, r["values"])
+                return labels, encode_values(piece.series, r["values"])
         return None, b""
 
     async def next_piece(self) -> tuple[dict[str, str] | None, bytes]:
