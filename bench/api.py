@@ -363,7 +363,7 @@ def long_targets(long: dict | None) -> list[str]:
     probe_target = f"| an unauthenticated request's p99 under {limit} while a 30-day request runs |"
     if long is None:
         return [f"{rss_target} not measured | - |", f"{probe_target} not measured | - |"]
-    mb = 1024 * 1024
+    mb = 1e6
     rise = long["rss_peak_bytes"] - long["rss_baseline_bytes"]
     answer = long["response_bytes"]
     whole = long["status"] == 200 and long["complete"]
@@ -374,7 +374,7 @@ def long_targets(long: dict | None) -> list[str]:
     )
     p99 = long["probe_p99_seconds"]
     probes = (
-        f"p99 {p99 * 1000:.0f} ms (median {long['probe_median_seconds'] * 1000:.0f} ms, max "
+        f"p99 {p99 * 1000:.1f} ms (median {long['probe_median_seconds'] * 1000:.0f} ms, max "
         f"{long['probe_max_seconds'] * 1000:.0f} ms; {long['probes']} requests, {long['probes_over_target']} over "
         f"{PROBE_P99_TARGET_SECONDS * 1000:.0f} ms)"
     )
