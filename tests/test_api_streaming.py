@@ -218,3 +218,36 @@ def test_a_ranges_samples_checked_at_once_answer_as_each_checked_alone(pairs):
             return "refused", str(err)
 
     assert outcome(client_module.samples_of) == outcome(lambda p: [client_module.sample(s) for s in p])
+
+
+def test_the_cpu_work_of_long_answers_runs_off_the_event_loops_thread(prometheus, monkeypatch):
+    """Reading, converting and encoding a stream's pieces, and a large in-memory document, happen in the
+    worker thread: the event loop's thread, which answers everything else, only waits for them."""
+    server, _, _, _ = prometheus
+    loop_threads: set[int] = set()
+    work_threads: set[int] = set()
+    ask = client_module.PrometheusClient._answer
+
+    async def asking(self, path, params):  # on the event loop
+        loop_threads.add(threading.get_ident())
+        return await ask(self, path, params)
+
+    def on_thread(work: Callable) -> Callable:
+        def run(*args):
+            work_threads.add(threading.get_ident())
+            return work(*args)
+
+        return run
+
+    monkeypatch.setattr(client_module.PrometheusClient, "_answer", asking)
+    monkeypatch.setattr(metrics, "encode_values", on_thread(metrics.encode_values))
+    monkeypatch.setattr(metrics, "assemble", on_thread(metrics.assemble))
+    monkeypatch.setattr(metrics, "OFFLOAD_SAMPLES", 1000)  # the 40-minute document counts as large
+    with client_for(server.url) as client:
+        in_memory = get(client, EXECUTION)
+        monkeypatch.setattr(metrics, "STREAM_POINTS", 0)
+        monkeypatch.setattr(metrics, "CHUNK_POINTS", PIECE_CHUNK_POINTS)
+        streamed = get(client, EXECUTION)
+    assert in_memory.status_code == streamed.status_code == 200
+    assert len(loop_threads) == 1 and work_threads, (loop_threads, work_threads)
+    assert not loop_threads & work_threads
