@@ -251,3 +251,29 @@ def test_the_cpu_work_of_long_answers_runs_off_the_event_loops_thread(prometheus
     assert in_memory.status_code == streamed.status_code == 200
     assert len(loop_threads) == 1 and work_threads, (loop_threads, work_threads)
     assert not loop_threads & work_threads
+
+
+def test_entries_found_near_the_window_but_without_a_point_in_it_are_left_out_as_in_memory(prometheus, monkeypatch):
+    """The entries' list reads an hour before the window: minutes after the execution's last sample
+    (past Prometheus' 5-minute lookback) it finds every entry, and none has a point to write."""
+    server, _, end, _ = prometheus
+    params = {"start": iso(end + 420), "end": iso(end + 780)}
+    found: list[dict] = []
+    listed = metrics.ExecutionMetrics.entries
+
+    async def entries(self, *args):
+        found.append(await listed(self, *args))
+        return found[-1]
+
+    monkeypatch.setattr(metrics.ExecutionMetrics, "entries", entries)
+    with client_for(server.url) as client:
+        whole = get(client, EXECUTION, **params)
+        monkeypatch.setattr(metrics, "STREAM_POINTS", 0)
+        monkeypatch.setattr(metrics, "CHUNK_POINTS", PIECE_CHUNK_POINTS)
+        chunked = get(client, EXECUTION, **params)
+    assert whole.status_code == chunked.status_code == 200, chunked.text
+    assert "content-length" not in chunked.headers
+    assert chunked.content == whole.content
+    assert all(not s["entries"] for s in whole.json()["series"].values())
+    [listing] = found
+    assert all(listing[name] for name in listing), "every series' entries were found, to be left out"

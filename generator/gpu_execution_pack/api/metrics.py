@@ -488,7 +488,9 @@ class MetricsStream:
         self.tenant = tenant
         self.timeout = math.inf  # once the headers are sent, how long the stream waits for any one piece
         self.pending: deque[asyncio.Task[tuple[dict[str, str] | None, bytes]]] = deque()
-        self.sent = 0
+        self.entries: dict[str, list[dict[str, str]]] = {}  # set by ``open``
+        self.pieces: Iterator[Piece] = iter(())
+        self.sent = 0  # bytes handed to the server so far
 
     def plan(self, entries: dict[str, list[dict[str, str]]]) -> Iterator[Piece]:
         """The pieces in the document's order."""
@@ -517,6 +519,7 @@ class MetricsStream:
             raise failure
 
     def refill(self) -> None:
+        """Start the next pieces in order, up to STREAM_CONCURRENCY in flight."""
         while len(self.pending) < STREAM_CONCURRENCY and (piece := next(self.pieces, None)) is not None:
             task = asyncio.ensure_future(self.fetch(piece))
             task.add_done_callback(lambda t: t.cancelled() or t.exception())  # never "exception never retrieved"
@@ -573,6 +576,9 @@ class MetricsStream:
             self.close()
 
     async def parts(self) -> AsyncIterator[bytes]:
+        """The document in its order; an entry's head is written with its first values, so an entry
+        found by ``ExecutionMetrics.entries`` but without a point in the window is left out, as
+        ``assemble`` leaves it out."""
         chunks = self.window.chunks(CHUNK_POINTS)
         out = [orjson.dumps(head(self.execution_id, self.params, self.window))[:-1], b',"series":{']
         for i, series in enumerate(catalog.API_SERIES):
