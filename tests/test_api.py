@@ -134,7 +134,7 @@ def test_chunks_are_stitched_without_gaps_or_duplicates(api, monkeypatch):
 def test_a_30_day_range_splits_into_chunks_prometheus_accepts():
     window = Window(0, 30 * 86400, 15)
     assert window.points == 172_801
-    chunks = window.chunks()
+    chunks = window.chunks(metrics.CHUNK_POINTS)
     assert all((b - a) / 15 + 1 <= metrics.MAX_POINTS_PER_QUERY for a, b in chunks)
     grid = [t for a, b in chunks for t in range(int(a), int(b) + 1, 15)]
     assert grid == list(range(0, 30 * 86400 + 1, 15))

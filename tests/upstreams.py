@@ -9,6 +9,7 @@ the endpoint gives up on it and closes the connection.
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
 import urllib.error
@@ -97,7 +98,12 @@ class Proxy:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request: object, client_address: object) -> None:
+                if not isinstance(sys.exc_info()[1], ConnectionError):  # the endpoint hung up: it may
+                    super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+        self.server = Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self

@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -25,6 +25,7 @@ from gpu_execution_pack.api.metrics import (
     MIN_STEP,
     TIME_EXAMPLE,
     ExecutionMetrics,
+    MetricsStream,
     RequestError,
 )
 from gpu_execution_pack.api.prometheus import PrometheusClient, PrometheusError, deadline
@@ -49,19 +50,49 @@ class FastJSON(JSONResponse):
         return orjson.dumps(content)
 
 
+class EncodedJSON(Response):
+    """A document already encoded (in a worker thread when it is large): sent as is."""
+
+    media_type = "application/json"
+
+
+class StreamedJSON(StreamingResponse):
+    """A :class:`MetricsStream` sent as it is fetched (chunked transfer): no Content-Length, status 200.
+
+    Whatever way it ends (done, the client gone, a failure), what is still in flight is cancelled.
+    A failure after the first bytes raises ``StreamAborted`` to the server, which closes the
+    connection without the chunked body's end.
+    """
+
+    media_type = "application/json"
+
+    def __init__(self, stream: MetricsStream):
+        self.stream = stream
+        super().__init__(stream.body())
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.stream.close()
+            await self.body_iterator.aclose()  # type: ignore[attr-defined]
+
+
+Document = dict[str, Any] | bytes | MetricsStream  # what a route's work answers with
+
+
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     """The JSON error every route answers with: ``{"error": message}``."""
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-async def answer(
-    request: Request, work: Callable[[], Awaitable[dict[str, Any]]], timeout: float, upstream: str
-) -> JSONResponse:
+async def answer(request: Request, work: Callable[[], Awaitable[Document]], timeout: float, upstream: str) -> Response:
     """``work``'s document as JSON, or its error as a JSON error; for any route that asks Prometheus.
 
     ``timeout`` bounds the whole request (504 past it), and the work stops as soon as the client
     goes away: either way what is in flight is cancelled, and Prometheus, its connection closed,
-    stops the query.
+    stops the query. A document may come as a dict, as its JSON, or as a stream (a long range),
+    whose later pieces the stream itself holds to what is left of ``timeout``.
     """
     outcome: list[Any] = []
     async with anyio.create_task_group() as group:
@@ -89,6 +120,10 @@ async def answer(
         log.warning("prometheus: %s", outcome[0])
     if isinstance(outcome[0], RequestError | PrometheusError):
         return error(outcome[0].status, str(outcome[0]))
+    if isinstance(outcome[0], MetricsStream):
+        return StreamedJSON(outcome[0])
+    if isinstance(outcome[0], bytes):
+        return EncodedJSON(outcome[0])
     return FastJSON(outcome[0])
 
 
@@ -146,23 +181,28 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_a
         tenant = tenant_for(request.headers.get("authorization"), keys)
         return tenant is not None, None if tenant in (None, ALL_TENANTS) else tenant
 
-    async def serve(request: Request, work: Callable[[str | None], Awaitable[dict[str, Any]]]) -> JSONResponse:
+    async def serve(request: Request, work: Callable[[str | None], Awaitable[Document]]) -> Response:
         """A route that asks Prometheus: 401 without a key, else ``work(tenant)`` under the deadline."""
         known, tenant = authorized(request)
         if not known:
             return error(401, "missing or unknown bearer token")
         return await answer(request, lambda: work(tenant), cfg.api.timeout_seconds, cfg.api.prometheus_url)
 
-    async def metrics(request: Request) -> JSONResponse:
+    async def metrics(request: Request) -> Response:
         q = request.query_params
         return await serve(
             request,
-            lambda tenant: state["metrics"].fetch(
-                request.path_params["execution_id"], q.get("start"), q.get("end"), q.get("step"), tenant=tenant
+            lambda tenant: state["metrics"].respond(
+                request.path_params["execution_id"],
+                q.get("start"),
+                q.get("end"),
+                q.get("step"),
+                tenant=tenant,
+                timeout=cfg.api.timeout_seconds,
             ),
         )
 
-    async def execution_summary(request: Request) -> JSONResponse:
+    async def execution_summary(request: Request) -> Response:
         q = request.query_params
         return await serve(
             request,
@@ -176,7 +216,7 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_a
             ),
         )
 
-    async def fleet_summary(request: Request) -> JSONResponse:
+    async def fleet_summary(request: Request) -> Response:
         q = request.query_params
 
         async def work(tenant: str | None) -> dict[str, Any]:
@@ -374,7 +414,8 @@ def openapi_document(cfg: Config | None = None) -> dict[str, Any]:
                     ],
                     "responses": {
                         "200": {
-                            "description": "The series",
+                            "description": "The series. A window of over 10,000 points per series is streamed "
+                            "(chunked): a failure after its first bytes closes the connection before the body ends",
                             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Metrics"}}},
                         },
                         "400": {"description": "A parameter is not accepted; the message names it", **err},

@@ -4,28 +4,45 @@ The contract is domain-notes section 1: series under their API names, in the API
 entry per GPU (GPU series) or per host (system series), over ``start``..``end`` at ``step``.
 Prometheus answers at most 11,000 points per series per query, so long ranges are fetched in
 chunks on one grid (``start + k * step``) and stitched, which leaves no gap and no duplicate.
+
+A window of one chunk is answered from one query per level (GPU, host), the document built in
+memory. A longer one is streamed (:class:`MetricsStream`): the document is written in its own
+order, series by series, entry by entry, each entry's values chunk by chunk, so only the chunks
+in flight are held, whatever the range. Both give the same bytes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import re
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from gpu_execution_pack.api.prometheus import PrometheusClient
+import httpx
+import orjson
+
+from gpu_execution_pack.api.prometheus import PrometheusClient, PrometheusError, deadline, off_loop
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.promql import aggregate, match, on, parse_duration_seconds, render, selector
+from gpu_execution_pack.promql import Expr, aggregate, call, match, on, parse_duration_seconds, render, selector
 from gpu_execution_pack.promql.durations import DURATION_RE, duration_text
 from gpu_execution_pack.rules import catalog
 
 MAX_POINTS_PER_QUERY = 11_000  # Prometheus refuses more per series
 CHUNK_POINTS = 10_000
+STREAM_POINTS = CHUNK_POINTS  # windows of more points per series are streamed (read at call time: tests lower it)
+OFFLOAD_SAMPLES = 20_000  # a document of more samples (some 10 ms of work) is built and encoded in a worker thread
+DISCOVERY_STEPS = 50  # evaluation points of the query that lists a streamed window's entries
+DISCOVERY_MARGIN_SECONDS = 3600  # how far before the window an entry's samples may count (>= any lookback)
 CONCURRENCY = 8  # queries in flight per request
+# A stream's pieces in flight ahead of the one being written: one worker thread converts them, so
+# more only make Prometheus answer in bursts that take the machine's cores from the event loop.
+STREAM_CONCURRENCY = 2
 LOOKBACK_SECONDS = 300  # Prometheus' default lookback (staleness) window
 SPAN_CACHE_SECONDS = 300  # how long a finished execution's span is reused
 SPAN_CACHE_ENTRIES = 4096
@@ -36,6 +53,7 @@ MAX_STEP = "1y"  # Prometheus overflows past 292 years; no execution's metrics n
 TIME_EXAMPLE = "2026-12-02T10:00:00Z"
 EARLIEST = datetime(1, 1, 1, tzinfo=UTC)  # times must fall in years 1 to 9999 once converted to UTC
 LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+log = logging.getLogger("gpu_execution_pack.api")
 
 
 class RequestError(Exception):
@@ -66,7 +84,7 @@ class Window:
     def points(self) -> int:
         return int((self.end - self.start) // self.step) + 1
 
-    def chunks(self, points: int = CHUNK_POINTS) -> list[tuple[float, float]]:
+    def chunks(self, points: int) -> list[tuple[float, float]]:
         """[start, end] pairs covering the grid, each at most ``points`` points, none overlapping."""
         out, k = [], 0
         while k < self.points:
@@ -227,21 +245,37 @@ class ExecutionMetrics:
         # Spans of finished executions, by (id, tenant): 3 round trips saved per repeated request.
         self.finished: OrderedDict[tuple[str, str | None], tuple[Span, float]] = OrderedDict()
 
-    def selector(self, series: catalog.Series, execution_id: str, tenant: str | None) -> str:
+    def selector(self, series: catalog.Series, execution_id: str, tenant: str | None, *matchers: str) -> str:
         """The query for one series of the execution, scoped to ``tenant`` (None: every tenant).
 
         Per-GPU series carry the tenant label. Host series do not (a host is shared): they are
         kept only for the hosts where this tenant's GPUs of the execution are, so a tenant never
-        sees the hosts of another tenant's execution under the same id.
+        sees the hosts of another tenant's execution under the same id. ``matchers`` narrow it
+        further (to one entry, for a streamed window).
+        """
+        return render(self.scoped(series, execution_id, tenant, lambda e: e, *matchers))
+
+    def scoped(
+        self,
+        series: catalog.Series,
+        execution_id: str,
+        tenant: str | None,
+        read: Callable[[Expr], Expr],
+        *matchers: str,
+    ) -> Expr:
+        """``read(selector)`` of one series of the execution, scoped to ``tenant`` as ``selector`` says.
+
+        ``read`` maps a plain selector to what is asked of it (itself, or ``last_over_time`` of it); for
+        host series under a tenant, the hosts of the tenant's GPUs are read the same way.
         """
         execution = match(catalog.EXECUTION_LABEL, execution_id)
         if tenant is None:
-            return render(series.select(execution))
+            return read(series.select(execution, *matchers))
         scoped = match(self.api.tenant_label, tenant)
         if series.labels == catalog.GPU_LABELS:
-            return render(series.select(execution, scoped))
-        hosts = aggregate("group", catalog.NODE_LABELS, catalog.GPU_PRESENCE.select(execution, scoped))
-        return render(series.select(execution).and_(hosts, on(catalog.NODE_LABELS)))
+            return read(series.select(execution, scoped, *matchers))
+        hosts = aggregate("group", catalog.NODE_LABELS, read(catalog.GPU_PRESENCE.select(execution, scoped)))
+        return read(series.select(execution, *matchers)).and_(hosts, on(catalog.NODE_LABELS))
 
     def by_name(self, level: tuple[str, ...], execution_id: str, tenant: str | None) -> str:
         """One query for every API series of a level (``catalog.GPU_LABELS`` or ``NODE_LABELS``), by name."""
@@ -313,13 +347,44 @@ class ExecutionMetrics:
         step: str | None = None,
         tenant: str | None = None,
     ) -> dict[str, Any]:
-        """The response document. ``tenant`` None means every tenant (an unscoped key)."""
+        """The response document, built in memory whatever the range (``query``). ``tenant`` None: every tenant."""
         check_execution_id(execution_id, self.id_pattern)
         params = parse_params(start, end, step)
         window = await self.window(execution_id, params, tenant)
+        return assemble(execution_id, params, window, await self.answers(execution_id, window, tenant))
+
+    async def respond(
+        self,
+        execution_id: str,
+        start: str | None = None,
+        end: str | None = None,
+        step: str | None = None,
+        tenant: str | None = None,
+        timeout: float = math.inf,
+    ) -> bytes | MetricsStream:
+        """What the endpoint answers: the document's JSON, or, for a window of more than STREAM_POINTS
+        points, a :class:`MetricsStream` whose first piece has been fetched (the bytes are the same).
+
+        Large documents are converted and encoded in a worker thread, off the event loop. Once a
+        stream's headers are sent, each later piece must arrive within ``timeout`` seconds of the
+        stream waiting for it (api.timeout_seconds; the caller bounds everything before).
+        """
+        check_execution_id(execution_id, self.id_pattern)
+        params = parse_params(start, end, step)
+        window = await self.window(execution_id, params, tenant)
+        if window.points > STREAM_POINTS:
+            stream = MetricsStream(self, execution_id, params, window, tenant)
+            await stream.open(await self.entries(execution_id, window, tenant))
+            stream.timeout = timeout
+            return stream
+        answers = await self.answers(execution_id, window, tenant)
+        if sum(len(r["values"]) for result in answers for r in result) <= OFFLOAD_SAMPLES:
+            return orjson.dumps(assemble(execution_id, params, window, answers))
+        return await off_loop(lambda: orjson.dumps(assemble(execution_id, params, window, answers)))
+
+    async def answers(self, execution_id: str, window: Window, tenant: str | None) -> list[list[dict[str, Any]]]:
+        """Prometheus' answers for the window: one range query per level (GPU, host) and chunk, in order."""
         limit = asyncio.Semaphore(CONCURRENCY)
-        by_name = {s.name: s for s in catalog.API_SERIES}
-        entries: dict[str, dict[tuple, dict[str, Any]]] = {s.api_name: {} for s in catalog.API_SERIES}
 
         async def chunk(query: str, chunk_start: float, chunk_end: float) -> list[dict[str, Any]]:
             async with limit:
@@ -328,33 +393,238 @@ class ExecutionMetrics:
         # One range query per level (GPU, host) and chunk, the series picked by name: a round trip per
         # series cost more than the data (issue 15). Chunks come back in order, so values stay sorted.
         queries = [self.by_name(level, execution_id, tenant) for level in (catalog.GPU_LABELS, catalog.NODE_LABELS)]
-        answers = await asyncio.gather(*(chunk(q, a, b) for q in queries for a, b in window.chunks()))
-        for result in answers:
+        return await asyncio.gather(*(chunk(q, a, b) for q in queries for a, b in window.chunks(CHUNK_POINTS)))
+
+    async def entries(self, execution_id: str, window: Window, tenant: str | None) -> dict[str, list[dict[str, str]]]:
+        """The label sets each API series may have an entry for in the window, in the document's order.
+
+        One cheap range query per series: ``last_over_time`` at DISCOVERY_STEPS points, each reading
+        back to the one before and DISCOVERY_MARGIN_SECONDS more, so it finds every series with a
+        sample from before the window's lookback to its end: at least those the range query answers
+        (an entry found here that has no point in the window is left out of the document).
+        """
+        length = window.end - window.start
+        every = max(math.ceil(length / DISCOVERY_STEPS), 60)
+        reach = f"{every + DISCOVERY_MARGIN_SECONDS}s"
+        limit = asyncio.Semaphore(CONCURRENCY)
+
+        def last(e: Expr) -> Expr:
+            return call("last_over_time", e.range(reach))
+
+        async def found(series: catalog.Series) -> list[dict[str, str]]:
+            query = render(self.scoped(series, execution_id, tenant, last))
+            async with limit:
+                result = await self.prometheus.range(query, window.start, window.end + every, every)
+            labels = {}
             for r in result:
-                series = by_name[r["metric"]["__name__"]]
-                labels = {k: v for k, v in r["metric"].items() if k != "__name__"}
-                entry = entries[series.api_name].setdefault(
-                    tuple(sorted(labels.items())), {"labels": labels, "values": []}
-                )
-                entry["values"] += api_values(series, r["values"])
-        series = {
+                entry = {k: v for k, v in r["metric"].items() if k != "__name__"}
+                labels[tuple(sorted(entry.items()))] = entry
+            return [labels[k] for k in sorted(labels)]
+
+        sets = await asyncio.gather(*(found(s) for s in catalog.API_SERIES))
+        return {s.api_name: found_sets for s, found_sets in zip(catalog.API_SERIES, sets, strict=True)}
+
+
+def assemble(execution_id: str, params: Params, window: Window, answers: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """The response document from Prometheus' answers (``ExecutionMetrics.answers``), in the API's units."""
+    by_name = {s.name: s for s in catalog.API_SERIES}
+    entries: dict[str, dict[tuple, dict[str, Any]]] = {s.api_name: {} for s in catalog.API_SERIES}
+    for result in answers:
+        for r in result:
+            series = by_name[r["metric"]["__name__"]]
+            labels = {k: v for k, v in r["metric"].items() if k != "__name__"}
+            entry = entries[series.api_name].setdefault(tuple(sorted(labels.items())), {"labels": labels, "values": []})
+            entry["values"] += api_values(series, r["values"])
+    return {
+        **head(execution_id, params, window),
+        "series": {
             s.api_name: {"unit": s.api_unit, "entries": [entries[s.api_name][k] for k in sorted(entries[s.api_name])]}
             for s in catalog.API_SERIES
-        }
-        return {
-            "executionId": execution_id,
-            "start": iso(window.start),
-            "end": iso(window.end),
-            "step": params.step_text,
-            "series": series,
-        }
+        },
+    }
+
+
+def head(execution_id: str, params: Params, window: Window) -> dict[str, Any]:
+    """The document's keys before ``series``."""
+    return {"executionId": execution_id, "start": iso(window.start), "end": iso(window.end), "step": params.step_text}
+
+
+class StreamAborted(Exception):
+    """A streamed response failed after its first bytes were sent: the connection is closed mid-body."""
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One entry's values over one chunk of the window: the unit of a streamed response."""
+
+    series: catalog.Series
+    labels: dict[str, str]
+    start: float
+    end: float
+
+
+class MetricsStream:
+    """A long window's document, written as it is fetched: the same bytes as ``orjson.dumps(assemble(...))``.
+
+    The document's order is series, then entry, then time, so each entry's values are fetched
+    chunk by chunk (one range query for one entry, at most CHUNK_POINTS points), STREAM_CONCURRENCY of them
+    in flight ahead of the one being written; only those are held, whatever the range. Which
+    entries there are comes first, from ``ExecutionMetrics.entries``.
+
+    ``open`` fetches the first piece, so a failing Prometheus still gets its 502 or 504 before any
+    byte is sent, within the request's deadline. Past that, the deadline applies to each piece
+    (``timeout``, from when the stream waits for it): a long range that keeps coming is not cut
+    at api.timeout_seconds, a stalled upstream is. A failure there (Prometheus' error, a piece past
+    its deadline) can no longer change the status: the stream raises :class:`StreamAborted`, and the
+    server closes the connection without ending the chunked body, which a client sees as a broken
+    transfer, never as a whole document.
+    """
+
+    def __init__(self, owner: ExecutionMetrics, execution_id: str, params: Params, window: Window, tenant: str | None):
+        self.owner = owner
+        self.execution_id = execution_id
+        self.params = params
+        self.window = window
+        self.tenant = tenant
+        self.timeout = math.inf  # once the headers are sent, how long the stream waits for any one piece
+        self.pending: deque[asyncio.Task[tuple[dict[str, str] | None, bytes]]] = deque()
+        self.entries: dict[str, list[dict[str, str]]] = {}  # set by ``open``
+        self.pieces: Iterator[Piece] = iter(())
+        self.sent = 0  # bytes handed to the server so far
+
+    def plan(self, entries: dict[str, list[dict[str, str]]]) -> Iterator[Piece]:
+        """The pieces in the document's order."""
+        chunks = self.window.chunks(CHUNK_POINTS)
+        for series in catalog.API_SERIES:
+            for labels in entries[series.api_name]:
+                for a, b in chunks:
+                    yield Piece(series, labels, a, b)
+
+    async def open(self, entries: dict[str, list[dict[str, str]]]) -> None:
+        """Start fetching, and wait for the first piece: its errors are still the request's status."""
+        self.entries = entries
+        self.pieces = self.plan(entries)
+        self.refill()
+        if not self.pending:
+            return
+        first = self.pending[0]
+        try:
+            await asyncio.wait([first])
+        except BaseException:  # cancelled: the deadline, or the client left
+            self.close()
+            raise
+        failure = first.exception()
+        if failure is not None:
+            self.close()
+            raise failure
+
+    def refill(self) -> None:
+        """Start the next pieces in order, up to STREAM_CONCURRENCY in flight."""
+        while len(self.pending) < STREAM_CONCURRENCY and (piece := next(self.pieces, None)) is not None:
+            task = asyncio.ensure_future(self.fetch(piece))
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())  # never "exception never retrieved"
+            self.pending.append(task)
+
+    def close(self) -> None:
+        """Cancel what is in flight (a client that left, a failure): Prometheus stops those queries."""
+        while self.pending:
+            self.pending.popleft().cancel()
+
+    async def fetch(self, piece: Piece) -> tuple[dict[str, str] | None, bytes]:
+        """A piece's labels as Prometheus names them and its values' JSON without brackets; (None, b"") if none.
+
+        Its answer is read, converted and encoded in the worker thread, in one go: a piece is up to
+        CHUNK_POINTS samples, and a stream is many of them.
+        """
+        query = self.owner.selector(
+            piece.series,
+            self.execution_id,
+            self.tenant,
+            *(match(k, v) for k, v in piece.labels.items() if k != catalog.EXECUTION_LABEL),
+        )
+        answer = await self.owner.prometheus.range_answer(query, piece.start, piece.end, self.window.step)
+        return await off_loop(self.encode, piece, answer)
+
+    def encode(self, piece: Piece, answer: httpx.Response) -> tuple[dict[str, str] | None, bytes]:
+        """``fetch``'s result from Prometheus' answer (PrometheusError if it is not a query result)."""
+        for r in self.owner.prometheus.decode(answer):  # the selector may match more labels: only this entry's
+            labels = {k: v for k, v in r["metric"].items() if k != "__name__"}
+            if labels == piece.labels and r["values"]:
+                return labels, encode_values(piece.series, r["values"])
+        return None, b""
+
+    async def next_piece(self) -> tuple[dict[str, str] | None, bytes]:
+        """The next piece in order, within ``timeout``; the one after the in-flight ones is started."""
+        with deadline(self.timeout, self.owner.prometheus.url):
+            result = await self.pending[0]
+        self.pending.popleft()
+        self.refill()
+        return result
+
+    async def body(self) -> AsyncIterator[bytes]:
+        """The document's bytes, a piece (and the JSON around it) at a time."""
+        try:
+            async for part in self.parts():
+                self.sent += len(part)
+                yield part
+        except (PrometheusError, RequestError) as err:
+            log.warning(
+                "prometheus: %s; the response for %s was aborted after %d bytes", err, self.execution_id, self.sent
+            )
+            raise StreamAborted(str(err)) from err
+        finally:
+            self.close()
+
+    async def parts(self) -> AsyncIterator[bytes]:
+        """The document in its order; an entry's head is written with its first values, so an entry
+        found by ``ExecutionMetrics.entries`` but without a point in the window is left out, as
+        ``assemble`` leaves it out."""
+        chunks = self.window.chunks(CHUNK_POINTS)
+        out = [orjson.dumps(head(self.execution_id, self.params, self.window))[:-1], b',"series":{']
+        for i, series in enumerate(catalog.API_SERIES):
+            out += [b"," if i else b"", orjson.dumps(series.api_name), b':{"unit":', orjson.dumps(series.api_unit)]
+            out.append(b',"entries":[')
+            written = 0
+            for _ in self.entries[series.api_name]:
+                opened = False
+                for _ in chunks:
+                    labels, values = await self.next_piece()
+                    if labels is None:
+                        continue
+                    if not opened:
+                        out += [b"," if written else b"", b'{"labels":', orjson.dumps(labels), b',"values":[']
+                        opened, written = True, written + 1
+                    else:
+                        out.append(b",")
+                    out.append(values)
+                    yield b"".join(out)
+                    out = []
+                if opened:
+                    out.append(b"]}")
+            out.append(b"]}")
+        out.append(b"}}")
+        yield b"".join(out)
+
+
+def encode_values(series: catalog.Series, samples: list[list[float]]) -> bytes:
+    """Samples in the API's unit as JSON pairs, without the list's brackets: a piece of an entry's values."""
+    return orjson.dumps(api_values(series, samples))[1:-1]
 
 
 def api_values(series: catalog.Series, samples: list[list[float]]) -> list[list[float | None]]:
-    """[t, value] pairs in the API's unit; NaN and infinities as null. Base-unit series skip the conversion."""
-    if catalog.UNITS[series.api_unit].op == "":
-        return [[t, v if math.isfinite(v) else None] for t, v in samples]
-    return [[t, api_value(series, v)] for t, v in samples]
+    """[t, value] pairs in the API's unit; NaN and infinities as null. Base-unit series skip the conversion.
+
+    The conversion is ``Series.to_api`` (``Unit.from_base``, rounded to 9 decimals) written out
+    inline: a call per value cost more than the value.
+    """
+    unit = catalog.UNITS[series.api_unit]
+    isfinite = math.isfinite
+    if unit.op == "":
+        return [[t, v if isfinite(v) else None] for t, v in samples]
+    factor = unit.factor
+    if unit.op == "*":
+        return [[t, round(v / factor, 9) if isfinite(v) else None] for t, v in samples]
+    return [[t, round(v * factor, 9) if isfinite(v) else None] for t, v in samples]
 
 
 def api_value(series: catalog.Series, value: float) -> float | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -15,6 +16,11 @@ if TYPE_CHECKING:
 # uvicorn answers 400 and closes. It is also what one connection may make the server buffer.
 MAX_REQUEST_HEAD_BYTES = 2 * 1024 * 1024
 
+
+# How often a thread holding Python's interpreter lock is asked to let another run (Python's default:
+# 5 ms). The endpoint converts and encodes long ranges in a worker thread; at 5 ms, each step of a
+# quick request (a 401, /healthz) on the event loop could wait that long for the lock, several times.
+SWITCH_INTERVAL_SECONDS = 0.0005
 
 # With several workers each process builds its own app: these say from what (set by ``serve``).
 CONFIG_ENV = "GPU_PACK_SERVE_CONFIG"
@@ -49,6 +55,7 @@ def app_from_environment() -> Any:
     from gpu_execution_pack.api.app import create_app
     from gpu_execution_pack.config import load_config
 
+    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     return create_app(
         load_config(os.environ.get(CONFIG_ENV) or None), insecure_no_auth=os.environ.get(INSECURE_ENV) == "1"
     )
@@ -59,6 +66,7 @@ def run(app_or_factory: ASGIApp | str, host: str, port: int, workers: int) -> No
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
+    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
     config = uvicorn_config(app_or_factory, host, port, workers=workers)
     if workers > 1:
         Multiprocess(config, sockets=[config.bind_socket()]).run()

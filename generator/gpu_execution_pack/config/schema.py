@@ -480,7 +480,9 @@ class Api:
     timeout_seconds: float = opt(
         30.0,
         "Deadline of a whole request, every query to Prometheus included: past it the endpoint cancels what is "
-        "in flight (Prometheus stops the query when its connection closes) and answers 504.",
+        "in flight (Prometheus stops the query when its connection closes) and answers 504. A long range "
+        "(over 10,000 points per series) is streamed: the deadline holds until its first bytes, then for each "
+        "piece it waits for; past it the connection is closed mid-body.",
         "Your Prometheus is slow on long ranges.",
         kind="positive",
     )
