@@ -19,6 +19,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from gpu_execution_pack.rules import catalog  # noqa: E402
+
 from bench import api as bench_api  # noqa: E402
 from bench import fleet_rules as bench_fleet  # noqa: E402
 
@@ -230,10 +232,10 @@ TARGET_NOTES = (
     "- The host CPU series rated every CPU's idle counter of every host in each evaluation, over a",
     "  1m and a 4m window, with a resets guard on each: on 128-CPU hosts (160,000 idle counters at",
     "  10,000 GPUs) that one rule took 10.7 s per 15 s evaluation. It now rates one recorded series",
-    "  per host, each target's idle seconds averaged over its CPUs (`node_exporter:cpu_idle_seconds:avg`,",
+    f"  per host, each target's idle seconds averaged over its CPUs (`{catalog.NODE_CPU_IDLE.name}`,",
     "  recorded once per scrape so a rate window reads what it would of the raw counters), and",
     "  reads each CPU's counter once per evaluation over the 1m window for back-jumps",
-    "  (`node_exporter:cpu_idle_seconds:resets`). What remains is one pass over every CPU counter per",
+    f"  (`{catalog.NODE_CPU_IDLE_RESETS.name}`). What remains is one pass over every CPU counter per",
     "  evaluation for the average and one for the resets: the `hosts` group's cost.",
     "- Against the floor, the served groups still cost about three times as much (the second pack",
     "  run; the floor rules read every input once). The `hosts` group reads every CPU counter twice,",
