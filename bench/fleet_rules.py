@@ -247,16 +247,15 @@ def with_rules(gpus: int, executions: int, cfg: Config) -> dict:
             exporter_port = free_port()
             with FleetExporter(fleet, exporter_port):
                 for phase, settle in PHASES:
-                    server.config_text = scrape_config(
-                        fleet, exporter_port, server.port, rule_files[phase.removesuffix(" again")]
-                    )
+                    files = rule_files[phase.removesuffix(" again")]
+                    server.config_text = scrape_config(fleet, exporter_port, server.port, files)
                     if server.process is None:
                         server.start()
                     else:
                         server.reload()
                     log(f"{gpus} GPUs, rules: {phase}; {settle} s to settle, then {MEASURE_S} s measured")
                     time.sleep(settle)
-                    out["phases"][phase] = rule_cost(server, rule_files[phase.removesuffix(" again")])
+                    out["phases"][phase] = rule_cost(server, files)
                     if phase == "pack" and "recorded" not in out:
                         out["series"] = series_counts(server, fleet)
                         end = int(time.time()) // STEP_SECONDS * STEP_SECONDS

@@ -339,6 +339,14 @@ class ExecutionMetrics:
                 self.finished.popitem(last=False)
         return span
 
+    async def request_window(
+        self, execution_id: str, start: str | None, end: str | None, step: str | None, tenant: str | None
+    ) -> tuple[Params, Window]:
+        """A request's id and parameters checked, and the window they ask for (400s name what is wrong)."""
+        check_execution_id(execution_id, self.id_pattern)
+        params = parse_params(start, end, step)
+        return params, await self.window(execution_id, params, tenant)
+
     async def fetch(
         self,
         execution_id: str,
@@ -348,9 +356,7 @@ class ExecutionMetrics:
         tenant: str | None = None,
     ) -> dict[str, Any]:
         """The response document, built in memory whatever the range (``query``). ``tenant`` None: every tenant."""
-        check_execution_id(execution_id, self.id_pattern)
-        params = parse_params(start, end, step)
-        window = await self.window(execution_id, params, tenant)
+        params, window = await self.request_window(execution_id, start, end, step, tenant)
         return assemble(execution_id, params, window, await self.answers(execution_id, window, tenant))
 
     async def respond(
@@ -369,9 +375,7 @@ class ExecutionMetrics:
         stream's headers are sent, each later piece must arrive within ``timeout`` seconds of the
         stream waiting for it (api.timeout_seconds; the caller bounds everything before).
         """
-        check_execution_id(execution_id, self.id_pattern)
-        params = parse_params(start, end, step)
-        window = await self.window(execution_id, params, tenant)
+        params, window = await self.request_window(execution_id, start, end, step, tenant)
         if window.points > STREAM_POINTS:
             stream = MetricsStream(self, execution_id, params, window, tenant)
             await stream.open(await self.entries(execution_id, window, tenant))

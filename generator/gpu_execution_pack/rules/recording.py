@@ -257,13 +257,12 @@ class RuleBuilder:
         """
         average, resets = catalog.NODE_COUNTER_AVERAGES[key]
         raw = catalog.SIGNALS[key].raws[0]
-        counters = self.read(raw, self.cfg.selectors.node, cumulative=True)
-        averaged = substitute(average.formulas[0].expr, lambda _: counters)
+        counter = selector(raw.name, raw.matchers, self.cfg.selectors.node)  # each CPU's, for both rules
+        averaged = substitute(average.formulas[0].expr, lambda _: self.unit_of(raw).to_base(counter))
         scraped = call("timestamp", selector(catalog.NODE_INFO_METRIC, self.cfg.selectors.node))
         step = self.cfg.rule_interval  # "" (the global evaluation interval) is the group's own too
         last = call("max_over_time", Range(call("timestamp", average.select()), self.cfg.rate_window_fallback, step))
         recorded = join(last, ">=", on(catalog.TARGET_LABELS), scraped)
-        counter = selector(raw.name, raw.matchers, self.cfg.selectors.node)
         stepped_back = aggregate("max", catalog.TARGET_LABELS, call("resets", counter.range(self.cfg.rate_window)))
         return (
             RecordingRule(average.name, averaged.unless(Paren(recorded), on(catalog.TARGET_LABELS), stacked=True)),
