@@ -89,14 +89,16 @@ def test_5_legacy_pcie_throughput_fields_are_read_in_kib_per_second(tmp_path):
 
 
 def test_6_a_counter_back_jump_yields_no_rate_for_its_window(tmp_path, monkeypatch):
-    # Without the per-CPU resets, the host's average hides CPU 0 stepping back: a value too high.
-    monkeypatch.setattr(RuleBuilder, "stepped_back", lambda self, resets: call("vector", 0).gt(1))
+    # Without the ceiling on the recorded rate, irate() reads CPU 0 stepping back as a reset worth its
+    # whole counter: the host reads as idle (clamped to 0) instead of having no value.
+    monkeypatch.setattr(RuleBuilder, "implausible", lambda self, key: call("vector", 0).gt(1))
     out = failures(tmp_path, ["oldnode1"])
     assert catalog.NODE_CPU_UTILIZATION.name in out and "oldnode1" in out and "exp: nil" in out
 
 
 def test_7_a_one_minute_scrape_still_answers_through_the_fallback_window(tmp_path):
-    out = failures(tmp_path, ["slow1"], {"rate_window_fallback": "1m"})
+    # A fallback window shorter than the scrape interval never holds a CPU's last two samples.
+    out = failures(tmp_path, ["slow1"], {"rate_window_fallback": "30s"})
     assert catalog.NODE_CPU_UTILIZATION.name in out and "slow1" in out
 
 

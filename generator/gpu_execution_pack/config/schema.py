@@ -582,15 +582,17 @@ class Config:
     node: Node = section(Node, "node_exporter facts that differ between installs.")
     rate_window: str = opt(
         "1m",
-        "Window of rate() over counters (host CPU, DCGM violation counters). A window that holds fewer than "
-        "two samples falls back to `rate_window_fallback`.",
+        "Window of rate() over counters (DCGM violation counters; a window that holds fewer than two samples "
+        "falls back to `rate_window_fallback`), and over which the host CPU series average each evaluation's "
+        "recorded CPU rate.",
         "Your scrape interval is 15 s and you want the CPU series to follow changes faster: 30s.",
         kind="duration",
     )
     rate_window_fallback: str = opt(
         "4m",
-        "Window of rate() where `rate_window` holds fewer than two samples: at 4m it answers for scrape "
-        "intervals up to 1m (Prometheus' own default), where a 1m window holds one sample.",
+        "Window of rate() where `rate_window` holds fewer than two samples, and in which the host CPU rate "
+        "finds each CPU's last two samples: at 4m both answer for scrape intervals up to 1m (Prometheus' "
+        "own default), where a 1m window holds one sample.",
         "You scrape node_exporter less often than every minute: keep it at least twice your scrape interval.",
         kind="duration",
     )

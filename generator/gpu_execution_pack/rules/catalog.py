@@ -638,8 +638,7 @@ NODE_GPU_COUNT = Series(
 
 # Host-level series. Formulas compute one value per node_exporter target (job, instance);
 # rules.recording joins them to the hosts each execution holds GPUs on. Counter signals are
-# read as rates over rate_window of their per-target average (NODE_COUNTER_AVERAGES): the rate of
-# an average is the average of the rates.
+# read per target as the average of their CPUs' rates (NODE_COUNTER_RATES).
 NODE_RAM_TOTAL = Series(
     "execution_node:system_ram_total_bytes",
     "bytes",
@@ -791,36 +790,32 @@ GPU_EXPORTER_HOST = Series(
     "Kubernetes node, or the node_exporter at its address that names a known host; else its own label.",
 )
 # A node counter is rated from one series per target: a host has 64 to 224 CPUs, and rating each
-# CPU's counter in every evaluation cost the per-execution CPU series most of its group's time at
-# fleet scale (docs/benchmarks.md). The average is recorded only at an evaluation that sees a new
-# scrape, so the recorded samples keep the scrape's spacing and a rate window holds what it would
-# of the raw counters (nothing for a 1m scrape in a 1m window, hence the fallback window).
-NODE_CPU_IDLE = Series(
-    "node_exporter:cpu_idle_seconds:avg",
-    "seconds",
+# CPU's counter over the rate windows in every evaluation cost the host CPU series most of its
+# group's time at fleet scale (docs/benchmarks.md). One pass per evaluation records the average
+# over a target's CPUs of each one's last rate (irate over rate_window_fallback: the last two
+# samples, whatever the scrape interval up to half that window); the host series average that
+# over rate_window. At a 15 s scrape and evaluation each recorded sample is one scrape interval,
+# so the average over 1m is the counters' rate over 1m.
+NODE_CPU_IDLE_RATE = Series(
+    "node_exporter:cpu_idle_seconds:avg_irate",
+    "ratio",
     TARGET_LABELS,
     (Formula(aggregate("avg", NODE_TARGET_LABELS, signal("cpu_idle_seconds"))),),
-    "Idle seconds per CPU of each node_exporter target (the average of its CPUs' idle counters, a counter "
-    "itself), recorded once per scrape: the host CPU series rate it.",
+    "Idle seconds per second of each node_exporter target, averaged over its CPUs, from each CPU's last two "
+    "samples: the host CPU series average it over rate_window.",
 )
-# An average hides one CPU's counter stepping back (node_exporter before 1.1): the most resets of
-# any CPU of a target within rate_window, read once per evaluation over that short window; the
-# host series has no value while one lies within its fallback window.
-NODE_CPU_IDLE_RESETS = Series(
-    "node_exporter:cpu_idle_seconds:resets",
-    "count",
-    TARGET_LABELS,
-    (),
-    "The most times any CPU idle counter of each node_exporter target went back within rate_window.",
-)
-# The per-target average each node counter signal is rated from, and its per-CPU resets.
-NODE_COUNTER_AVERAGES: dict[str, tuple[Series, Series]] = {"cpu_idle_seconds": (NODE_CPU_IDLE, NODE_CPU_IDLE_RESETS)}
+# The most a per-CPU rate of each node counter can really be (idle seconds per second: 1), with 10 %
+# for scrape timing jitter. irate() reads a counter that went down as a reset worth its whole value:
+# one CPU's idle seconds stepping back (node_exporter before 1.1, #1686) lifts its target's average
+# far above this (a counter of 200 s over a 15 s scrape on a 128-CPU host already adds 0.1), and the
+# host series have no value while such a sample lies within rate_window. A real reset (a reboot)
+# reads as at most the seconds since boot, and passes.
+NODE_COUNTER_RATES: dict[str, tuple[Series, float]] = {"cpu_idle_seconds": (NODE_CPU_IDLE_RATE, 1.1)}
 HOST_SERIES: tuple[Series, ...] = (
     DCGM_TARGET_LABELS,
     NODE_EXPORTER_HOST,
     GPU_EXPORTER_HOST,
-    NODE_CPU_IDLE,
-    NODE_CPU_IDLE_RESETS,
+    NODE_CPU_IDLE_RATE,
 )
 
 ALL_SERIES: tuple[Series, ...] = (

@@ -21,7 +21,6 @@ from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import (
     Expr,
     Paren,
-    Range,
     Selector,
     aggregate,
     any_of,
@@ -232,42 +231,30 @@ class RuleBuilder:
         return RecordingRule(series.name, join(hosts, "*", on((catalog.HOST_LABEL,), group_left=()), per_host))
 
     def node_signal(self, key: str) -> Expr:
-        """A node signal per target in its base unit: a counter as the rate of its recorded average."""
+        """A node signal per target in its base unit: a counter as its recorded per-target rate,
+        averaged over rate_window, and nothing while an implausible rate lies within it."""
         raw = catalog.SIGNALS[key].raws[0]
         if raw.type != "counter":
             return self.read(raw, self.cfg.selectors.node)
-        average, resets = catalog.NODE_COUNTER_AVERAGES[key]
-        rated = Paren(self.rate(average.select()))
-        return self.unit_of(raw).to_base(rated.unless(self.stepped_back(resets), on(catalog.TARGET_LABELS), True))
+        rate, _ = catalog.NODE_COUNTER_RATES[key]
+        window = rate.select().range(self.cfg.rate_window)
+        averaged = call("avg_over_time", window)
+        return averaged.unless(self.implausible(key), on(catalog.TARGET_LABELS), True)
 
-    def stepped_back(self, resets: Series) -> Expr:
-        """The targets where a CPU's counter stepped back within the longest window a rate may read."""
-        return call("max_over_time", resets.select().range(self.cfg.rate_window_fallback)).gt(0)
+    def implausible(self, key: str) -> Expr:
+        """The targets whose recorded rate of node counter ``key`` rose above what a CPU can do
+        within rate_window: a counter that stepped back, read by irate() as a reset."""
+        rate, ceiling = catalog.NODE_COUNTER_RATES[key]
+        return call("max_over_time", rate.select().range(self.cfg.rate_window)).gt(ceiling)
 
-    def node_average_rules(self, key: str) -> tuple[RecordingRule, RecordingRule]:
-        """A node counter averaged per target, and its CPUs' resets within rate_window.
-
-        The average is recorded only by the first evaluation that sees a scrape. Every sample of
-        a scrape carries the scrape's time, node_uname_info's too; where the last recorded average
-        is at least as new, this scrape is recorded already. So the recorded samples are spaced as
-        the scrapes are, whatever the rule and scrape intervals, and rate() over them reads what it
-        would of the raw counters. The last recorded average is found by a subquery at the rule's
-        interval: an evaluation that records nothing leaves a stale marker, which hides the sample
-        before it from a plain selector.
-        """
-        average, resets = catalog.NODE_COUNTER_AVERAGES[key]
+    def node_rate_rule(self, key: str) -> RecordingRule:
+        """A node counter's per-target rate in its base unit: the average over the target's CPUs
+        of each one's rate between its last two samples within rate_window_fallback."""
+        rate, _ = catalog.NODE_COUNTER_RATES[key]
         raw = catalog.SIGNALS[key].raws[0]
-        counter = selector(raw.name, raw.matchers, self.cfg.selectors.node)  # each CPU's, for both rules
-        averaged = substitute(average.formulas[0].expr, lambda _: self.unit_of(raw).to_base(counter))
-        scraped = call("timestamp", selector(catalog.NODE_INFO_METRIC, self.cfg.selectors.node))
-        step = self.cfg.rule_interval  # "" (the global evaluation interval) is the group's own too
-        last = call("max_over_time", Range(call("timestamp", average.select()), self.cfg.rate_window_fallback, step))
-        recorded = join(last, ">=", on(catalog.TARGET_LABELS), scraped)
-        stepped_back = aggregate("max", catalog.TARGET_LABELS, call("resets", counter.range(self.cfg.rate_window)))
-        return (
-            RecordingRule(average.name, averaged.unless(Paren(recorded), on(catalog.TARGET_LABELS), stacked=True)),
-            RecordingRule(resets.name, stepped_back),
-        )
+        counter = selector(raw.name, raw.matchers, self.cfg.selectors.node)
+        last_rate = self.unit_of(raw).to_base(call("irate", counter.range(self.cfg.rate_window_fallback)))
+        return RecordingRule(rate.name, substitute(rate.formulas[0].expr, lambda _: last_rate))
 
     # -- host identity ---------------------------------------------------------------------
     def host_rules(self) -> tuple[RecordingRule, ...]:
@@ -286,7 +273,7 @@ class RuleBuilder:
             RecordingRule(labels.name, aggregate("group", labels.labels, raw)),
             RecordingRule(catalog.NODE_EXPORTER_HOST.name, self.node_hosts()),
             RecordingRule(catalog.GPU_EXPORTER_HOST.name, self.gpu_hosts()),
-            *(rule for key in catalog.NODE_COUNTER_AVERAGES for rule in self.node_average_rules(key)),
+            *(self.node_rate_rule(key) for key in catalog.NODE_COUNTER_RATES),
         )
 
     def _named(self, source: str, expr: Expr, pattern: str = "") -> Expr:

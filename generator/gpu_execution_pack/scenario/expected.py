@@ -15,7 +15,6 @@ from gpu_execution_pack.scenario import model
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Host, Scenario
 
 RATE_WINDOW_MINUTES = 1.0  # the default rate_window: host CPU must be steady over it
-FALLBACK_WINDOW_MINUTES = 4.0  # the default rate_window_fallback, where a 1m window holds one sample
 TENANT_LABEL = "namespace"  # the default api.tenant_label, which every test variant keeps
 
 
@@ -44,12 +43,12 @@ def running(scenario: Scenario, minute: float) -> list[Execution]:
 
 
 def hosts_steady(scenario: Scenario, minute: float) -> bool:
-    """Whether every host's RAM and CPU are constant over the rate window ending at ``minute``.
+    """Whether every host's RAM and CPU are constant over the window the host CPU series reads.
 
-    A host scraped less often than twice a rate window is read over the fallback window.
+    It averages over the rate window rates that each reach back one scrape interval.
     """
     for host in scenario.hosts:
-        window = RATE_WINDOW_MINUTES if 2 * host.node_scrape_seconds <= 60 else FALLBACK_WINDOW_MINUTES
+        window = RATE_WINDOW_MINUTES + host.node_scrape_seconds / 60
         steps = int(window * 60 // STEP_SECONDS)
         values = [model.host_truth(scenario, host, minute - k * STEP_SECONDS / 60) for k in range(steps + 1)]
         if any(v != values[0] for v in values):
@@ -60,13 +59,14 @@ def hosts_steady(scenario: Scenario, minute: float) -> bool:
 def cpu_stepped_back(host: Host, minute: float) -> bool:
     """Whether a CPU idle counter's step back is still seen: the host CPU series has no value then.
 
-    The step back at minute J (from the sample before it) counts as a reset within the rate
-    window until J + RATE_WINDOW - one step, and the series stays away a fallback window longer.
+    The evaluation at the step back (minute J) rates it as a reset; the host series average the
+    rate over RATE_WINDOW and have no value while that sample lies within it (to J + RATE_WINDOW
+    where the window includes its start, as in Prometheus 2; a step sooner in Prometheus 3).
     """
     jump = host.node_cpu_backjump
     if jump is None:
         return False
-    return jump <= minute <= jump + RATE_WINDOW_MINUTES - STEP_SECONDS / 60 + FALLBACK_WINDOW_MINUTES
+    return jump <= minute <= jump + RATE_WINDOW_MINUTES
 
 
 def expected(scenario: Scenario, minute: float) -> dict[str, list[Sample]]:
