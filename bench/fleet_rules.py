@@ -8,10 +8,11 @@ For each fleet size a real Prometheus on loopback
 3. reports rule evaluation cost as Prometheus itself does
    (``prometheus_rule_group_last_duration_seconds``, ``..._iterations_missed_total``) and its own
    CPU use, with the pack's rules, then the floor's, then the pack's again (so drift between the
-   two shows), then none; the raw and recorded series it holds, and memory; and the
-   per-execution fetch of the 12 served series over the last 24 hours at a 15 s step, three
-   ways: the recorded series, the equivalent raw expressions evaluated at query time, and bare
-   selectors reading the same number of samples (the floor).
+   two shows), then the pack's with the fleet's exporter generation pinned (``dcgm.generations``),
+   then none; the raw and recorded series it holds, and memory; and the per-execution fetch of
+   the 12 served series over the last 24 hours at a 15 s step, three ways: the recorded series,
+   the equivalent raw expressions evaluated at query time, and bare selectors reading the same
+   number of samples (the floor).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,9 +35,9 @@ sys.path.insert(0, str(REPO))
 from gpu_execution_pack.config import Config  # noqa: E402
 from gpu_execution_pack.promql import Expr, Paren, Selector, match, render, transform  # noqa: E402
 from gpu_execution_pack.rules import catalog  # noqa: E402
-from gpu_execution_pack.rules.files import all_groups  # noqa: E402
+from gpu_execution_pack.rules.files import all_groups, rule_files  # noqa: E402
 from gpu_execution_pack.rules.groups import RecordingRule  # noqa: E402
-from gpu_execution_pack.rules.recording import RuleBuilder  # noqa: E402
+from gpu_execution_pack.rules.recording import Attribution, RuleBuilder  # noqa: E402
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Scenario  # noqa: E402
 from gpu_execution_pack.scenario.render import raw_for  # noqa: E402
 
@@ -220,9 +223,69 @@ def series_counts(server: Prometheus, fleet: FleetExposition) -> dict:
     }
 
 
+# What one per-GPU rule's steps cost, each alone over the fleet's GPUs (the temperature's rule).
+OPERATION_ROUNDS = 9
+
+
+def operation_steps(cfg: Config) -> tuple[tuple[str, str], ...]:
+    """The temperature rule taken apart: its raw read alone, each step the pack adds to it alone, the rule.
+
+    Each is wrapped in ``count()`` so the answer is one number, not 10,000 series to serialise.
+    """
+    signal = catalog.SIGNALS["gpu_temp"]
+    raw = raw_for("gpu_temp", GENERATION)
+    assert raw is not None
+    read = f'{raw.name}{{{cfg.execution_label}!=""}}'
+    other = next(r.name for r in signal.raws_for(cfg.dcgm.generations) if r.name != raw.name)
+    (tenant, exported), *_ = Attribution(cfg).label_aliases
+    host_map = catalog.GPU_EXPORTER_HOST.name
+    labels = ", ".join((catalog.EXECUTION_LABEL, tenant, *catalog.GPU_IDENTITY_LABELS))
+    rule = next(r for g in all_groups(cfg) for r in g.rules if getattr(r, "record", "") == catalog.GPU_TEMPERATURE.name)
+    steps = (
+        ("the raw read alone (the floor's rule)", read),
+        ("or the other generation's name", f'{other}{{{cfg.execution_label}!=""}} or {read}'),
+        ("joined to the host map", f"{read} * on (job, instance) group_left ({catalog.HOST_LABEL}) {host_map}"),
+        ("tenant copied (label_replace)", f'label_replace({read}, "{tenant}", "$1", "{exported}", "(.+)")'),
+        (
+            "label set fixed (max by)",
+            f"max by ({labels}) ({read})",
+        ),
+        ("the pack's rule: all of these", rule.expr),
+    )
+    return tuple((name, f"count({expr})") for name, expr in steps)
+
+
+def operation_costs(server: Prometheus, cfg: Config) -> list[tuple[str, float]]:
+    """Each step's median evaluation time (Prometheus' own ``evalTotalTime``), the steps interleaved,
+    in the order of ``operation_steps`` (a list: the figures' file sorts the keys of a dict)."""
+    steps = operation_steps(cfg)
+    seconds: dict[str, list[float]] = {name: [] for name, _ in steps}
+    for _ in range(OPERATION_ROUNDS):
+        for name, expr in steps:
+            query = urllib.parse.urlencode({"query": expr, "time": time.time(), "stats": "all"})
+            with urllib.request.urlopen(f"{server.url}/api/v1/query?{query}", timeout=120) as r:
+                seconds[name].append(json.load(r)["data"]["stats"]["timings"]["evalTotalTime"])
+    return [(name, statistics.median(v)) for name, v in seconds.items()]
+
+
+# The pack's rules for a fleet that pins its exporter generation (dcgm.generations): a config key.
+PINNED = "pack, generations pinned"
+
+
+def pinned_config(cfg: Config) -> Config:
+    """``cfg`` with dcgm.generations pinned to the one the fleet runs."""
+    return dataclasses.replace(cfg, dcgm=dataclasses.replace(cfg.dcgm, generations=(GENERATION,)))
+
+
 # The order in which one Prometheus evaluates each rule set (``None``: no rules), and how long each
 # settles after a reload before it is measured: groups at 1m need a minute to run once.
-PHASES = (("pack", WARMUP_S), ("floor", 2 * STEP_SECONDS), ("pack again", WARMUP_S), ("none", STEP_SECONDS))
+PHASES = (
+    ("pack", WARMUP_S),
+    ("floor", 2 * STEP_SECONDS),
+    ("pack again", WARMUP_S),
+    (PINNED, WARMUP_S),
+    ("none", STEP_SECONDS),
+)
 
 
 def with_rules(gpus: int, executions: int, cfg: Config) -> dict:
@@ -239,7 +302,16 @@ def with_rules(gpus: int, executions: int, cfg: Config) -> dict:
         server = Prometheus(Path(tmp))
         floor = Path(tmp) / "floor.rules.yml"
         out["floor_rules"] = floor_rules(floor)
-        rule_files = {"pack": f"{REPO / 'rules'}/*.rules.yml", "floor": str(floor), "none": ""}
+        pinned = Path(tmp) / "pinned"
+        for path, text in rule_files(pinned_config(cfg), pinned).items():
+            path.parent.mkdir(exist_ok=True)
+            path.write_text(text)
+        files_of = {
+            "pack": f"{REPO / 'rules'}/*.rules.yml",
+            "floor": str(floor),
+            PINNED: f"{pinned}/*.rules.yml",
+            "none": "",
+        }
         try:
             log(f"{gpus} GPUs: backfilling 24 h of {execution.id} (8 GPUs on {execution.gpus[0].host})")
             server.load_openmetrics(fleet.openmetrics(start, now, execution.id), all_groups(cfg), start, now, "24h")
@@ -247,7 +319,7 @@ def with_rules(gpus: int, executions: int, cfg: Config) -> dict:
             exporter_port = free_port()
             with FleetExporter(fleet, exporter_port):
                 for phase, settle in PHASES:
-                    files = rule_files[phase.removesuffix(" again")]
+                    files = files_of[phase.removesuffix(" again")]
                     server.config_text = scrape_config(fleet, exporter_port, server.port, files)
                     if server.process is None:
                         server.start()
@@ -256,6 +328,9 @@ def with_rules(gpus: int, executions: int, cfg: Config) -> dict:
                     log(f"{gpus} GPUs, rules: {phase}; {settle} s to settle, then {MEASURE_S} s measured")
                     time.sleep(settle)
                     out["phases"][phase] = rule_cost(server, files)
+                    if phase == "pack again":  # the pack's host map is live; its rules run alongside
+                        log(f"{gpus} GPUs: the steps of one per-GPU rule, {OPERATION_ROUNDS} rounds")
+                        out["operations"] = operation_costs(server, cfg)
                     if phase == "pack" and "recorded" not in out:
                         out["series"] = series_counts(server, fleet)
                         end = int(time.time()) // STEP_SECONDS * STEP_SECONDS

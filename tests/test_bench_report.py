@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+from bench.fleet_rules import PINNED
 from bench.run import DOC, PHASE_ORDER, PLOT, RESULTS, report
 
 from .conftest import REPO
@@ -17,8 +18,10 @@ def test_the_benchmark_report_is_rendered_from_its_figures():
     sizes = [gpus for gpus, _ in results["fleet"]]
     assert sizes == [1000, 10000]  # the fleet sizes the issue asks figures for
     for _, run in results["fleet"]:
-        # One Prometheus: the pack, the floor, the pack again (drift shows) and no rules, in that order.
-        assert PHASE_ORDER == ("pack", "floor", "pack again", "none") and set(run["phases"]) == set(PHASE_ORDER)
+        # One Prometheus: the pack, the floor, the pack again (drift shows), the pack with the fleet's
+        # exporter generation pinned and no rules, in that order.
+        assert PHASE_ORDER == ("pack", "floor", "pack again", PINNED, "none")
+        assert set(run["phases"]) == set(PHASE_ORDER)
         assert all(not p["groups"] for p in [run["phases"]["none"]])
         # The fleet publishes what default installs do: every default DCGM field (25, and the power
         # limit) per GPU entry, and node_exporter's 8 CPU modes per logical CPU beside the rest.
