@@ -9,6 +9,7 @@ import pytest
 from gpu_execution_pack import build
 from gpu_execution_pack.config import Config, ConfigError, config_from_mapping, load_config
 from gpu_execution_pack.docs import configuration as config_docs
+from gpu_execution_pack.rules.recording import recording_groups
 
 from .conftest import REPO
 
@@ -56,6 +57,9 @@ BAD = [
     ({"execution_label": "execution-id"}, "execution_label: 'execution-id' is not accepted; expected a label name"),
     ({"rate_window": "1 minute"}, "rate_window: '1 minute' is not accepted; expected a Prometheus duration"),
     ({"rate_window": "0s"}, "rate_window: '0s' is not accepted; expected a Prometheus duration above zero"),
+    ({"rate_window": ""}, "rate_window: '' is not accepted; expected a Prometheus duration above zero such as 30s"),
+    ({"derived_rule_interval": "1 m"}, "derived_rule_interval: '1 m' is not accepted; expected a Prometheus"),
+    ({"derived_rule_interval": "1 m"}, "such as 30s, 5m or 1h30m (or empty)"),
     ({"selectors": {"dcgm": "job=dcgm"}}, "selectors.dcgm: 'job=dcgm' is not accepted; expected comma-separated label"),
     ({"dcgm": {"generations": []}}, "dcgm.generations: expected a non-empty list"),
     ({"dcgm": {"generations": ["4.7"]}}, "dcgm.generations: '4.7' is not accepted; accepted: 3.3, 4.8, 4.9, 4.10"),
@@ -96,6 +100,14 @@ def test_bad_values_name_the_key_and_what_is_accepted(data, message):
         config_from_mapping(data, "pack.yml")
     assert str(err.value).startswith("pack.yml: ")
     assert message in str(err.value)
+
+
+def test_an_empty_derived_rule_interval_is_the_served_groups_interval():
+    """As its doc says: empty evaluates the groups reading recorded series at rule_interval."""
+    cfg = config_from_mapping({"rule_interval": "30s", "derived_rule_interval": ""}, "pack.yml")
+    assert cfg.derived_interval == "30s"
+    groups = {g.name.rsplit(".", 1)[1]: g.interval for g in recording_groups(cfg)}
+    assert groups["execution"] == groups["cost"] == groups["execution_gpu"] == "30s"
 
 
 def test_unreadable_and_invalid_files_are_named(tmp_path: Path):

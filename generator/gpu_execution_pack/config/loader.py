@@ -57,10 +57,19 @@ MAPPING_KINDS = ("prices", "labels")
 
 
 def opt(
-    default: Any, doc: str, why: str, kind: Kind = "text", choices: tuple[str, ...] = (), yaml_name: str = ""
+    default: Any,
+    doc: str,
+    why: str,
+    kind: Kind = "text",
+    choices: tuple[str, ...] = (),
+    yaml_name: str = "",
+    empty_ok: bool = False,
 ) -> Any:
-    """Declare a config key: its default, what it is (doc), why one would change it (why)."""
-    meta = {"doc": doc, "why": why, "kind": kind, "choices": choices, "yaml_name": yaml_name}
+    """Declare a config key: its default, what it is (doc), why one would change it (why).
+
+    A duration key whose default is empty accepts empty; ``empty_ok`` says another one does too
+    (its doc says what empty means)."""
+    meta = {"doc": doc, "why": why, "kind": kind, "choices": choices, "yaml_name": yaml_name, "empty_ok": empty_ok}
     if isinstance(default, (list, dict)) or dataclasses.is_dataclass(default):
         return field(default_factory=lambda: default, metadata=meta)
     return field(default=default, metadata=meta)
@@ -120,9 +129,10 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
     }
     if kind in checks:
         ok, accepted = checks[kind]
-        allow_empty = kind == "duration" and f.default == ""
+        allow_empty = kind == "duration" and (f.default == "" or f.metadata.get("empty_ok", False))
         if not (allow_empty and value == "") and not ok(value):
-            raise ConfigError(f"{where}: {value!r} is not accepted; expected {accepted}")
+            also = " (or empty)" if allow_empty else ""
+            raise ConfigError(f"{where}: {value!r} is not accepted; expected {accepted}{also}")
     return value
 
 

@@ -613,6 +613,7 @@ class Config:
         "minutes and dashboards over hours, so 1m (Prometheus' default) costs a quarter of 15s. Set it "
         "empty for alerts that go pending within one scrape.",
         kind="duration",
+        empty_ok=True,
     )
     alerts: Alerts = section(Alerts, "Thresholds, `for` durations and severities of the alert rules.")
     dashboards: Dashboards = section(Dashboards, "Grafana dashboards, their provisioning, and GPU-hour prices.")
