@@ -25,7 +25,7 @@ from starlette.testclient import TestClient
 
 from .conftest import EXECUTION, REPO
 from .prometheus_harness import Prometheus
-from .test_catalog import CONTRACT
+from .test_catalog import CONTRACT, CONTRACT_UNITS
 
 pytestmark = pytest.mark.usefixtures("promtool_available")
 
@@ -87,8 +87,7 @@ def test_values_and_units_match_the_scenario(api):
         assert value_at(entry("gpuClockMemMhz"), ts) == 2619
         assert value_at(entry("gpuPcieThroughputRxBytesPerSec"), ts) == 400_000_000
         assert value_at(entry("gpuPcieThroughputTxBytesPerSec"), ts) == 200_000_000
-    units = {name: s["unit"] for name, s in body["series"].items()}
-    assert units["gpuUtilizationPercent"] == "percent" and units["gpuClockSmMhz"] == "MHz"
+    assert {name: s["unit"] for name, s in body["series"].items()} == CONTRACT_UNITS
     hosts = {e["labels"]["hostname"]: e for e in body["series"]["systemCpuUsagePercent"]["entries"]}
     assert set(hosts) == {"h1", "h2"}
     for name, host in (("h1", scenario.hosts[0]), ("h2", scenario.hosts[1])):

@@ -25,6 +25,22 @@ CONTRACT = {
     "systemRamUsedBytes": "execution_node:system_ram_used_bytes",
     "systemCpuUsagePercent": "execution_node:system_cpu_utilization_ratio",
 }
+# The contract's unit of each served series (0-100 is percent), as the API spells it: a series added
+# to the contract is checked for its unit here and in the served document (tests/test_api.py).
+CONTRACT_UNITS = {
+    "gpuUtilizationPercent": "percent",
+    "gpuMemoryUtilizationPercent": "percent",
+    "gpuTemperatureCelsius": "celsius",
+    "gpuPowerWatt": "watts",
+    "gpuPowerLimitWatt": "watts",
+    "gpuClockSmMhz": "MHz",
+    "gpuClockMemMhz": "MHz",
+    "gpuPcieThroughputRxBytesPerSec": "bytes_per_second",
+    "gpuPcieThroughputTxBytesPerSec": "bytes_per_second",
+    "systemRamTotalBytes": "bytes",
+    "systemRamUsedBytes": "bytes",
+    "systemCpuUsagePercent": "percent",
+}
 
 # Raw names and units from domain-notes 2.1, 2.4 and 3 (dcgm-exporter's counters files).
 KNOWN_RAW = {
@@ -61,6 +77,10 @@ KNOWN_RAW = {
 
 def test_every_api_series_is_recorded_under_its_contract_name():
     assert {s.api_name: s.name for s in catalog.API_SERIES} == CONTRACT
+
+
+def test_every_api_series_is_served_in_its_contract_unit():
+    assert {s.api_name: s.api_unit for s in catalog.API_SERIES} == CONTRACT_UNITS
 
 
 def test_known_raw_metrics_have_the_documented_units():
