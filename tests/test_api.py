@@ -99,6 +99,12 @@ def test_values_and_units_match_the_scenario(api):
         assert value_at(total[name], ts) == 256 * 1024**3
 
 
+def test_times_are_written_to_the_second_or_to_prometheus_millisecond():
+    assert iso(1764777600) == "2025-12-03T16:00:00Z"
+    assert iso(1764777600.25) == "2025-12-03T16:00:00.250Z"
+    assert iso(1764777600.123456) == "2025-12-03T16:00:00.123Z"  # no microseconds Prometheus never has
+
+
 def test_defaults_resolve_to_the_executions_span(api):
     client, start, end = api
     body = get(client, EXECUTION).json()

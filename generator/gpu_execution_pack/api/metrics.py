@@ -231,7 +231,9 @@ def too_many_points(params: Params, points: int, start: float, end: float, max_p
 
 
 def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+    """A unix time as ISO 8601 in UTC: whole seconds, or milliseconds (Prometheus' own precision)."""
+    spec = "seconds" if float(ts).is_integer() else "milliseconds"
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec=spec).replace("+00:00", "Z")
 
 
 class ExecutionMetrics:
