@@ -9,6 +9,7 @@ or through a proxy in front of it that fails or stalls some of the pieces' queri
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -138,13 +139,27 @@ def read_streamed(url: str, timeout: float = 30) -> tuple[int, bytes, Exception 
     return response.status_code, received, None, time.monotonic() - began
 
 
-def test_a_failure_after_the_first_bytes_aborts_the_connection_never_a_whole_looking_document(prometheus, streamed):
-    """Past the headers the status cannot change: the chunked body is cut, so no client takes it for whole."""
+def test_a_failure_after_the_first_bytes_aborts_the_connection_never_a_whole_looking_document(
+    prometheus, streamed, caplog
+):
+    """Past the headers the status cannot change: the chunked body is cut, so no client takes it for whole.
+
+    The server logs why, once, as a warning: no traceback from uvicorn, which would read as a crash.
+    """
     server, _, _, _ = prometheus
     with Proxy(server.url, failing_pieces(after=3 * metrics.CONCURRENCY)) as upstream:
         app = create_app(config_from_mapping({"api": {"prometheus_url": upstream.url}}), KEYS)
         with served(app) as url:
-            status, received, ended, _ = read_streamed(url)
+            uvicorn_errors = logging.getLogger("uvicorn.error")  # uvicorn's loggers do not reach the root's
+            uvicorn_errors.addHandler(caplog.handler)
+            try:
+                status, received, ended, _ = read_streamed(url)
+                time.sleep(0.5)  # uvicorn logs once the connection is closed
+            finally:
+                uvicorn_errors.removeHandler(caplog.handler)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "was aborted after" in r.getMessage()]
+    assert len(warnings) == 1, caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
     assert status == 200
     assert isinstance(ended, httpx.RemoteProtocolError), ended  # "incomplete chunked read"
     assert received.startswith(b'{"executionId":"train-0001"')

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import logging
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -28,6 +30,35 @@ INSECURE_ENV = "GPU_PACK_SERVE_INSECURE_NO_AUTH"
 FACTORY = "gpu_execution_pack.api.server:app_from_environment"
 
 
+class QuietStreamAborts(logging.Filter):
+    """Drops uvicorn's "Exception in ASGI application" for a stream the app cut on purpose.
+
+    The app has logged why, as one warning (``metrics.StreamAborted``); the traceback uvicorn adds
+    reads as a crash of the server. Any other exception is still logged with its traceback.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and _only_aborts(record.exc_info[1]))
+
+
+def _only_aborts(exc: BaseException | None) -> bool:
+    from gpu_execution_pack.api.metrics import StreamAborted
+
+    if isinstance(exc, BaseExceptionGroup):  # raised through a task group
+        return all(_only_aborts(e) for e in exc.exceptions)
+    return isinstance(exc, StreamAborted)
+
+
+def log_config() -> dict[str, Any]:
+    """uvicorn's own logging settings, with QuietStreamAborts on its error logger (in every worker)."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config.setdefault("filters", {})["stream_aborts"] = {"()": f"{__name__}.QuietStreamAborts"}
+    config["loggers"]["uvicorn.error"]["filters"] = ["stream_aborts"]
+    return config
+
+
 def uvicorn_config(
     app: ASGIApp | str, host: str, port: int, log_level: str = "info", workers: int = 1
 ) -> uvicorn.Config:
@@ -42,6 +73,7 @@ def uvicorn_config(
         host=host,
         port=port,
         log_level=log_level,
+        log_config=log_config(),
         http="h11",
         h11_max_incomplete_event_size=MAX_REQUEST_HEAD_BYTES,
         lifespan="on",
