@@ -24,8 +24,6 @@ import statistics
 import sys
 import tempfile
 import time
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from gpu_execution_pack.config import Config  # noqa: E402
+from gpu_execution_pack.output import write_all  # noqa: E402
 from gpu_execution_pack.promql import Expr, Paren, Selector, match, render, transform  # noqa: E402
 from gpu_execution_pack.rules import catalog  # noqa: E402
 from gpu_execution_pack.rules.files import all_groups, rule_files  # noqa: E402
@@ -240,16 +239,14 @@ def operation_steps(cfg: Config) -> tuple[tuple[str, str], ...]:
     (tenant, exported), *_ = Attribution(cfg).label_aliases
     host_map = catalog.GPU_EXPORTER_HOST.name
     labels = ", ".join((catalog.EXECUTION_LABEL, tenant, *catalog.GPU_IDENTITY_LABELS))
-    rule = next(r for g in all_groups(cfg) for r in g.rules if getattr(r, "record", "") == catalog.GPU_TEMPERATURE.name)
+    rules = (r for g in all_groups(cfg) for r in g.rules if isinstance(r, RecordingRule))
+    rule = next(r for r in rules if r.record == catalog.GPU_TEMPERATURE.name)
     steps = (
         ("the raw read alone (the floor's rule)", read),
         ("or the other generation's name", f'{other}{{{cfg.execution_label}!=""}} or {read}'),
         ("joined to the host map", f"{read} * on (job, instance) group_left ({catalog.HOST_LABEL}) {host_map}"),
         ("tenant copied (label_replace)", f'label_replace({read}, "{tenant}", "$1", "{exported}", "(.+)")'),
-        (
-            "label set fixed (max by)",
-            f"max by ({labels}) ({read})",
-        ),
+        ("label set fixed (max by)", f"max by ({labels}) ({read})"),
         ("the pack's rule: all of these", rule.expr),
     )
     return tuple((name, f"count({expr})") for name, expr in steps)
@@ -262,9 +259,7 @@ def operation_costs(server: Prometheus, cfg: Config) -> list[tuple[str, float]]:
     seconds: dict[str, list[float]] = {name: [] for name, _ in steps}
     for _ in range(OPERATION_ROUNDS):
         for name, expr in steps:
-            query = urllib.parse.urlencode({"query": expr, "time": time.time(), "stats": "all"})
-            with urllib.request.urlopen(f"{server.url}/api/v1/query?{query}", timeout=120) as r:
-                seconds[name].append(json.load(r)["data"]["stats"]["timings"]["evalTotalTime"])
+            seconds[name].append(server.eval_seconds(expr, time.time()))
     return [(name, statistics.median(v)) for name, v in seconds.items()]
 
 
@@ -303,9 +298,7 @@ def with_rules(gpus: int, executions: int, cfg: Config) -> dict:
         floor = Path(tmp) / "floor.rules.yml"
         out["floor_rules"] = floor_rules(floor)
         pinned = Path(tmp) / "pinned"
-        for path, text in rule_files(pinned_config(cfg), pinned).items():
-            path.parent.mkdir(exist_ok=True)
-            path.write_text(text)
+        write_all(rule_files(pinned_config(cfg), pinned))
         files_of = {
             "pack": f"{REPO / 'rules'}/*.rules.yml",
             "floor": str(floor),

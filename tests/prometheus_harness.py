@@ -170,13 +170,21 @@ class Prometheus:
         """A range query's result over [start, end] (unix seconds) at ``step`` seconds."""
         return self._api("query_range", {"query": expr, "start": start, "end": end, "step": step}, timeout)
 
+    def eval_seconds(self, expr: str, at: float, timeout: float = 120) -> float:
+        """How long an instant query at ``at`` took Prometheus to evaluate (its own ``evalTotalTime``)."""
+        data = self._data("query", {"query": expr, "time": at, "stats": "all"}, timeout)
+        return data["stats"]["timings"]["evalTotalTime"]
+
     def _api(self, endpoint: str, params: dict[str, Any], timeout: float = 30) -> list[dict[str, Any]]:
+        return self._data(endpoint, params, timeout)["result"]
+
+    def _data(self, endpoint: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
         url = f"{self.url}/api/v1/{endpoint}?{urllib.parse.urlencode(params)}"
         with urllib.request.urlopen(url, timeout=timeout) as r:
             body = json.load(r)
         if body.get("status") != "success":
             raise RuntimeError(f"query failed: {params['query']}: {body}")
-        return body["data"]["result"]
+        return body["data"]
 
     def load_scenario(self, scenario: Scenario, cfg: Config, end: int) -> int:
         """Backfill ``scenario`` (its raw series and every recording rule of ``cfg``) to end at ``end``; its start."""
