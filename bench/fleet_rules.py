@@ -241,6 +241,11 @@ def operation_steps(cfg: Config) -> tuple[tuple[str, str], ...]:
     labels = ", ".join((catalog.EXECUTION_LABEL, tenant, *catalog.GPU_IDENTITY_LABELS))
     rules = (r for g in all_groups(cfg) for r in g.rules if isinstance(r, RecordingRule))
     rule = next(r for r in rules if r.record == catalog.GPU_TEMPERATURE.name)
+    # The alternative to the host-map join, tenant copy and max by in every rule: one recorded series
+    # per GPU holding its final labels, joined on the GPU's UUID. Any recorded per-GPU series of the
+    # pack has that shape; its own dedupe (a max by the UUID) is left out, in its favour.
+    identity = catalog.GPU_MEMORY_TOTAL.name
+    uuid = ", ".join(catalog.GPU_JOIN_LABELS)
     steps = (
         ("the raw read alone (the floor's rule)", read),
         ("or the other generation's name", f'{other}{{{cfg.execution_label}!=""}} or {read}'),
@@ -248,6 +253,10 @@ def operation_steps(cfg: Config) -> tuple[tuple[str, str], ...]:
         ("tenant copied (label_replace)", f'label_replace({read}, "{tenant}", "$1", "{exported}", "(.+)")'),
         ("label set fixed (max by)", f"max by ({labels}) ({read})"),
         ("the pack's rule: all of these", rule.expr),
+        (
+            "instead: joined on the UUID to a recorded per-GPU series (an identity per GPU)",
+            f'{identity} * on ({uuid}) group_left () ({other}{{{cfg.execution_label}!=""}} or {read})',
+        ),
     )
     return tuple((name, f"count({expr})") for name, expr in steps)
 

@@ -35,6 +35,7 @@ from gpu_execution_pack.rules import catalog, routing
 from gpu_execution_pack.rules.alerts import ALERT_PREFIX, AlertBuilder
 from gpu_execution_pack.rules.files import rule_files
 from gpu_execution_pack.scenario import model
+from gpu_execution_pack.scenario.model import FRAMEBUFFER_SIGNALS
 from gpu_execution_pack.scenario.render import CUSTOM_COUNTERS, DCGM_SIGNALS, Renderer, raw_for
 
 from .alertmanager_harness import Alertmanager, Loopback, amtool
@@ -252,6 +253,7 @@ def e2e_config(runbook_url: str) -> Config:
                 "host_memory_high": {"for": "2s"},
                 "host_memory_exhaustion": {"lookback": "10s", "min_level": 0.9, "for": "4s"},
                 "thermal_throttling": {"for": "8s"},
+                "power_throttling": {"for": "8s", "severity": "warning"},
                 "telemetry_missing": {"window": "2m", "for": "2s", "severity": "critical"},
                 # As severe as what it silences: an inhibition never hides a more severe alert.
                 "dcgm_exporter_down": {"for": "2s", "severity": "critical"},
@@ -272,7 +274,11 @@ class GpuState:
     memory: float = 0.5  # share of the usable framebuffer in use when the state was set
     memory_rise: float = 0.0  # bytes per second from then on
     temperature: float = 60.0
-    framebuffer: bool = True  # False: DCGM returns blanks for the framebuffer fields, the exporter skips them
+    power: float = 500.0  # watts, against a 700 W limit
+    sm_clock: float = 1.98e9
+    # False: DCGM returns blanks for the fields that say a GPU reports (catalog.PRESENCE_SIGNALS), the
+    # exporter skips them; its power and clocks still come.
+    presence: bool = True
     since: float = 0.0
 
 
@@ -283,7 +289,8 @@ class HostState:
     since: float = 0.0
 
 
-FRAMEBUFFER = frozenset({"fb_used", "fb_free", "fb_reserved", "fb_capacity"})
+# The fields a GPU without presence leaves out: the presence signals and the rest of its framebuffer.
+PRESENCE_FIELDS = frozenset({*catalog.PRESENCE_SIGNALS, *FRAMEBUFFER_SIGNALS})
 
 
 class Exporter:
@@ -321,10 +328,10 @@ class Exporter:
             "fb_free": usable - used,
             "fb_reserved": 512.0 * MIB,
             "gpu_temp": state.temperature,
-            "power_usage": 500.0,
+            "power_usage": state.power,
             "power_limit_enforced": 700.0,
             "power_limit_requested": 700.0,
-            "sm_clock": 1.98e9,
+            "sm_clock": state.sm_clock,
             "mem_clock": 2.619e9,
             "pcie_rx": 2e9,
             "pcie_tx": 1e9,
@@ -334,7 +341,7 @@ class Exporter:
         }
         unknown = set(self.raws) - set(values)
         assert not unknown, f"the test exporter has no value for {sorted(unknown)}"
-        return {k: v for k, v in values.items() if k in self.raws and (state.framebuffer or k not in FRAMEBUFFER)}
+        return {k: v for k, v in values.items() if k in self.raws and (state.presence or k not in PRESENCE_FIELDS)}
 
     def dcgm_text(self, host: model.Host) -> tuple[str, bytes]:
         now = time.time()
@@ -599,37 +606,35 @@ def test_host_memory_high_silences_its_filling_up_twin_only(stack: Stack):
 
 
 def test_missing_telemetry_silences_the_gpus_other_alerts(stack: Stack):
-    """A GPU whose framebuffer fields DCGM stops returning (the presence signal) while it still reports its
-    temperature: its thermal alert is held back behind TelemetryMissing; the same alert of a GPU that
-    still reports everything is delivered."""
-    missing, thermal = stack.b.telemetry_missing().alert, stack.b.thermal_throttling().alert
-    silent, hot = TRAIN_A.gpus[1], TRAIN_B.gpus[1]
-    stack.exporter.set_gpu(silent, framebuffer=False, temperature=90.0)
-    stack.exporter.set_gpu(hot, temperature=90.0)
+    """A GPU whose presence fields (framebuffer use, temperature) DCGM stops returning while it still
+    reports power and clocks, held at its power limit: its power alert is held back behind
+    TelemetryMissing; the same alert of a GPU that still reports everything is delivered."""
+    missing, power = stack.b.telemetry_missing().alert, stack.b.power_throttling().alert
+    silent, capped = TRAIN_A.gpus[1], TRAIN_B.gpus[1]
+    stack.exporter.set_gpu(silent, presence=False, power=700.0, sm_clock=1.4e9)
+    stack.exporter.set_gpu(capped, power=700.0, sm_clock=1.4e9)
 
     [note] = stack.eventually(f"{missing} for {TRAIN_A.id}", lambda: stack.notified(missing, TRAIN_A.id))
     assert note["receiver"] == PAGE  # critical in this config
     assert [a["labels"]["UUID"] for a in note["alerts"]] == [silent.uuid]
     assert_runbooks_open(note)
 
-    [hot_note] = stack.eventually(f"{thermal} for {TRAIN_B.id}", lambda: stack.notified(thermal, TRAIN_B.id))
-    assert hot_note["receiver"] == CHAT
-    assert [a["labels"]["UUID"] for a in hot_note["alerts"]] == [hot.uuid]
-    assert_runbooks_open(hot_note)
+    [capped_note] = stack.eventually(f"{power} for {TRAIN_B.id}", lambda: stack.notified(power, TRAIN_B.id))
+    assert capped_note["receiver"] == CHAT
+    assert [a["labels"]["UUID"] for a in capped_note["alerts"]] == [capped.uuid]
+    assert_runbooks_open(capped_note)
 
+    stack.eventually(f"{power} firing for the silent GPU", lambda: stack.firing_in_prometheus(power, UUID=silent.uuid))
     stack.eventually(
-        f"{thermal} firing for the silent GPU", lambda: stack.firing_in_prometheus(thermal, UUID=silent.uuid)
-    )
-    stack.eventually(
-        f"{thermal} of the silent GPU inhibited by {missing}",
+        f"{power} of the silent GPU inhibited by {missing}",
         lambda: stack.inhibited_by(
-            {"alertname": thermal, "UUID": silent.uuid}, {"alertname": missing, "UUID": silent.uuid}
+            {"alertname": power, "UUID": silent.uuid}, {"alertname": missing, "UUID": silent.uuid}
         ),
     )
     time.sleep(SETTLE)
-    assert stack.firing_in_prometheus(thermal, UUID=silent.uuid)
-    assert [a["UUID"] for a in stack.delivered_alerts(thermal)] == [hot.uuid]
-    assert stack.notified(thermal, TRAIN_A.id) == []
+    assert stack.firing_in_prometheus(power, UUID=silent.uuid)
+    assert [a["UUID"] for a in stack.delivered_alerts(power)] == [capped.uuid]
+    assert stack.notified(power, TRAIN_A.id) == []
 
 
 def test_an_exporter_down_silences_the_missing_telemetry_of_its_host(stack: Stack):

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from gpu_execution_pack import cli, testsuites
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.promql import Call, transform
+from gpu_execution_pack.promql import Call, aggregate, any_of, selector, transform
 from gpu_execution_pack.rules import alerts, catalog
 from gpu_execution_pack.rules import lint as alert_lint
 from gpu_execution_pack.rules.alerts import AlertBuilder
@@ -282,6 +282,19 @@ def test_power_at_the_limit_without_clock_confirmation_fails_the_tests(tmp_path:
     monkeypatch.setattr(alerts, "POWER_REASON_BITS", {})  # also drops the reasons-only fallback
     out = _run_alert_suite(tmp_path)
     assert "alertname: GpuExecutionPowerThrottling" in out and "nolimit-0013" in out
+
+
+@pytest.mark.usefixtures("promtool_available")
+def test_a_gpu_reporting_without_framebuffer_fields_is_not_missing(tmp_path: Path, monkeypatch):
+    # MIG-enabled H100s publish no DCGM_FI_DEV_FB_* (dcgm-exporter #380, #512): read as the only sign
+    # of a reporting GPU, the framebuffer use would call h100mig1's GPUs missing for as long as they run.
+    def framebuffer_only(self):
+        raws = [r.name for r in catalog.SIGNALS["fb_used"].raws_for(self.cfg.dcgm.generations)]
+        return aggregate("group", ("UUID",), any_of([selector(name) for name in raws], stacked=False))
+
+    monkeypatch.setattr(AlertBuilder, "reporting", framebuffer_only)
+    out = _run_alert_suite(tmp_path)
+    assert "alertname: GpuExecutionTelemetryMissing" in out and 'execution_id="h100mig1-job"' in out
 
 
 # --- The oracle's ports of Prometheus functions ----------------------------------------------

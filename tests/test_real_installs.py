@@ -2,7 +2,7 @@
 
 The scenario library's real-install scenarios (``library.real_installs``) render the label sets
 and quirks of real deployments (domain-notes 7); the promtool suites check every recorded series
-on them. Each test here brings one of the eight known failures back and shows the suite catches it.
+on them. Each test here brings one of the nine known failures back and shows the suite catches it.
 """
 
 from __future__ import annotations
@@ -17,12 +17,21 @@ from gpu_execution_pack.promql import call
 from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.rules.recording import Attribution, RuleBuilder
 from gpu_execution_pack.scenario import library
+from gpu_execution_pack.scenario.model import FRAMEBUFFER_SIGNALS
 
 from .conftest import suite_failures
 
 pytestmark = pytest.mark.usefixtures("promtool_available")
 
 INSTALLS = {s.hosts[0].name: s for s in library.real_installs()}
+# What an exporter without framebuffer fields leaves unrecorded: the memory series and their rollups.
+MEMORY_SERIES = (
+    catalog.GPU_MEMORY_USED,
+    catalog.GPU_MEMORY_TOTAL,
+    catalog.GPU_MEMORY_UTILIZATION,
+    catalog.EXECUTION_GPU_MEMORY_USED_SUM,
+    catalog.EXECUTION_GPU_MEMORY_UTILIZATION_MAX,
+)
 
 
 def failures(tmp_path: Path, hosts: list[str], overrides: dict[str, Any] | None = None) -> str:
@@ -108,6 +117,15 @@ def test_8_the_tenant_is_the_workloads_namespace_behind_a_service_monitor(tmp_pa
     assert 'namespace="gpu-operator"' in out
 
 
+def test_9_mig_enabled_h100s_without_framebuffer_fields_still_record_their_other_series(tmp_path, monkeypatch):
+    # With the framebuffer use as the only sign of a reporting GPU, the target has no host labels and
+    # no host map: every series of its GPUs is lost, not just the memory ones the exporter leaves out.
+    monkeypatch.setattr(catalog, "PRESENCE_SIGNALS", ("fb_used",))
+    out = failures(tmp_path, ["h100mig1"])
+    assert f'expr: "{catalog.GPU_EXPORTER_HOST.name}"' in out and 'hostname="h100mig1"' in out
+    assert f'expr: "{catalog.GPU_TEMPERATURE.name}"' in out
+
+
 def test_a_real_prometheus_records_every_api_series_of_every_install_under_the_nodes_name(tmp_path: Path):
     """End to end: the real installs side by side in one Prometheus, backfilled and recorded by the pack's rules."""
     import time
@@ -124,7 +142,6 @@ def test_a_real_prometheus_records_every_api_series_of_every_install_under_the_n
         tuple(h for s in installs for h in s.hosts),
         tuple(e for s in installs for e in s.executions),
         unowned_gpus=tuple(g for s in installs for g in s.unowned_gpus),
-        missing=frozenset({"gr_engine_active", "fb_reserved"}),  # as the 2.x host: the others fall back
     )
     end = int(time.time()) // 60 * 60 - 15 * 60
     server = Prometheus(tmp_path)
@@ -137,14 +154,21 @@ def test_a_real_prometheus_records_every_api_series_of_every_install_under_the_n
         for execution in together.executions:
             host = execution.gpus[0].host
             match = f'{{execution_id="{execution.id}"}}'
+            no_memory = together.missing_on(host) >= FRAMEBUFFER_SIGNALS
             for series in catalog.API_SERIES:
                 result = server.query(series.name + match, at)
+                if no_memory and series in MEMORY_SERIES:
+                    assert not result, (host, series.name)  # the exporter publishes no framebuffer field
+                    continue
                 assert result, (host, series.name)
                 assert {r["metric"]["hostname"] for r in result} == {host}, (series.name, result)
                 if series.labels == catalog.GPU_LABELS:
                     assert len(result) == 2 and {r["metric"]["namespace"] for r in result} == {"team-a"}
             for series in catalog.EXECUTION_SERIES:
-                assert server.query(series.name + match, at), (host, series.name)
+                assert bool(server.query(series.name + match, at)) != (no_memory and series in MEMORY_SERIES), (
+                    host,
+                    series.name,
+                )
             [gpus] = server.query(catalog.EXECUTION_GPU_COUNT.name + match, at)
             assert float(gpus["value"][1]) == 2
     finally:

@@ -40,11 +40,6 @@ GROUP_FILE = "alerts"
 POWER_REASON_BITS = {0x4: "SW power cap", 0x80: "HW power brake"}
 THERMAL_REASON_BITS = {0x20: "SW thermal slowdown", 0x40: "HW thermal slowdown"}
 
-# The signal whose raw series say DCGM reports on a GPU: collected by default in every
-# generation, on whole GPUs and MIG instances alike.
-PRESENCE_SIGNAL = "fb_used"
-
-
 # --- Template snippets ------------------------------------------------------------------------
 # Go templates, rendered by Prometheus at each evaluation. A per-GPU alert's $labels are
 # execution_id, the tenant label and the GPU's identity; GPU_I_ID is empty on whole GPUs,
@@ -252,20 +247,20 @@ class AlertBuilder:
         # without an execution label: a job that ended leaves its GPU reporting unlabelled.
         labels = (EXECUTION_LABEL, self.cfg.api.tenant_label, *GPU_IDENTITY_LABELS)
         held = aggregate("group", labels, call("last_over_time", catalog.GPU_PRESENCE.select().range(a.window)))
-        raws = [
-            selector(r.name, self.cfg.selectors.dcgm)
-            for r in catalog.SIGNALS[PRESENCE_SIGNAL].raws_for(self.cfg.dcgm.generations)
-        ]
-        reporting = aggregate("group", ("UUID",), any_of(raws, stacked=False))
         return self.rule(
             "TelemetryMissing",
-            join(held, "unless", on(("UUID",)), reporting),
+            join(held, "unless", on(("UUID",)), self.reporting()),
             a.severity,
             "A GPU an execution holds stopped reporting to DCGM; its metrics and billing are incomplete.",
             f"{GPU_NAME}, held by execution {{{{ $labels.execution_id }}}}, has reported nothing to dcgm-exporter "
             f"for {a.for_}.",
             a.for_,
         )
+
+    def reporting(self) -> Expr:
+        """The GPUs DCGM reports on now, by UUID: any presence signal (catalog.PRESENCE_SIGNALS) of theirs."""
+        raws = [selector(r.name, self.cfg.selectors.dcgm) for r in catalog.presence_raws(self.cfg.dcgm.generations)]
+        return aggregate("group", ("UUID",), any_of(raws, stacked=False))
 
     def dcgm_exporter_down(self) -> AlertRule:
         a = self.a.dcgm_exporter_down

@@ -386,6 +386,19 @@ SIGNALS: dict[str, Signal] = {
     )
 }
 
+# The signals that say a dcgm-exporter target reports a GPU entry: a target's host labels
+# (rules.recording) and whether a held GPU still reports (the TelemetryMissing alert) are read from
+# any of them. Framebuffer use is in every release's default counters, but dcgm-exporter publishes no
+# DCGM_FI_DEV_FB_* field for MIG-enabled H100s or their instances (dcgm-exporter #380, #434, #512);
+# the temperature, device-wide, is repeated on every instance.
+PRESENCE_SIGNALS: tuple[str, ...] = ("fb_used", "gpu_temp")
+
+
+def presence_raws(generations: tuple[str, ...]) -> tuple[RawMetric, ...]:
+    """The raw metrics of PRESENCE_SIGNALS that the given exporter generations emit."""
+    return tuple(raw for key in PRESENCE_SIGNALS for raw in SIGNALS[key].raws_for(generations))
+
+
 # --- Recorded series --------------------------------------------------------------------------
 
 

@@ -39,8 +39,6 @@ from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
 
 GROUP_PREFIX = "gpu-execution-pack"
 ADDRESS = "address"  # a scratch label: the host part of a target's instance
-# The signal every dcgm-exporter target publishes, for every GPU: its host labels are read from it.
-PRESENCE_SIGNAL = "fb_used"
 
 
 class Attribution:
@@ -266,7 +264,7 @@ class RuleBuilder:
         does, its own label (else its address) still names a host. node.host_regex normalises every
         name alike, so a short name and its FQDN agree.
         """
-        presence = catalog.SIGNALS[PRESENCE_SIGNAL].raws_for(self.cfg.dcgm.generations)
+        presence = catalog.presence_raws(self.cfg.dcgm.generations)
         raw = any_of([selector(r.name, self.cfg.selectors.dcgm) for r in presence], stacked=False)
         labels = catalog.DCGM_TARGET_LABELS
         return (

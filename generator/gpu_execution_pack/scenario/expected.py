@@ -100,12 +100,13 @@ def expected(scenario: Scenario, minute: float) -> dict[str, list[Sample]]:
         out[catalog.EXECUTION_GPU_COUNT.name].append(Sample(ex, float(len(e.gpus))))
         out[catalog.EXECUTION_HOST_COUNT.name].append(Sample(ex, float(len(hosts))))
         out[catalog.EXECUTION_GPU_UTILIZATION_AVG.name].append(Sample(ex, sum(utils) / len(utils)))
-        out[catalog.EXECUTION_GPU_MEMORY_UTILIZATION_MAX.name].append(
-            Sample(ex, max(t[catalog.GPU_MEMORY_UTILIZATION] for t in truths))
-        )
-        out[catalog.EXECUTION_GPU_MEMORY_USED_SUM.name].append(
-            Sample(ex, sum(t[catalog.GPU_MEMORY_USED] for t in truths))
-        )
+        if memory := [t for t in truths if catalog.GPU_MEMORY_USED in t]:  # none where no GPU reports it
+            out[catalog.EXECUTION_GPU_MEMORY_UTILIZATION_MAX.name].append(
+                Sample(ex, max(t[catalog.GPU_MEMORY_UTILIZATION] for t in memory))
+            )
+            out[catalog.EXECUTION_GPU_MEMORY_USED_SUM.name].append(
+                Sample(ex, sum(t[catalog.GPU_MEMORY_USED] for t in memory))
+            )
         # One physical GPU counts once, however many of its MIG instances the execution holds.
         devices = {g.device_key: model.device_power(scenario, g, minute) for g in e.gpus}
         out[catalog.EXECUTION_GPU_POWER_SUM.name].append(Sample(ex, float(sum(devices.values()))))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpu_execution_pack.scenario.model import TRAINING, Execution, Gpu, Host, Scenario, XidEvent
+from gpu_execution_pack.scenario.model import FRAMEBUFFER_SIGNALS, TRAINING, Execution, Gpu, Host, Scenario, XidEvent
 
 
 def training() -> Scenario:
@@ -70,12 +70,21 @@ def missing_optional(missing: frozenset[str], name: str) -> Scenario:
 # must call the host that, however the exporters spell it.
 
 
-def _install(name: str, host: Host, phases: tuple[str, ...] = ("loading", "compute", "idle"), **kw) -> Scenario:
-    gpus = (Gpu(host.name, 0), Gpu(host.name, 1))
-    execution = Execution(f"{host.name}-job", gpus, phases, util_offsets=(0, -2), namespace="team-a")
-    return Scenario(
-        name, f"{name}: the node is {host.name}.", (host,), (execution,), unowned_gpus=(Gpu(host.name, 2),), **kw
-    )
+def _install(
+    name: str,
+    host: Host,
+    phases: tuple[str, ...] = ("loading", "compute", "idle"),
+    gpus: tuple[Gpu, Gpu, Gpu] | None = None,
+    **kw,
+) -> Scenario:
+    """One execution on two GPUs of ``host`` (``gpus``' first two; the third is free)."""
+    first, second, free = gpus or (Gpu(host.name, 0), Gpu(host.name, 1), Gpu(host.name, 2))
+    execution = Execution(f"{host.name}-job", (first, second), phases, util_offsets=(0, -2), namespace="team-a")
+    return Scenario(name, f"{name}: the node is {host.name}.", (host,), (execution,), unowned_gpus=(free,), **kw)
+
+
+def _h100_instance(host: str, index: int, instance: str) -> Gpu:
+    return Gpu(host, index, mig_instance=instance, mig_profile="3g.40gb", mem_total_mib=40960)
 
 
 def real_installs() -> list[Scenario]:
@@ -127,8 +136,13 @@ def real_installs() -> list[Scenario]:
         # reserved memory among the default counters, nodename a FQDN, targets by IP.
         _install(
             "bare metal 2.x: legacy PCIe fields, FQDN nodename, IP targets",
-            Host("bm2x", "3.3", nodename="bm2x.dc1.example.com", address="192.0.2.21"),
-            missing=frozenset({"gr_engine_active", "fb_reserved"}),
+            Host(
+                "bm2x",
+                "3.3",
+                nodename="bm2x.dc1.example.com",
+                address="192.0.2.21",
+                missing=frozenset({"gr_engine_active", "fb_reserved"}),
+            ),
         ),
         _install(
             "FQDN on both sides",
@@ -148,6 +162,13 @@ def real_installs() -> list[Scenario]:
             Host("oldnode1", "4.8", node_cpu_backjump=7.25),
             phases=("idle",) * 4,
         ),
+        # MIG-enabled H100s: dcgm-exporter publishes no framebuffer field for them or their instances
+        # (#380, #512); every other field is there, device-wide ones repeated on each instance.
+        _install(
+            "MIG-enabled H100s: no framebuffer fields",
+            Host("h100mig1", "4.8", missing=FRAMEBUFFER_SIGNALS),
+            gpus=tuple(_h100_instance("h100mig1", i, instance) for i, instance in ((0, "1"), (0, "2"), (1, "1"))),
+        ),
         # Prometheus' own default scrape interval: a 1m window holds one sample between scrapes.
         _install(
             "node_exporter scraped every minute",
@@ -155,6 +176,11 @@ def real_installs() -> list[Scenario]:
             phases=("idle",) * 4,
         ),
     ]
+
+
+def real_install(host: str) -> Scenario:
+    """The real-install scenario whose node is ``host``."""
+    return next(s for s in real_installs() if s.hosts[0].name == host)
 
 
 def default_suite() -> list[Scenario]:
@@ -180,8 +206,7 @@ def default_suite() -> list[Scenario]:
 
 def attribution_suite() -> list[Scenario]:
     """Scenarios every attribution mode is tested on."""
-    installs = {s.hosts[0].name: s for s in real_installs()}
-    return [training_in("4.8"), mig(), installs["helm1"], installs["gpuop4"]]
+    return [training_in("4.8"), mig(), real_install("helm1"), real_install("gpuop4")]
 
 
 # --- Alert scenarios ----------------------------------------------------------------------
@@ -277,6 +302,7 @@ def alert_suite() -> list[Scenario]:
         dcgm_lost(),
         xid(),
         training_in("4.8"),
+        real_install("h100mig1"),  # its GPUs report, though without framebuffer fields
     ]
 
 

@@ -271,6 +271,8 @@ PHASES: dict[str, Phase] = {
 }
 
 TRAINING = ("loading", "compute", "memory_ramp", "throttled", "idle")
+# The framebuffer fields, which dcgm-exporter leaves out altogether on MIG-enabled H100s (#380, #512).
+FRAMEBUFFER_SIGNALS = frozenset({"fb_used", "fb_free", "fb_reserved", "fb_capacity"})
 
 
 @dataclass(frozen=True)
@@ -368,6 +370,7 @@ class Host:
     node_cpu_backjump: float | None = None  # minute at which an old node_exporter's idle counter steps back
     node_scrape_seconds: int = STEP_SECONDS  # node_exporter's scrape interval
     dcgm_outage: tuple[float, float] | None = None  # the host's dcgm-exporter is down from, until
+    missing: frozenset[str] = frozenset()  # signal keys this host's exporter does not publish (see Scenario)
     cpus: int = 2
     ram_total_bytes: int = 256 * 1024**3
     base_cpu_busy: float = 0.125
@@ -414,6 +417,10 @@ class Scenario:
     def host(self, name: str) -> Host:
         return next(h for h in self.hosts if h.name == name)
 
+    def missing_on(self, host: str) -> frozenset[str]:
+        """The signal keys the exporter on ``host`` does not publish: the scenario's and the host's own."""
+        return self.missing | self.host(host).missing
+
     def with_generation(self, generation: str, name: str, host_label: str = "") -> Scenario:
         hosts = tuple(replace(h, generation=generation, host_label=host_label) for h in self.hosts)
         return replace(self, name=name, hosts=hosts)
@@ -457,10 +464,14 @@ def gpu_truth(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float)
         out[catalog.GPU_POWER_VIOLATION] = device.power_violation_share
     if "thermal_violation" in scenario.exported:
         out[catalog.GPU_THERMAL_VIOLATION] = device.thermal_violation_share
-    if "pcie_rx" in scenario.missing:
+    missing = scenario.missing_on(gpu.host)
+    if "pcie_rx" in missing:
         del out[catalog.GPU_PCIE_RX]
-    if "pcie_tx" in scenario.missing:
+    if "pcie_tx" in missing:
         del out[catalog.GPU_PCIE_TX]
+    if missing >= FRAMEBUFFER_SIGNALS:  # no framebuffer field at all (MIG-enabled H100s): no memory series
+        for series in (catalog.GPU_MEMORY_USED, catalog.GPU_MEMORY_TOTAL, catalog.GPU_MEMORY_UTILIZATION):
+            del out[series]
     return out
 
 
@@ -525,7 +536,8 @@ def _clock_peaks(scenario: Scenario, gpu: Gpu, start: float) -> dict[float, int]
 
 def publishes_energy(scenario: Scenario, gpu: Gpu) -> bool:
     """Whether the GPU's exporter publishes the energy counter."""
-    return "energy" not in scenario.missing and scenario.host(gpu.host).generation in ENERGY_COUNTER_GENERATIONS
+    host = scenario.host(gpu.host)
+    return "energy" not in scenario.missing_on(host.name) and host.generation in ENERGY_COUNTER_GENERATIONS
 
 
 def energy_millijoules(scenario: Scenario, gpu: Gpu, minute: float) -> int:

@@ -26,14 +26,14 @@ DRIVER_VERSION = "550.54.15"
 CUSTOM_COUNTERS = frozenset({"power_limit_enforced", "power_limit_requested"})
 # Every DCGM signal a recorded series reads. A scenario publishes each raw metric an exporter
 # collects by default, and the custom counters, unless it says the field is missing
-# (Scenario.missing); the rest only where it says it exports them (Scenario.exported).
+# (Scenario.missing, Host.missing); the rest only where it says it exports them (Scenario.exported).
 READ_SIGNALS = frozenset(key for s in catalog.ALL_SERIES for f in s.formulas for key in f.signals)
 DCGM_SIGNALS = tuple(k for k, s in catalog.SIGNALS.items() if s.exporter == "dcgm" and k in READ_SIGNALS)
 
 
-def published(key: str, raw: catalog.RawMetric, scenario: Scenario) -> bool:
-    """Whether an exporter in ``scenario`` publishes ``raw`` for signal ``key``."""
-    if key in scenario.missing:
+def published(key: str, raw: catalog.RawMetric, scenario: Scenario, host: str) -> bool:
+    """Whether the exporter on ``host`` in ``scenario`` publishes ``raw`` for signal ``key``."""
+    if key in scenario.missing_on(host):
         return False
     return raw.default_collected or key in CUSTOM_COUNTERS or key in scenario.exported
 
@@ -208,7 +208,7 @@ class Renderer:
                 for labels, active in self.gpu_spans(host, gpu):
                     for key in DCGM_SIGNALS:
                         raw = raw_for(key, host.generation)
-                        if raw is None or not published(key, raw, self.s):
+                        if raw is None or not published(key, raw, self.s, host.name):
                             continue
                         if key == "energy":
                             value = partial(model.energy_millijoules, self.s, gpu)

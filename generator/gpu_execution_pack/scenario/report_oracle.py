@@ -68,7 +68,7 @@ def report(scenario: Scenario, cfg: Config, execution: Execution) -> ExpectedRep
 
     codes = []
     last = minutes[-1]
-    if any(t[catalog.GPU_MEMORY_UTILIZATION] >= a.gpu_memory_high.threshold for _, t in reporting[last]):
+    if any(t.get(catalog.GPU_MEMORY_UTILIZATION, 0) >= a.gpu_memory_high.threshold for _, t in reporting[last]):
         codes.append("gpu_oom")
     hosts = sorted({g.host for g in execution.gpus})
     host_ratios = [
