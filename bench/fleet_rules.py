@@ -208,10 +208,11 @@ def scalar(server: Prometheus, expr: str) -> float:
 def series_counts(server: Prometheus, fleet: FleetExposition) -> dict:
     """Raw series per GPU entry and per host, from the samples each scrape took (Prometheus' own
     ``scrape_samples_scraped``: a count over 2 million series by name takes longer than a query may),
-    and the recorded series: the head's series less those scraped."""
-    dcgm = scalar(server, 'sum(scrape_samples_scraped{job="dcgm-exporter"})')
-    node = scalar(server, 'sum(scrape_samples_scraped{job="node"})')
-    scraped = scalar(server, "sum(scrape_samples_scraped)")
+    and the recorded series: the head's series less those scraped. Each target's largest count over
+    the last 5 minutes: a scrape that failed (over its timeout) took none, but its series are there."""
+    dcgm = scalar(server, 'sum(max_over_time(scrape_samples_scraped{job="dcgm-exporter"}[5m]))')
+    node = scalar(server, 'sum(max_over_time(scrape_samples_scraped{job="node"}[5m]))')
+    scraped = scalar(server, "sum(max_over_time(scrape_samples_scraped[5m]))")
     head = scalar(server, "prometheus_tsdb_head_series")
     return {
         "dcgm_series": dcgm,

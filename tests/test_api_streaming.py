@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 import httpx
 import pytest
+from gpu_execution_pack import cli
 from gpu_execution_pack.api import metrics
 from gpu_execution_pack.api import prometheus as client_module
 from gpu_execution_pack.api.app import create_app
@@ -177,6 +178,29 @@ def test_a_stalled_upstream_after_the_first_bytes_aborts_at_the_deadline(prometh
     assert status == 200 and received
     assert isinstance(ended, httpx.RemoteProtocolError), ended
     assert took < 6, took  # the deadline and slack on a busy machine, not the upstream's 10 s per piece
+
+
+def test_the_query_command_writes_a_long_window_as_the_endpoint_streams_it(prometheus, streamed, capsysbinary):
+    """`gpu-execution-pack query` on a window the endpoint streams writes it piece by piece: its bytes."""
+    server, _, _, _ = prometheus
+    with client_for(server.url) as client:
+        streamed_answer = get(client, EXECUTION)
+    assert "content-length" not in streamed_answer.headers  # the endpoint streamed it too
+    assert cli.main(["query", EXECUTION, "--prometheus", server.url]) == 0
+    out = capsysbinary.readouterr().out
+    assert out == streamed_answer.content + b"\n"
+
+
+def test_the_query_command_cut_short_by_prometheus_exits_3_saying_so(prometheus, streamed, capsysbinary):
+    server, _, _, _ = prometheus
+    with Proxy(server.url, failing_pieces(after=3 * metrics.CONCURRENCY)) as upstream:
+        code = cli.main(["query", EXECUTION, "--prometheus", upstream.url])
+    captured = capsysbinary.readouterr()
+    assert code == 3
+    assert b"cut short" in captured.err and b"injected" in captured.err
+    assert captured.out.startswith(b'{"executionId":"train-0001"')
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(captured.out)
 
 
 def test_a_client_leaving_mid_stream_stops_the_pieces_queries(prometheus, streamed):

@@ -184,6 +184,25 @@ def test_fleet_ranks_by_gpu_hours_wasted_with_verdict_codes(loaded):
     assert all(set(r["verdicts"]) <= set(CODES) for r in rows)
 
 
+def test_the_fleet_view_does_not_call_a_running_execution_at_full_memory_a_crash(loaded):
+    """leak-0006 ends at full GPU memory: a crash, once it has ended; while it still runs, not yet one."""
+    server, cfg, start = loaded
+    leak = next(e for e in SCENARIO.executions if e.id == "leak-0006")
+    full = start + (leak.end_minute - 3) * 60  # in its last phase, above the OOM threshold, still reporting
+    assert "gpu_oom" in report_oracle.report(SCENARIO, cfg, leak).codes
+
+    async def codes(at: float | None) -> list[str]:
+        client = PrometheusClient(server.url, 30)
+        try:
+            fleet = await document.fleet_summary(cfg, client, "1d", len(SCENARIO.executions), at=at)
+        finally:
+            await client.close()
+        return next(r["verdicts"] for r in fleet["top"] if r["executionId"] == leak.id)
+
+    assert "gpu_oom" not in asyncio.run(codes(full))
+    assert "gpu_oom" in asyncio.run(codes(None))  # now: it ended 15 minutes ago and more
+
+
 def client_for(server: Prometheus, cfg_map: dict) -> TestClient:
     return TestClient(create_app(config_from_mapping({**CONFIG, "api": {"prometheus_url": server.url}}), KEYS))
 

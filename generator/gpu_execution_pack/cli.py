@@ -146,17 +146,45 @@ def print_json(body: dict) -> None:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    """Print one execution's metrics as the endpoint would answer (every tenant)."""
-    _, metrics, _ = _api_modules()
-    body = ask_prometheus(
-        args,
-        lambda cfg, client: metrics.ExecutionMetrics(cfg, client).fetch(
-            args.execution_id, args.start, args.end, args.step
-        ),
-    )
-    if isinstance(body, int):
-        return body
-    print_json(body)
+    """Print one execution's metrics as the endpoint would answer (every tenant).
+
+    A window the endpoint would stream (more than STREAM_POINTS points) is written as compact JSON
+    as it is fetched, so memory does not grow with the range; a shorter one is indented. As in the
+    endpoint, api.timeout_seconds bounds the request up to its first piece, then each piece.
+    """
+    import asyncio
+
+    import orjson
+
+    _, metrics, prometheus = _api_modules()
+    cfg = load_config(args.config)
+    out = sys.stdout.buffer
+
+    async def run() -> None:
+        client = prometheus.PrometheusClient.for_config(cfg.api, url=args.prometheus)
+        try:
+            with prometheus.deadline(cfg.api.timeout_seconds, client.url):
+                answer = await metrics.ExecutionMetrics(cfg, client).respond(
+                    args.execution_id, args.start, args.end, args.step, timeout=cfg.api.timeout_seconds
+                )
+            if isinstance(answer, bytes):
+                print_json(orjson.loads(answer))
+                return
+            async for part in answer.body():
+                out.write(part)
+            out.write(b"\n")
+            out.flush()
+        finally:
+            await client.close()
+
+    try:
+        asyncio.run(run())
+    except (metrics.RequestError, prometheus.PrometheusError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2 if err.status < 500 else 3
+    except metrics.StreamAborted as err:
+        print(f"error: {err}; the JSON written so far is cut short", file=sys.stderr)
+        return 3
     return 0
 
 

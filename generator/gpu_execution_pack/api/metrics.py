@@ -349,18 +349,6 @@ class ExecutionMetrics:
         params = parse_params(start, end, step)
         return params, await self.window(execution_id, params, tenant)
 
-    async def fetch(
-        self,
-        execution_id: str,
-        start: str | None = None,
-        end: str | None = None,
-        step: str | None = None,
-        tenant: str | None = None,
-    ) -> dict[str, Any]:
-        """The response document, built in memory whatever the range (``query``). ``tenant`` None: every tenant."""
-        params, window = await self.request_window(execution_id, start, end, step, tenant)
-        return assemble(execution_id, params, window, await self.answers(execution_id, window, tenant))
-
     async def respond(
         self,
         execution_id: str,

@@ -225,9 +225,15 @@ async def execution_summary(
 
 
 async def fleet_summary(
-    cfg: Config, prometheus: PrometheusClient, since: str = "7d", top: int = 20, tenant: str | None = None
+    cfg: Config,
+    prometheus: PrometheusClient,
+    since: str = "7d",
+    top: int = 20,
+    tenant: str | None = None,
+    at: float | None = None,
 ) -> dict[str, Any]:
-    """Executions with samples in the last ``since``, ranked by GPU-hours wasted (billed less worked)."""
+    """Executions with samples in the ``since`` before ``at`` (default: now), ranked by GPU-hours wasted
+    (billed less worked)."""
     try:
         window = parse_duration_seconds(since)
     except ValueError:
@@ -237,14 +243,15 @@ async def fleet_summary(
         raise RequestError(400, f"since: {since!r} is not accepted; accepted: above 0 and at most {cfg.api.lookback}")
     if not 1 <= top <= MAX_FLEET_TOP:
         raise RequestError(400, f"top: {top} is not accepted; accepted: 1 to {MAX_FLEET_TOP}")
-    now = time.time()
+    now = time.time() if at is None else at
     found = await fig.collect(cfg, prometheus, fig.Scope(cfg, None, tenant), window, now)
     rows = []
     for f in found.values():
         billed, worked = f.billed_seconds / 3600, f.worked_seconds / 3600
         joules, _ = energy(f)
-        # Without a span per execution, the fleet view judges no gaps, and treats every execution as ended.
-        verdicts = judge(f, cfg, running=False, expected_samples=None)
+        # Without a span per execution the fleet view judges no gaps; an execution still reporting at the
+        # window's end is running (its memory at the end is no crash).
+        verdicts = judge(f, cfg, running=f.reporting_at_end, expected_samples=None)
         rows.append(
             {
                 "executionId": f.execution_id,

@@ -107,6 +107,8 @@ class ExecutionFigures:
     low_util_samples: int = 0  # samples with the execution's mean utilisation under the waste threshold
     cpu_during_low_util: float | None = None
     heavy_phase_start: float | None = None
+    # A GPU series had a sample within Prometheus' lookback before the window's end: still running then.
+    reporting_at_end: bool = False
 
     def energy_joules(self, gpu: GpuFigures) -> float | None:
         """The GPU's energy over the span from its counter; None without two samples of it.
@@ -270,6 +272,7 @@ async def collect(
     execution_queries: dict[str, Expr] = {
         "low_util_samples": call("count_over_time", Range(low, window, step)),
         "cpu_during_low_util": call("avg_over_time", Range(cpu.and_(low, on(by_execution)), window, step)),
+        "reporting_at_end": aggregate("group", by_execution, util),  # an instant selector: the lookback
     }
     alerts_window = format_duration(max(1.0, math.ceil(window_seconds + alerts_after)))
     alerts = aggregate(
@@ -328,6 +331,9 @@ async def collect(
     for r in results["cpu_during_low_util"]:
         if (eid := r["metric"].get(EXECUTION_LABEL, "")) in executions:
             executions[eid].cpu_during_low_util = float(r["values"][0][1])
+    for r in results["reporting_at_end"]:
+        if (eid := r["metric"].get(EXECUTION_LABEL, "")) in executions:
+            executions[eid].reporting_at_end = True
     firing: dict[str, list[AlertFigures]] = defaultdict(list)
     for r in results["alerts"]:
         m = r["metric"]
