@@ -225,6 +225,10 @@ def series_counts(server: Prometheus, fleet: FleetExposition) -> dict:
 
 # What one per-GPU rule's steps cost, each alone over the fleet's GPUs (the temperature's rule).
 OPERATION_ROUNDS = 9
+# The steps the report's notes compare, by the names operation_steps gives them.
+RAW_READ_STEP = "the raw read alone (the floor's rule)"
+RULE_STEP = "the pack's rule: all of these"
+IDENTITY_STEP = "instead: joined on the UUID to a recorded per-GPU series (an identity per GPU)"
 
 
 def operation_steps(cfg: Config) -> tuple[tuple[str, str], ...]:
@@ -248,14 +252,14 @@ def operation_steps(cfg: Config) -> tuple[tuple[str, str], ...]:
     identity = catalog.GPU_MEMORY_TOTAL.name
     uuid = ", ".join(catalog.GPU_JOIN_LABELS)
     steps = (
-        ("the raw read alone (the floor's rule)", read),
+        (RAW_READ_STEP, read),
         ("or the other generation's name", f'{other}{{{cfg.execution_label}!=""}} or {read}'),
         ("joined to the host map", f"{read} * on (job, instance) group_left ({catalog.HOST_LABEL}) {host_map}"),
         ("tenant copied (label_replace)", f'label_replace({read}, "{tenant}", "$1", "{exported}", "(.+)")'),
         ("label set fixed (max by)", f"max by ({labels}) ({read})"),
-        ("the pack's rule: all of these", rule.expr),
+        (RULE_STEP, rule.expr),
         (
-            "instead: joined on the UUID to a recorded per-GPU series (an identity per GPU)",
+            IDENTITY_STEP,
             f'{identity} * on ({uuid}) group_left () ({other}{{{cfg.execution_label}!=""}} or {read})',
         ),
     )

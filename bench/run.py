@@ -186,7 +186,7 @@ def operations_section(gpus: int, r: dict) -> list[str]:
     if "operations" not in r:
         return []
     ops = r["operations"]
-    read = ops[0][1]  # the raw read alone comes first
+    read = dict(ops)[bench_fleet.RAW_READ_STEP]
     lines = [
         "",
         f"One per-GPU rule taken apart at {gpus:,} GPUs (the temperature's; `bench_fleet.operation_steps`):",
@@ -264,7 +264,9 @@ def targets(largest: tuple[int, dict], ab: dict | None = None) -> list[str]:
     notes = list(TARGET_NOTES)
     if "operations" in r:
         steps = dict(r["operations"])
-        read, rule, joined = (steps[k] for k in (RAW_READ_STEP, RULE_STEP, IDENTITY_STEP))
+        read, rule, joined = (
+            steps[k] for k in (bench_fleet.RAW_READ_STEP, bench_fleet.RULE_STEP, bench_fleet.IDENTITY_STEP)
+        )
         at = notes.index(IDENTITY_NOTE)
         notes[at : at + 1] = identity_note(joined / read, rule / read)
     else:
@@ -272,10 +274,7 @@ def targets(largest: tuple[int, dict], ab: dict | None = None) -> list[str]:
     return [*lines, "", *notes]
 
 
-# The steps of one per-GPU rule that the notes compare (names as bench_fleet.operation_steps gives them).
-RAW_READ_STEP = "the raw read alone (the floor's rule)"
-RULE_STEP = "the pack's rule: all of these"
-IDENTITY_STEP = "instead: joined on the UUID to a recorded per-GPU series (an identity per GPU)"
+# TARGET_NOTES' place for the bullet identity_note writes from the run's figures.
 IDENTITY_NOTE = "(the identity alternative, from the figures)"
 
 
