@@ -9,6 +9,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from gpu_execution_pack import __version__, build, promtool, testsuites
 from gpu_execution_pack.config import Config, ConfigError, load_config
@@ -117,19 +118,24 @@ def _api_modules():
     return app, metrics, prometheus
 
 
-def ask_prometheus(args: argparse.Namespace, work) -> dict | int:
+def ask_prometheus(args: argparse.Namespace, work, then=None) -> Any:
     """``work(cfg, client)``'s document, against the configured (or --prometheus) query API within the
-    request deadline; on a refusal, the message on stderr and the exit code (2: the request, 3: Prometheus)."""
+    request deadline; on a refusal, the message on stderr and the exit code (2: the request, 3: Prometheus).
+
+    ``then(document)``, if given, runs past the deadline with the client still open (a stream read
+    piece by piece, each within its own timeout) and its result is returned instead.
+    """
     import asyncio
 
     _, metrics, prometheus = _api_modules()
     cfg = load_config(args.config)
 
-    async def run() -> dict:
+    async def run() -> Any:
         client = prometheus.PrometheusClient.for_config(cfg.api, url=args.prometheus)
         try:
             with prometheus.deadline(cfg.api.timeout_seconds, client.url):
-                return await work(cfg, client)
+                document = await work(cfg, client)
+            return document if then is None else await then(document)
         finally:
             await client.close()
 
@@ -152,39 +158,35 @@ def cmd_query(args: argparse.Namespace) -> int:
     as it is fetched, so memory does not grow with the range; a shorter one is indented. As in the
     endpoint, api.timeout_seconds bounds the request up to its first piece, then each piece.
     """
-    import asyncio
-
     import orjson
 
-    _, metrics, prometheus = _api_modules()
-    cfg = load_config(args.config)
+    _, metrics, _ = _api_modules()
     out = sys.stdout.buffer
 
-    async def run() -> None:
-        client = prometheus.PrometheusClient.for_config(cfg.api, url=args.prometheus)
-        try:
-            with prometheus.deadline(cfg.api.timeout_seconds, client.url):
-                answer = await metrics.ExecutionMetrics(cfg, client).respond(
-                    args.execution_id, args.start, args.end, args.step, timeout=cfg.api.timeout_seconds
-                )
-            if isinstance(answer, bytes):
-                print_json(orjson.loads(answer))
-                return
-            async for part in answer.body():
-                out.write(part)
-            out.write(b"\n")
-            out.flush()
-        finally:
-            await client.close()
+    async def write(answer: bytes | metrics.MetricsStream) -> dict | None:
+        if isinstance(answer, bytes):
+            return orjson.loads(answer)
+        async for part in answer.body():
+            out.write(part)
+        out.write(b"\n")
+        out.flush()
+        return None
 
     try:
-        asyncio.run(run())
-    except (metrics.RequestError, prometheus.PrometheusError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2 if err.status < 500 else 3
+        body = ask_prometheus(
+            args,
+            lambda cfg, client: metrics.ExecutionMetrics(cfg, client).respond(
+                args.execution_id, args.start, args.end, args.step, timeout=cfg.api.timeout_seconds
+            ),
+            then=write,
+        )
     except metrics.StreamAborted as err:
         print(f"error: {err}; the JSON written so far is cut short", file=sys.stderr)
         return 3
+    if isinstance(body, int):
+        return body
+    if body is not None:
+        print_json(body)
     return 0
 
 
