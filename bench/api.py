@@ -29,12 +29,11 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gpu_execution_pack import promtool  # noqa: E402
+from gpu_execution_pack import catalog, promtool  # noqa: E402
 from gpu_execution_pack.api.app import PATH  # noqa: E402
 from gpu_execution_pack.api.metrics import iso  # noqa: E402
 from gpu_execution_pack.config import Config  # noqa: E402
 from gpu_execution_pack.promql import match, render, selector  # noqa: E402
-from gpu_execution_pack.rules import catalog  # noqa: E402
 from gpu_execution_pack.scenario import library  # noqa: E402
 
 from tests.prometheus_harness import Prometheus, free_port  # noqa: E402

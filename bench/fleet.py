@@ -24,8 +24,8 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
+from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.scenario import model, render
 from gpu_execution_pack.scenario.model import PHASES, STEP_SECONDS, Execution, Gpu, Host, Scenario
 from gpu_execution_pack.scenario.render import Renderer, fmt, raw_for, to_unit

@@ -30,10 +30,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from gpu_execution_pack import catalog  # noqa: E402
 from gpu_execution_pack.config import Config  # noqa: E402
 from gpu_execution_pack.output import write_all  # noqa: E402
 from gpu_execution_pack.promql import Expr, Paren, Selector, match, render, transform  # noqa: E402
-from gpu_execution_pack.rules import catalog  # noqa: E402
 from gpu_execution_pack.rules.files import all_groups, rule_files  # noqa: E402
 from gpu_execution_pack.rules.groups import RecordingRule  # noqa: E402
 from gpu_execution_pack.rules.recording import Attribution, RuleBuilder  # noqa: E402

@@ -21,10 +21,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from gpu_execution_pack import catalog  # noqa: E402
 from gpu_execution_pack.api.prometheus import PrometheusClient  # noqa: E402
 from gpu_execution_pack.config import config_from_mapping  # noqa: E402
 from gpu_execution_pack.report import document  # noqa: E402
-from gpu_execution_pack.rules import catalog  # noqa: E402
 
 from tests.prometheus_harness import Prometheus  # noqa: E402
 

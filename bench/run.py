@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from gpu_execution_pack.rules import catalog  # noqa: E402
+from gpu_execution_pack import catalog  # noqa: E402
 
 from bench import api as bench_api  # noqa: E402
 from bench import fleet_rules as bench_fleet  # noqa: E402

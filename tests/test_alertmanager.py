@@ -28,10 +28,11 @@ from typing import Any, TypeVar
 
 import pytest
 import yaml
+from gpu_execution_pack import catalog
 from gpu_execution_pack.config import SEVERITIES, Config, ConfigError, config_from_mapping
 from gpu_execution_pack.config.alertmanager import Alertmanager as AlertmanagerKeys
 from gpu_execution_pack.docs import runbook
-from gpu_execution_pack.rules import catalog, routing
+from gpu_execution_pack.rules import routing
 from gpu_execution_pack.rules.alerts import ALERT_PREFIX, AlertBuilder
 from gpu_execution_pack.rules.files import rule_files
 from gpu_execution_pack.scenario import model

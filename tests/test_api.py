@@ -15,11 +15,11 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from gpu_execution_pack import catalog
 from gpu_execution_pack.api import metrics
 from gpu_execution_pack.api.app import PATH, create_app
 from gpu_execution_pack.api.metrics import Window, iso
 from gpu_execution_pack.config import config_from_mapping
-from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.scenario import library, model
 from starlette.testclient import TestClient
 

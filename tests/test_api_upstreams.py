@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from gpu_execution_pack.rules import catalog
+from gpu_execution_pack import catalog
 
 from .conftest import EXECUTION
 from .prometheus_harness import Prometheus

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from gpu_execution_pack import catalog
 from gpu_execution_pack.config import config_from_mapping
 from gpu_execution_pack.promql import Aggregate, render, selector
-from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.rules.recording import recording_groups
 
 # The contract of issue 2 / domain-notes section 1, written out here on purpose.

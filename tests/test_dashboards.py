@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.dashboards import DASHBOARDS, dashboard_json, house, provisioning
 from gpu_execution_pack.dashboards import lint as dashboard_lint
-from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.rules.files import all_groups, rule_files
 
 from .conftest import EXECUTION, REPO

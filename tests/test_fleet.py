@@ -9,8 +9,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.rules.files import all_groups
 from gpu_execution_pack.scenario.model import PHASES, STEP_SECONDS
 from gpu_execution_pack.scenario.render import raw_for

@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
+from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.scenario import library
 from gpu_execution_pack.scenario.render import Renderer
 

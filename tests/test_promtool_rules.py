@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from gpu_execution_pack import cli, promtool, testsuites
+from gpu_execution_pack import catalog, cli, promtool, testsuites
+from gpu_execution_pack.catalog import Formula, Unit, signal
 from gpu_execution_pack.promql import aggregate
-from gpu_execution_pack.rules import catalog
-from gpu_execution_pack.rules.catalog import Formula, Unit, signal
 
 from .conftest import REPO, env_without_promtool, suite_failures
 

@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gpu_execution_pack import testsuites
+from gpu_execution_pack import catalog, testsuites
 from gpu_execution_pack.config import config_from_mapping
 from gpu_execution_pack.promql import call
-from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.rules.recording import Attribution, RuleBuilder
 from gpu_execution_pack.scenario import library
 from gpu_execution_pack.scenario.model import FRAMEBUFFER_SIGNALS

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.scenario import expected, library, model, render
 
 

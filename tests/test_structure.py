@@ -10,11 +10,11 @@ import sys
 import venv
 from pathlib import Path
 
-from gpu_execution_pack.rules import catalog
+from gpu_execution_pack import catalog
 
 from .conftest import REPO
 
-CATALOG = REPO / "generator" / "gpu_execution_pack" / "rules" / "catalog.py"
+CATALOG = REPO / "generator" / "gpu_execution_pack" / "catalog"
 # The contract table in test_catalog.py states the API's recorded names on purpose, independently.
 CONTRACT_TABLE = REPO / "tests" / "test_catalog.py"
 
@@ -32,7 +32,7 @@ def test_no_recorded_series_name_is_spelled_outside_the_catalog():
     sources += list((REPO / "generator").rglob("*.j2"))
     found = []
     for path in sources:
-        if path in (CATALOG, CONTRACT_TABLE):
+        if path.parent == CATALOG or path == CONTRACT_TABLE:
             continue
         if path.suffix == ".py":
             hits = [(line, m.group(0)) for line, text in string_literals(path) for m in spelled.finditer(text)]

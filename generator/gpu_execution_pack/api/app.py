@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from gpu_execution_pack import catalog
 from gpu_execution_pack.api.auth import ALL_TENANTS, INSECURE_FLAG, load_keys, no_keys_message, tenant_for
 from gpu_execution_pack.api.metrics import (
     DEFAULT_STEP,
@@ -32,7 +33,6 @@ from gpu_execution_pack.api.prometheus import PrometheusClient, PrometheusError,
 from gpu_execution_pack.config import Config, ConfigError
 from gpu_execution_pack.promql.durations import DURATION_PATTERN
 from gpu_execution_pack.report import document
-from gpu_execution_pack.rules import catalog
 
 PATH = "/api/v2/external/execution/{execution_id}/metrics"
 SUMMARY_PATH = "/api/v2/external/execution/{execution_id}/summary"

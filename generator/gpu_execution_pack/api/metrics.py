@@ -27,11 +27,11 @@ from typing import Any
 import httpx
 import orjson
 
+from gpu_execution_pack import catalog
 from gpu_execution_pack.api.prometheus import PrometheusClient, PrometheusError, deadline, off_loop
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import Expr, aggregate, call, match, on, parse_duration_seconds, render, selector
 from gpu_execution_pack.promql.durations import DURATION_RE, duration_text
-from gpu_execution_pack.rules import catalog
 
 MAX_POINTS_PER_QUERY = 11_000  # Prometheus refuses more per series
 CHUNK_POINTS = 10_000

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from gpu_execution_pack.catalog import EXECUTION_LABEL
 from gpu_execution_pack.config.loader import LABEL_NAME_RE, ConfigError, opt
-from gpu_execution_pack.rules.catalog import EXECUTION_LABEL
 
 SECTION = "alertmanager"
 # One label matcher as the loader's `matchers` kind accepts it: name, operator, quoted value.

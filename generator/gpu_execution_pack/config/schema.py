@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gpu_execution_pack import catalog
 from gpu_execution_pack.config.alertmanager import Alertmanager
 from gpu_execution_pack.config.loader import ConfigError, opt, section
 from gpu_execution_pack.promql.durations import parse_duration_seconds
-from gpu_execution_pack.rules import catalog
 
 SEVERITIES = ("critical", "warning", "info")
 CAUSE_SEVERITIES = ("warning", "info")  # alerts about causes (throttling) must not page

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.dashboards import fleet, house
 from gpu_execution_pack.dashboards.execution import billed_cost, gpu_hours, priced, query, stacked
 from gpu_execution_pack.dashboards.house import Section, table, timeseries
 from gpu_execution_pack.promql import aggregate
-from gpu_execution_pack.rules import catalog
 
 
 def title(cfg: Config) -> str:

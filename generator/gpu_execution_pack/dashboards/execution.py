@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gpu_execution_pack import promql
+from gpu_execution_pack import catalog, promql
+from gpu_execution_pack.catalog import Series
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.dashboards import house
 from gpu_execution_pack.dashboards.house import Query, Section, stat, timeseries
 from gpu_execution_pack.promql import Binary, Expr, Range, Selector, aggregate, any_of, call, join, match, on, selector
-from gpu_execution_pack.rules import catalog
-from gpu_execution_pack.rules.catalog import Series
 
 VARIABLE = "execution_id"
 # The dashboard's execution: Grafana substitutes the variable before the query is sent.

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from gpu_execution_pack import catalog
+from gpu_execution_pack.catalog import Series
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.dashboards import execution, house
 from gpu_execution_pack.dashboards.execution import energy_kwh, gpu_hours, query
 from gpu_execution_pack.dashboards.house import Section, stat, table, timeseries
 from gpu_execution_pack.promql import Expr, Paren, aggregate, any_of, call, on
-from gpu_execution_pack.rules import catalog
-from gpu_execution_pack.rules.catalog import Series
 
 
 def title(cfg: Config) -> str:

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import jinja2
 
-from gpu_execution_pack import __version__
+from gpu_execution_pack import __version__, catalog
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.output import command
 from gpu_execution_pack.promql import parse_duration_seconds
-from gpu_execution_pack.rules import catalog
 
 
 def environment() -> jinja2.Environment:

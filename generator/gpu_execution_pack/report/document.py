@@ -11,13 +11,13 @@ import math
 import time
 from typing import Any
 
+from gpu_execution_pack import catalog
 from gpu_execution_pack.api.metrics import ExecutionMetrics, RequestError, check_execution_id, iso, parse_time
 from gpu_execution_pack.api.prometheus import PrometheusClient
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.report import figures as fig
 from gpu_execution_pack.report.verdicts import judge
-from gpu_execution_pack.rules import catalog
 
 JOULES_PER_KWH = 3_600_000
 MAX_HEAVY_PHASE_POINTS = 10_000  # points of the one range query that finds the heavy phase

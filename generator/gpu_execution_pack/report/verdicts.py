@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.report.figures import REQUIRED_GPU_SERIES, ExecutionFigures, GpuFigures
-from gpu_execution_pack.rules import catalog
 
 # The vocabulary, in the order verdicts are listed.
 CODES: tuple[str, ...] = (

@@ -13,6 +13,8 @@ is not the one worth reading (the host CPU of an underused execution, say).
 
 from __future__ import annotations
 
+from gpu_execution_pack import catalog
+from gpu_execution_pack.catalog import EXECUTION_LABEL, GPU_IDENTITY_LABELS, Series
 from gpu_execution_pack.config import Config, PredictAlert
 from gpu_execution_pack.promql import (
     Binary,
@@ -27,8 +29,6 @@ from gpu_execution_pack.promql import (
     parse_duration_seconds,
     selector,
 )
-from gpu_execution_pack.rules import catalog
-from gpu_execution_pack.rules.catalog import EXECUTION_LABEL, GPU_IDENTITY_LABELS, Series
 from gpu_execution_pack.rules.groups import AlertRule, RuleGroup
 
 ALERT_PREFIX = "GpuExecution"

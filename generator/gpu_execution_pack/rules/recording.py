@@ -17,6 +17,8 @@ with one row per host is the "one" side, so several executions on one host never
 
 from __future__ import annotations
 
+from gpu_execution_pack import catalog
+from gpu_execution_pack.catalog import EXECUTION_LABEL, GPU_IDENTITY_LABELS, HOST_LABEL, Formula, Series, Signal
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import (
     Expr,
@@ -33,8 +35,6 @@ from gpu_execution_pack.promql import (
     selector,
     substitute,
 )
-from gpu_execution_pack.rules import catalog
-from gpu_execution_pack.rules.catalog import EXECUTION_LABEL, GPU_IDENTITY_LABELS, HOST_LABEL, Formula, Series, Signal
 from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
 
 GROUP_PREFIX = "gpu-execution-pack"

@@ -40,9 +40,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpu_execution_pack import catalog
 from gpu_execution_pack.config import SEVERITIES, Config
 from gpu_execution_pack.output import command, yaml_document
-from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.rules.alerts import ALERT_PREFIX, AlertBuilder, alert_rules
 from gpu_execution_pack.rules.files import SOURCE
 from gpu_execution_pack.rules.groups import AlertRule

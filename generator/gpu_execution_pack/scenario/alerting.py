@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 
+from gpu_execution_pack import catalog
+from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL, Series
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import parse_duration_seconds
-from gpu_execution_pack.rules import catalog
-from gpu_execution_pack.rules.catalog import EXECUTION_LABEL, HOST_LABEL, Series
 from gpu_execution_pack.scenario import expected, model
 from gpu_execution_pack.scenario.humanize import go_value, humanize, humanize_percentage
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Scenario

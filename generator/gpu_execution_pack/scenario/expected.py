@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from gpu_execution_pack.rules import catalog
-from gpu_execution_pack.rules.catalog import EXECUTION_LABEL, HOST_LABEL
+from gpu_execution_pack import catalog
+from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL
 from gpu_execution_pack.scenario import model
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Host, Scenario
 

@@ -16,8 +16,8 @@ from bisect import bisect_right
 from dataclasses import dataclass, replace
 from functools import cache, cached_property
 
-from gpu_execution_pack.rules import catalog
-from gpu_execution_pack.rules.catalog import Series
+from gpu_execution_pack import catalog
+from gpu_execution_pack.catalog import Series
 
 # Independent unit facts for the oracle (not read from the catalog on purpose).
 BYTES_PER_MIB = 1024 * 1024

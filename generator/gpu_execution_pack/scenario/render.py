@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache, partial
 
+from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.scenario import model
 from gpu_execution_pack.scenario.model import Execution, Gpu, Host, Scenario
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
+from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import parse_duration_seconds
-from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.scenario import alerting, model
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Scenario
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import format_duration
-from gpu_execution_pack.rules import catalog
 from gpu_execution_pack.scenario import expected, render
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Scenario
 

@@ -1,0 +1,40 @@
+"""Label names: the contract's labels on recorded series, and how exporters and Kubernetes spell theirs."""
+
+from __future__ import annotations
+
+# --- Labels -----------------------------------------------------------------------------------
+EXECUTION_LABEL = "execution_id"  # the contract's label on every recorded series
+HOST_LABEL = "hostname"  # the contract's host label on every recorded series
+
+# Labels that identify one GPU, or one MIG instance of it, on every execution_gpu: series.
+# GPU_I_ID and GPU_I_PROFILE exist only on MIG instances and stay absent elsewhere.
+GPU_IDENTITY_LABELS: tuple[str, ...] = (HOST_LABEL, "gpu", "UUID", "modelName", "GPU_I_ID", "GPU_I_PROFILE")
+# The labels a mapping metric joins on: a GPU's UUID and, on MIG, its instance id (CEEMS style).
+GPU_JOIN_LABELS: tuple[str, ...] = ("UUID", "GPU_I_ID")
+MODEL_LABEL = "modelName"
+
+# Behind a ServiceMonitor with honorLabels: false (the Helm chart's and the GPU Operator's default)
+# a workload's pod labels arrive as exported_<label>, while namespace and pod name the exporter
+# itself (domain-notes 2.3, 7): a label is read from exported_<label> where that is present.
+EXPORTED_PREFIX = "exported_"
+KUBERNETES_JOIN_LABELS: tuple[str, ...] = ("namespace", "pod")
+
+# --- Host identity --------------------------------------------------------------------------
+# A host's name is resolved once per scrape target (job, instance), not guessed per series:
+# rules.recording records which host each dcgm-exporter and node_exporter target is on.
+TARGET_LABELS: tuple[str, ...] = ("job", "instance")
+# dcgm-exporter's host label: Hostname up to 4.8.2, hostname from 4.8.3; a scrape config may add
+# its own hostname beside an old exporter's Hostname (domain-notes 7).
+DCGM_HOST_LABELS: tuple[str, ...] = (HOST_LABEL, "Hostname")
+# kube-state-metrics' kube_pod_info names each pod's node: the dcgm-exporter pod's node is its GPUs'.
+POD_NODE_LABEL = "node"
+# The host part of a target's address ("10.0.0.7" of "10.0.0.7:9400"): dcgm-exporter and
+# node_exporter scraped from one machine share it.
+ADDRESS_REGEX = "(.+):[0-9]+"
+# kube-state-metrics exposes an allow-listed pod label <name> as label_<name>.
+KUBE_POD_LABEL_PREFIX = "label_"
+
+# node_exporter: host-level series are joined to executions through the node's name.
+NODE_INFO_METRIC = "node_uname_info"
+NODE_NAME_LABEL = "nodename"
+NODE_TARGET_LABELS: tuple[str, ...] = TARGET_LABELS

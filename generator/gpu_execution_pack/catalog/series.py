@@ -1,0 +1,471 @@
+"""Recorded series: every series the pack records, with its labels, unit and formulas.
+
+Formulas are PromQL trees in which ``signal("fb_used")`` stands for a signal;
+``gpu_execution_pack.rules.recording`` expands each into a normalised, attributed selector.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpu_execution_pack.promql import Expr, Placeholder, Selector, aggregate, call, placeholders, selector
+
+from .labels import (
+    DCGM_HOST_LABELS,
+    EXECUTION_LABEL,
+    GPU_IDENTITY_LABELS,
+    HOST_LABEL,
+    KUBERNETES_JOIN_LABELS,
+    MODEL_LABEL,
+    NODE_TARGET_LABELS,
+    TARGET_LABELS,
+)
+from .signals import SIGNALS
+from .units import UNITS
+
+# --- Recorded series --------------------------------------------------------------------------
+
+
+def signal(key: str) -> Placeholder:
+    """A signal in a formula: ``rules.recording`` puts its normalised, attributed selector there."""
+    if key not in SIGNALS:
+        raise KeyError(f"no signal {key!r} in the catalog")
+    return Placeholder(key)
+
+
+@dataclass(frozen=True)
+class Formula:
+    """One way to compute a series; a series tries its formulas in order (PromQL ``or``).
+
+    ``expr`` is a PromQL tree over signals (``signal("fb_used")``) or over recorded series;
+    ``where`` adds label matchers to every raw selector of the formula.
+    """
+
+    expr: Expr
+    where: str = ""
+    note: str = ""
+
+    @property
+    def signals(self) -> tuple[str, ...]:
+        """The signals the formula reads, in order of first use; empty if it reads recorded series only."""
+        return placeholders(self.expr)
+
+
+# Labels of each level of recorded series. The tenant label (api.tenant_label) is added to the
+# per-GPU series by the rules, from the config.
+GPU_LABELS: tuple[str, ...] = (EXECUTION_LABEL, *GPU_IDENTITY_LABELS)
+NODE_LABELS: tuple[str, ...] = (EXECUTION_LABEL, HOST_LABEL)
+EXECUTION_LABELS: tuple[str, ...] = (EXECUTION_LABEL,)
+MODEL_LABELS: tuple[str, ...] = (EXECUTION_LABEL, MODEL_LABEL)
+
+
+@dataclass(frozen=True)
+class Series:
+    """A recorded series: its name, labels and base unit, how it is computed, and its API name if any."""
+
+    name: str
+    unit: str
+    labels: tuple[str, ...]
+    formulas: tuple[Formula, ...]
+    doc: str
+    api_name: str = ""
+    api_unit: str = ""
+
+    def select(self, *matchers: str) -> Selector:
+        """A selector of this series, e.g. ``GPU_UTILIZATION.select(match(EXECUTION_LABEL, id))``."""
+        return selector(self.name, *matchers)
+
+    def to_api(self, value: float) -> float:
+        """A base-unit value in the API's unit; rounded to 9 decimals so 0.57 reads 57, not 56.99999999999999."""
+        unit = UNITS[self.api_unit]
+        return value if unit.op == "" else round(unit.from_base(value), 9)
+
+
+def _gpu(name: str, unit: str, doc: str, *formulas: Formula, api: tuple[str, str] = ("", "")) -> Series:
+    return Series(name, unit, GPU_LABELS, formulas, doc, api[0], api[1])
+
+
+# Per-GPU series, in evaluation order: a formula may read series recorded above it.
+GPU_UTILIZATION = _gpu(
+    "execution_gpu:gpu_utilization_ratio",
+    "ratio",
+    "GPU utilisation, 0-1.",
+    Formula(signal("gpu_util"), where='GPU_I_ID=""', note="whole GPUs"),
+    Formula(signal("gr_engine_active"), note="MIG instances, and GPUs without DCGM_FI_DEV_GPU_UTIL"),
+    api=("gpuUtilizationPercent", "percent"),
+)
+GPU_MEMORY_USED = _gpu(
+    "execution_gpu:gpu_memory_used_bytes",
+    "bytes",
+    "Framebuffer memory in use.",
+    Formula(signal("fb_used")),
+)
+# Usable capacity excludes the driver's reserve, so the ratio reaches 1 exactly when nothing is
+# left to allocate, whichever of the memory fields an install collects.
+GPU_MEMORY_TOTAL = _gpu(
+    "execution_gpu:gpu_memory_total_bytes",
+    "bytes",
+    "Framebuffer memory usable by processes.",
+    Formula(signal("fb_used") + signal("fb_free")),
+    Formula(signal("fb_capacity") - signal("fb_reserved"), note="where FB_FREE is not collected"),
+    Formula(signal("fb_capacity"), note="where neither FB_FREE nor FB_RESERVED is collected"),
+)
+GPU_MEMORY_UTILIZATION = _gpu(
+    "execution_gpu:gpu_memory_utilization_ratio",
+    "ratio",
+    "Framebuffer capacity used, 0-1.",
+    Formula(GPU_MEMORY_USED.select() / GPU_MEMORY_TOTAL.select().gt(0)),
+    api=("gpuMemoryUtilizationPercent", "percent"),
+)
+GPU_TEMPERATURE = _gpu(
+    "execution_gpu:gpu_temperature_celsius",
+    "celsius",
+    "GPU temperature.",
+    Formula(signal("gpu_temp")),
+    api=("gpuTemperatureCelsius", "celsius"),
+)
+GPU_POWER = _gpu(
+    "execution_gpu:gpu_power_watts",
+    "watts",
+    "Board power draw (device-wide on MIG).",
+    Formula(signal("power_usage")),
+    api=("gpuPowerWatt", "watts"),
+)
+GPU_POWER_LIMIT = _gpu(
+    "execution_gpu:gpu_power_limit_watts",
+    "watts",
+    "Enforced power limit where exported, else the requested one.",
+    Formula(signal("power_limit_enforced")),
+    Formula(signal("power_limit_requested"), note="where the enforced limit is not exported"),
+    api=("gpuPowerLimitWatt", "watts"),
+)
+GPU_SM_CLOCK = _gpu(
+    "execution_gpu:gpu_sm_clock_hertz",
+    "hertz",
+    "SM clock.",
+    Formula(signal("sm_clock")),
+    api=("gpuClockSmMhz", "MHz"),
+)
+GPU_MEMORY_CLOCK = _gpu(
+    "execution_gpu:gpu_memory_clock_hertz",
+    "hertz",
+    "Memory clock.",
+    Formula(signal("mem_clock")),
+    api=("gpuClockMemMhz", "MHz"),
+)
+GPU_PCIE_RX = _gpu(
+    "execution_gpu:gpu_pcie_rx_bytes_per_second",
+    "bytes_per_second",
+    "PCIe host-to-device throughput.",
+    Formula(signal("pcie_rx")),
+    api=("gpuPcieThroughputRxBytesPerSec", "bytes_per_second"),
+)
+GPU_PCIE_TX = _gpu(
+    "execution_gpu:gpu_pcie_tx_bytes_per_second",
+    "bytes_per_second",
+    "PCIe device-to-host throughput.",
+    Formula(signal("pcie_tx")),
+    api=("gpuPcieThroughputTxBytesPerSec", "bytes_per_second"),
+)
+GPU_SERIES: tuple[Series, ...] = (
+    GPU_UTILIZATION,
+    GPU_MEMORY_USED,
+    GPU_MEMORY_TOTAL,
+    GPU_MEMORY_UTILIZATION,
+    GPU_TEMPERATURE,
+    GPU_POWER,
+    GPU_POWER_LIMIT,
+    GPU_SM_CLOCK,
+    GPU_MEMORY_CLOCK,
+    GPU_PCIE_RX,
+    GPU_PCIE_TX,
+)
+
+# Per-GPU series the alert rules read. The exporter fields behind some are not collected by
+# default; where they are missing the alerts fall back to the series above.
+GPU_POWER_TO_LIMIT = _gpu(
+    "execution_gpu:gpu_power_to_limit_ratio",
+    "ratio",
+    "Board power draw as a share of the power limit.",
+    Formula(GPU_POWER.select() / GPU_POWER_LIMIT.select().gt(0)),
+)
+# A running maximum: the rule reads its own previous value, and the comparison with the current
+# clock ends the series with the execution. It holds through hours of capping, where a
+# max_over_time window would forget the unthrottled clock.
+_SM_CLOCK_PEAK_NAME = "execution_gpu:gpu_sm_clock_peak_hertz"
+GPU_SM_CLOCK_PEAK = _gpu(
+    _SM_CLOCK_PEAK_NAME,
+    "hertz",
+    "The GPU's highest SM clock: its max clock where exported, else the peak seen during the execution.",
+    Formula(signal("max_sm_clock"), note="where DCGM_FI_DEV_MAX_SM_CLOCK is collected"),
+    Formula(selector(_SM_CLOCK_PEAK_NAME).gt(GPU_SM_CLOCK.select()), note="earlier peak"),
+    Formula(GPU_SM_CLOCK.select(), note="first sample, or a new peak"),
+)
+GPU_CLOCKS_EVENT_REASONS = _gpu(
+    "execution_gpu:gpu_clocks_event_reasons",
+    "bitmask",
+    "Why the clocks are held down, as DCGM's bitmask (domain-notes 2.1).",
+    Formula(signal("clocks_event_reasons")),
+)
+GPU_POWER_VIOLATION = _gpu(
+    "execution_gpu:gpu_power_violation_ratio",
+    "ratio",
+    "Share of the rate window the clocks were held down by the power limit.",
+    Formula(signal("power_violation")),
+)
+GPU_THERMAL_VIOLATION = _gpu(
+    "execution_gpu:gpu_thermal_violation_ratio",
+    "ratio",
+    "Share of the rate window the clocks were held down by temperature.",
+    Formula(signal("thermal_violation")),
+)
+GPU_LAST_XID = _gpu(
+    "execution_gpu:gpu_last_xid",
+    "xid",
+    "The last Xid code the GPU reported; sticky, so alerts look at its changes.",
+    Formula(signal("xid_last")),
+)
+# The energy counter as a running total in joules: increase() over a span is the energy used in it.
+GPU_ENERGY = _gpu(
+    "execution_gpu:gpu_energy_consumed_joules",
+    "joules",
+    "Energy the GPU consumed since its driver loaded (device-wide on MIG): take increase() over a span.",
+    Formula(signal("energy")),
+)
+GPU_HEALTH_SERIES: tuple[Series, ...] = (
+    GPU_POWER_TO_LIMIT,
+    GPU_SM_CLOCK_PEAK,
+    GPU_CLOCKS_EVENT_REASONS,
+    GPU_POWER_VIOLATION,
+    GPU_THERMAL_VIOLATION,
+    GPU_LAST_XID,
+    GPU_ENERGY,
+)
+
+# 1 while the condition of the throttling alert holds for the GPU, else 0 (never absent while the
+# GPU is held, so a span's sum counts throttled samples). rules.recording builds them from the
+# alerts' own conditions, so the report's throttled time and the alerts cannot disagree.
+GPU_POWER_THROTTLED = Series(
+    "execution_gpu:gpu_power_throttled",
+    "bool",
+    GPU_LABELS,
+    (),
+    "1 while the PowerThrottling alert's condition holds for the GPU, else 0.",
+)
+GPU_THERMAL_THROTTLED = Series(
+    "execution_gpu:gpu_thermal_throttled",
+    "bool",
+    GPU_LABELS,
+    (),
+    "1 while the ThermalThrottling alert's condition holds for the GPU, else 0.",
+)
+GPU_CONDITION_SERIES: tuple[Series, ...] = (GPU_POWER_THROTTLED, GPU_THERMAL_THROTTLED)
+
+# The series that says which GPUs an execution holds: present for every attributed GPU.
+GPU_PRESENCE = GPU_UTILIZATION
+
+# The hosts an execution holds GPUs on; every execution_node: series is joined through it.
+NODE_GPU_COUNT = Series(
+    "execution_node:gpu_count",
+    "count",
+    NODE_LABELS,
+    (Formula(aggregate("count", NODE_LABELS, GPU_PRESENCE.select())),),
+    "GPUs or MIG instances the execution holds on the host.",
+)
+
+# Host-level series. Formulas compute one value per node_exporter target (job, instance);
+# rules.recording joins them to the hosts each execution holds GPUs on. Counter signals are
+# read per target as the average of their CPUs' rates (NODE_COUNTER_RATES).
+NODE_RAM_TOTAL = Series(
+    "execution_node:system_ram_total_bytes",
+    "bytes",
+    NODE_LABELS,
+    (Formula(signal("mem_total")),),
+    "Host RAM size.",
+    "systemRamTotalBytes",
+    "bytes",
+)
+NODE_RAM_USED = Series(
+    "execution_node:system_ram_used_bytes",
+    "bytes",
+    NODE_LABELS,
+    (Formula(signal("mem_total") - signal("mem_available")),),
+    "Host RAM in use (total minus available).",
+    "systemRamUsedBytes",
+    "bytes",
+)
+NODE_CPU_UTILIZATION = Series(
+    "execution_node:system_cpu_utilization_ratio",
+    "ratio",
+    NODE_LABELS,
+    # Clamped: a ratio never leaves [0, 1], whatever a counter does within the window.
+    (Formula(call("clamp", 1 - aggregate("avg", NODE_TARGET_LABELS, signal("cpu_idle_seconds")), 0, 1)),),
+    "Host CPU busy share, averaged over its CPUs, 0-1.",
+    "systemCpuUsagePercent",
+    "percent",
+)
+NODE_SERIES: tuple[Series, ...] = (NODE_RAM_TOTAL, NODE_RAM_USED, NODE_CPU_UTILIZATION)
+
+# Read from the host series above, once they are joined to executions.
+NODE_RAM_UTILIZATION = Series(
+    "execution_node:system_ram_utilization_ratio",
+    "ratio",
+    NODE_LABELS,
+    (Formula(NODE_RAM_USED.select() / NODE_RAM_TOTAL.select().gt(0)),),
+    "Host RAM in use, 0-1.",
+)
+NODE_DERIVED_SERIES: tuple[Series, ...] = (NODE_RAM_UTILIZATION,)
+
+
+def _execution(name: str, unit: str, expr: Expr, doc: str) -> Series:
+    return Series(name, unit, EXECUTION_LABELS, (Formula(expr),), doc)
+
+
+def _by_execution(op: str, series: Series) -> Expr:
+    return aggregate(op, EXECUTION_LABELS, series.select())
+
+
+# Per-execution rollups, read from the series above. Device-wide fields (power) repeat on every
+# MIG instance of a GPU, so sums of them are taken once per UUID.
+EXECUTION_GPU_COUNT = _execution(
+    "execution:gpu_count", "count", _by_execution("count", GPU_PRESENCE), "GPUs or MIG instances the execution holds."
+)
+EXECUTION_HOST_COUNT = _execution(
+    "execution:host_count", "count", _by_execution("count", NODE_GPU_COUNT), "Hosts the execution holds GPUs on."
+)
+EXECUTION_GPU_UTILIZATION_AVG = _execution(
+    "execution:gpu_utilization_ratio:avg",
+    "ratio",
+    _by_execution("avg", GPU_UTILIZATION),
+    "Mean utilisation over the execution's GPUs, 0-1.",
+)
+EXECUTION_GPU_MEMORY_UTILIZATION_MAX = _execution(
+    "execution:gpu_memory_utilization_ratio:max",
+    "ratio",
+    _by_execution("max", GPU_MEMORY_UTILIZATION),
+    "Highest framebuffer capacity used among the execution's GPUs, 0-1.",
+)
+EXECUTION_GPU_MEMORY_USED_SUM = _execution(
+    "execution:gpu_memory_used_bytes:sum",
+    "bytes",
+    _by_execution("sum", GPU_MEMORY_USED),
+    "Framebuffer memory in use over all the execution's GPUs (MIG instances have their own).",
+)
+EXECUTION_GPU_POWER_SUM = _execution(
+    "execution:gpu_power_watts:sum",
+    "watts",
+    aggregate("sum", EXECUTION_LABELS, aggregate("max", (EXECUTION_LABEL, "UUID"), GPU_POWER.select())),
+    "Board power of the execution's GPUs, each physical GPU counted once.",
+)
+EXECUTION_GPU_TEMPERATURE_MAX = _execution(
+    "execution:gpu_temperature_celsius:max",
+    "celsius",
+    _by_execution("max", GPU_TEMPERATURE),
+    "Hottest of the execution's GPUs.",
+)
+EXECUTION_SERIES: tuple[Series, ...] = (
+    EXECUTION_GPU_COUNT,
+    EXECUTION_HOST_COUNT,
+    EXECUTION_GPU_UTILIZATION_AVG,
+    EXECUTION_GPU_MEMORY_UTILIZATION_MAX,
+    EXECUTION_GPU_MEMORY_USED_SUM,
+    EXECUTION_GPU_POWER_SUM,
+    EXECUTION_GPU_TEMPERATURE_MAX,
+)
+
+# What cost attribution needs, per execution and GPU model: GPU-hours are the allocated count
+# integrated over time, GPU-hours of work the summed utilisation integrated over time.
+MODEL_GPU_COUNT = Series(
+    "execution_model:gpu_count",
+    "count",
+    MODEL_LABELS,
+    (Formula(aggregate("count", MODEL_LABELS, GPU_PRESENCE.select())),),
+    "GPUs or MIG instances of each model the execution holds: integrated over time, the GPU-hours billed.",
+)
+MODEL_GPU_UTILIZATION_SUM = Series(
+    "execution_model:gpu_utilization_ratio:sum",
+    "ratio",
+    MODEL_LABELS,
+    (Formula(aggregate("sum", MODEL_LABELS, GPU_UTILIZATION.select())),),
+    "Busy GPU-equivalents of each model: integrated over time, the GPU-hours of actual work.",
+)
+COST_SERIES: tuple[Series, ...] = (MODEL_GPU_COUNT, MODEL_GPU_UTILIZATION_SUM)
+# The price of a GPU-hour per model, recorded from the config (dashboards.price_per_gpu_hour);
+# rules.recording builds its expression from the config.
+PRICE = Series(
+    "gpu_model:price_per_gpu_hour",
+    "price",
+    (MODEL_LABEL,),
+    (),
+    "Price of a GPU-hour per `modelName`, in `dashboards.currency`.",
+)
+
+# The host of every scrape target, recorded first; the formulas depend on the config (host_regex,
+# selectors), so rules.recording builds them.
+_TARGET_HOST = (*TARGET_LABELS, HOST_LABEL)
+DCGM_TARGET_LABELS = Series(
+    "gpu_exporter:host_labels",
+    "info",
+    (*TARGET_LABELS, *DCGM_HOST_LABELS, *KUBERNETES_JOIN_LABELS),
+    (),
+    "The host labels each dcgm-exporter target publishes (one pass over its GPUs): what its host is resolved from.",
+)
+NODE_EXPORTER_HOST = Series(
+    "node_exporter:host_info",
+    "info",
+    _TARGET_HOST,
+    (),
+    "The host each node_exporter target is on: its nodename (after node.host_regex), or, for a placeholder "
+    "nodename, the dcgm-exporter host scraped from the same address, else that address.",
+)
+GPU_EXPORTER_HOST = Series(
+    "gpu_exporter:host_info",
+    "info",
+    _TARGET_HOST,
+    (),
+    "The host each dcgm-exporter target is on: the first of its hostname or Hostname label, its pod's "
+    "Kubernetes node, or the node_exporter at its address that names a known host; else its own label.",
+)
+# A node counter is rated from one series per target: a host has 64 to 224 CPUs, and rating each
+# CPU's counter over the rate windows in every evaluation cost the host CPU series most of its
+# group's time at fleet scale (docs/benchmarks.md). One pass per evaluation records the average
+# over a target's CPUs of each one's last rate (irate over rate_window_fallback: the last two
+# samples, whatever the scrape interval up to half that window); the host series average that
+# over rate_window. At a 15 s scrape and evaluation each recorded sample is one scrape interval,
+# so the average over 1m is the counters' rate over 1m.
+NODE_CPU_IDLE_RATE = Series(
+    "node_exporter:cpu_idle_seconds:avg_irate",
+    "ratio",
+    TARGET_LABELS,
+    (Formula(aggregate("avg", NODE_TARGET_LABELS, signal("cpu_idle_seconds"))),),
+    "Idle seconds per second of each node_exporter target, averaged over its CPUs, from each CPU's last two "
+    "samples: the host CPU series average it over rate_window.",
+)
+# The most a per-CPU rate of each node counter can really be (idle seconds per second: 1), with 10 %
+# for scrape timing jitter. irate() reads a counter that went down as a reset worth its whole value:
+# one CPU's idle seconds stepping back (node_exporter before 1.1, #1686) lifts its target's average
+# far above this (a counter of 200 s over a 15 s scrape on a 128-CPU host already adds 0.1), and the
+# host series have no value while such a sample lies within rate_window. A real reset (a reboot)
+# reads as at most the seconds since boot, and passes.
+NODE_COUNTER_RATES: dict[str, tuple[Series, float]] = {"cpu_idle_seconds": (NODE_CPU_IDLE_RATE, 1.1)}
+HOST_SERIES: tuple[Series, ...] = (
+    DCGM_TARGET_LABELS,
+    NODE_EXPORTER_HOST,
+    GPU_EXPORTER_HOST,
+    NODE_CPU_IDLE_RATE,
+)
+
+ALL_SERIES: tuple[Series, ...] = (
+    *HOST_SERIES,
+    *GPU_SERIES,
+    *GPU_HEALTH_SERIES,
+    *GPU_CONDITION_SERIES,
+    NODE_GPU_COUNT,
+    *NODE_SERIES,
+    *NODE_DERIVED_SERIES,
+    *EXECUTION_SERIES,
+    *COST_SERIES,
+    PRICE,
+)
+# Every series the endpoint serves, wherever its group puts it (a derived one comes after its inputs).
+API_SERIES: tuple[Series, ...] = tuple(s for s in ALL_SERIES if s.api_name)

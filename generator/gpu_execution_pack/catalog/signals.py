@@ -1,0 +1,280 @@
+"""Signals: what exporters publish, per exporter generation, with its unit and labels.
+
+A signal is one logical measurement (GPU utilisation, framebuffer used, ...) with the raw metric
+each exporter generation emits for it. Adding an exporter generation is one more ``RawMetric`` in
+the signals it renamed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from .labels import NODE_INFO_METRIC
+from .units import VIOLATION_UNIT
+
+# --- Exporter generations -------------------------------------------------------------------
+# dcgm-exporter renamed fields and changed units twice (domain-notes 2.4). A generation is
+# named by the first release that emits its names; "4.8" stands for every release up to 4.8.x.
+GENERATIONS: tuple[str, ...] = ("3.3", "4.8", "4.9", "4.10")
+GENERATION_NOTES: dict[str, str] = {
+    "3.3": "dcgm-exporter 2.x up to 3.3.6-3.4.2: as 4.8, but PCIe in DCGM_FI_DEV_PCIE_{RX,TX}_THROUGHPUT (KB/s)",
+    "4.8": "dcgm-exporter 3.3.7-3.5.0 up to 4.8.x: DCGM 3 names, utilisation in %, clocks in MHz, memory in MiB",
+    "4.9": "4.9.x: DCGM 4.7 names, utilisation as ratio 0-1, clocks in Hz, memory in bytes",
+    "4.10": "4.10 and later: as 4.9, and DCGM_FI_PROF_PCIE_{RX,TX}_BYTES become *_BYTES_PER_SECOND",
+}
+
+# --- Raw metrics and signals ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RawMetric:
+    """One metric as an exporter emits it."""
+
+    name: str
+    unit: str
+    type: Literal["gauge", "counter"] = "gauge"
+    generations: tuple[str, ...] = GENERATIONS
+    default_collected: bool = True
+    matchers: str = ""  # fixed label matchers, e.g. mode="idle"
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A measurement in one base unit, read from whichever raw metric the exporter emits."""
+
+    key: str
+    exporter: Literal["dcgm", "node"]
+    base_unit: str
+    raws: tuple[RawMetric, ...]
+    doc: str
+    # Device-wide DCGM fields repeat on every MIG instance of a GPU: roll them up per UUID.
+    device_wide: bool = False
+    # A counter recorded as its running total (readers take increase()), not read as a rate.
+    cumulative: bool = False
+
+    def raws_for(self, generations: tuple[str, ...]) -> tuple[RawMetric, ...]:
+        """The raw metrics emitted by any of the given generations, newest name first."""
+        chosen = [r for r in self.raws if set(r.generations) & set(generations)]
+        return tuple(sorted(chosen, key=lambda r: -max(GENERATIONS.index(g) for g in r.generations)))
+
+
+_OLD = ("3.3", "4.8")  # DCGM 3 names
+_NEW = ("4.9", "4.10")  # DCGM 4.7 names
+
+
+def _dcgm(
+    key: str, base: str, doc: str, *raws: RawMetric, device_wide: bool = False, cumulative: bool = False
+) -> Signal:
+    return Signal(key, "dcgm", base, raws, doc, device_wide, cumulative)
+
+
+SIGNALS: dict[str, Signal] = {
+    s.key: s
+    for s in (
+        _dcgm(
+            "gpu_util",
+            "ratio",
+            "Share of time a kernel ran on the GPU; 0 or absent on MIG instances.",
+            RawMetric("DCGM_FI_DEV_GPU_UTIL", "percent", generations=_OLD),
+            RawMetric("DCGM_FI_DEV_GPU_UTIL_RATIO", "ratio", generations=_NEW),
+        ),
+        _dcgm(
+            "gr_engine_active",
+            "ratio",
+            "Graphics/compute engine activity; the utilisation of a MIG instance.",
+            RawMetric("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "ratio", generations=_OLD),
+            RawMetric("DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", "ratio", generations=_NEW),
+        ),
+        _dcgm(
+            "fb_used",
+            "bytes",
+            "Framebuffer memory in use (not MEM_COPY_UTIL, which is bandwidth).",
+            RawMetric("DCGM_FI_DEV_FB_USED", "MiB", generations=_OLD),
+            RawMetric("DCGM_FI_DEV_FB_USED_BYTES", "bytes", generations=_NEW),
+        ),
+        _dcgm(
+            "fb_free",
+            "bytes",
+            "Framebuffer memory free.",
+            RawMetric("DCGM_FI_DEV_FB_FREE", "MiB", generations=_OLD),
+            RawMetric("DCGM_FI_DEV_FB_FREE_BYTES", "bytes", generations=_NEW),
+        ),
+        _dcgm(
+            "fb_reserved",
+            "bytes",
+            "Framebuffer memory the driver reserves.",
+            RawMetric("DCGM_FI_DEV_FB_RESERVED", "MiB", generations=_OLD),
+            RawMetric("DCGM_FI_DEV_FB_RESERVED_BYTES", "bytes", generations=_NEW),
+        ),
+        _dcgm(
+            "fb_capacity",
+            "bytes",
+            "Framebuffer size, reserved memory included.",
+            RawMetric("DCGM_FI_DEV_FB_TOTAL", "MiB", generations=_OLD, default_collected=False),
+            RawMetric("DCGM_FI_DEV_FB_CAPACITY_BYTES", "bytes", generations=_NEW),
+        ),
+        _dcgm(
+            "gpu_temp",
+            "celsius",
+            "GPU die temperature.",
+            RawMetric("DCGM_FI_DEV_GPU_TEMP", "celsius", generations=_OLD),
+            RawMetric("DCGM_FI_DEV_GPU_TEMP_CELSIUS", "celsius", generations=_NEW),
+            device_wide=True,
+        ),
+        _dcgm(
+            "power_usage",
+            "watts",
+            "Board power draw.",
+            RawMetric("DCGM_FI_DEV_POWER_USAGE", "watts", generations=_OLD),
+            RawMetric("DCGM_FI_DEV_BOARD_POWER_WATTS", "watts", generations=_NEW),
+            device_wide=True,
+        ),
+        _dcgm(
+            "power_limit_enforced",
+            "watts",
+            "Effective power limit after every limiter; needs a custom counters file.",
+            RawMetric("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "watts", generations=_OLD, default_collected=False),
+            RawMetric(
+                "DCGM_FI_DEV_BOARD_POWER_LIMIT_ENFORCED_WATTS", "watts", generations=_NEW, default_collected=False
+            ),
+            device_wide=True,
+        ),
+        _dcgm(
+            "power_limit_requested",
+            "watts",
+            "Power management limit as requested, before other limiters.",
+            RawMetric("DCGM_FI_DEV_POWER_MGMT_LIMIT", "watts", default_collected=False),
+            device_wide=True,
+        ),
+        _dcgm(
+            "sm_clock",
+            "hertz",
+            "SM clock.",
+            RawMetric("DCGM_FI_DEV_SM_CLOCK", "MHz", generations=_OLD),
+            RawMetric("DCGM_FI_DEV_SM_CLOCK_HERTZ", "hertz", generations=_NEW),
+            device_wide=True,
+        ),
+        _dcgm(
+            "mem_clock",
+            "hertz",
+            "Memory clock.",
+            RawMetric("DCGM_FI_DEV_MEM_CLOCK", "MHz", generations=_OLD),
+            RawMetric("DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", "hertz", generations=_NEW),
+            device_wide=True,
+        ),
+        _dcgm(
+            "max_sm_clock",
+            "hertz",
+            "Highest SM clock the GPU supports.",
+            RawMetric("DCGM_FI_DEV_MAX_SM_CLOCK", "MHz", generations=_OLD, default_collected=False),
+            RawMetric("DCGM_FI_DEV_MAX_SM_CLOCK_HERTZ", "hertz", generations=_NEW, default_collected=False),
+            device_wide=True,
+        ),
+        # PCIe profiling fields are gauges of bytes per second, not counters; RX is host to device.
+        # The oldest exporters' default counters held NVML's PCIe throughput instead: typed counter in
+        # their CSV, but a per-second gauge (domain-notes 7).
+        _dcgm(
+            "pcie_rx",
+            "bytes_per_second",
+            "PCIe receive (host to device) throughput.",
+            RawMetric("DCGM_FI_DEV_PCIE_RX_THROUGHPUT", "KB_per_second", generations=("3.3",)),
+            RawMetric("DCGM_FI_PROF_PCIE_RX_BYTES", "bytes_per_second", generations=("4.8", "4.9")),
+            RawMetric("DCGM_FI_PROF_PCIE_RX_BYTES_PER_SECOND", "bytes_per_second", generations=("4.10",)),
+        ),
+        _dcgm(
+            "pcie_tx",
+            "bytes_per_second",
+            "PCIe transmit (device to host) throughput.",
+            RawMetric("DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "KB_per_second", generations=("3.3",)),
+            RawMetric("DCGM_FI_PROF_PCIE_TX_BYTES", "bytes_per_second", generations=("4.8", "4.9")),
+            RawMetric("DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND", "bytes_per_second", generations=("4.10",)),
+        ),
+        _dcgm(
+            "clocks_event_reasons",
+            "bitmask",
+            "Why clocks are held down (bits in domain-notes 2.1).",
+            RawMetric("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "bitmask", default_collected=False),
+            RawMetric("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "bitmask", generations=_OLD, default_collected=False),
+            device_wide=True,
+        ),
+        # The violation counters' unit is disputed (ns in the exporter's help, us in DCGM's
+        # header): dcgm.violation_counter_unit says which. Counters are read as rates, so the
+        # signal is the share of wall time the clocks were held down.
+        _dcgm(
+            "power_violation",
+            "ratio",
+            "Share of time clocks were held down by the power limit.",
+            RawMetric("DCGM_FI_DEV_POWER_VIOLATION", VIOLATION_UNIT, "counter", default_collected=False),
+            device_wide=True,
+        ),
+        _dcgm(
+            "thermal_violation",
+            "ratio",
+            "Share of time clocks were held down by temperature.",
+            RawMetric("DCGM_FI_DEV_THERMAL_VIOLATION", VIOLATION_UNIT, "counter", default_collected=False),
+            device_wide=True,
+        ),
+        _dcgm(
+            "xid_last",
+            "xid",
+            "The last Xid code, sticky until the exporter restarts: use changes().",
+            RawMetric("DCGM_FI_DEV_XID_ERRORS", "xid", generations=_OLD),
+            RawMetric("DCGM_FI_DEV_XID_ERROR", "xid", generations=_NEW),
+            device_wide=True,
+        ),
+        # Energy since the driver loaded, a default counter. 4.9 moved it to joules under a DCGM 4.7
+        # name our references do not give: add that RawMetric here once known. Until then newer
+        # exporters' energy is the integral of board power (the report says which it used).
+        _dcgm(
+            "energy",
+            "joules",
+            "Energy the GPU consumed since the driver loaded; device-wide, so it repeats on every MIG instance.",
+            RawMetric("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "millijoules", "counter", generations=_OLD),
+            device_wide=True,
+            cumulative=True,
+        ),
+        _dcgm(
+            "slowdown_temp",
+            "celsius",
+            "Temperature at which the GPU starts slowing down.",
+            RawMetric("DCGM_FI_DEV_SLOWDOWN_TEMP", "celsius", generations=_OLD, default_collected=False),
+            RawMetric("DCGM_FI_DEV_GPU_TEMP_SLOWDOWN_CELSIUS", "celsius", generations=_NEW, default_collected=False),
+            device_wide=True,
+        ),
+        Signal("mem_total", "node", "bytes", (RawMetric("node_memory_MemTotal_bytes", "bytes"),), "Host RAM size."),
+        Signal(
+            "mem_available",
+            "node",
+            "bytes",
+            (RawMetric("node_memory_MemAvailable_bytes", "bytes"),),
+            "Host RAM available to new allocations without swapping.",
+        ),
+        Signal(
+            "cpu_idle_seconds",
+            "node",
+            "seconds",
+            (RawMetric("node_cpu_seconds_total", "seconds", "counter", matchers='mode="idle"'),),
+            "Seconds each CPU spent idle.",
+        ),
+        Signal(
+            "node_info",
+            "node",
+            "info",
+            (RawMetric(NODE_INFO_METRIC, "info"),),
+            "Constant 1 per node_exporter target; its nodename label names the host.",
+        ),
+    )
+}
+
+# The signals that say a dcgm-exporter target reports a GPU entry: a target's host labels
+# (rules.recording) and whether a held GPU still reports (the TelemetryMissing alert) are read from
+# any of them. Framebuffer use is in every release's default counters, but dcgm-exporter publishes no
+# DCGM_FI_DEV_FB_* field for MIG-enabled H100s or their instances (dcgm-exporter #380, #434, #512);
+# the temperature, device-wide, is repeated on every instance.
+PRESENCE_SIGNALS: tuple[str, ...] = ("fb_used", "gpu_temp")
+
+
+def presence_raws(generations: tuple[str, ...]) -> tuple[RawMetric, ...]:
+    """The raw metrics of PRESENCE_SIGNALS that the given exporter generations emit."""
+    return tuple(raw for key in PRESENCE_SIGNALS for raw in SIGNALS[key].raws_for(generations))
