@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gpu_execution_pack import cli, testsuites
+from gpu_execution_pack import catalog, cli, testsuites
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import Call, aggregate, any_of, selector, transform
-from gpu_execution_pack.rules import alerts, catalog
+from gpu_execution_pack.rules import alerts
 from gpu_execution_pack.rules import lint as alert_lint
 from gpu_execution_pack.rules.alerts import AlertBuilder
 from gpu_execution_pack.scenario import library
