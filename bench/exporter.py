@@ -29,7 +29,8 @@ def shards(fleet: FleetExposition) -> list[frozenset[str]]:
 class QuietServer(ThreadingHTTPServer):
     """A scrape Prometheus gave up on (past its timeout) is counted by the benchmark, not printed."""
 
-    def handle_error(self, request, client_address) -> None:
+    def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
+        """Print what fails, unless the client hung up."""
         if not isinstance(sys.exc_info()[1], ConnectionError):
             super().handle_error(request, client_address)
 

@@ -202,6 +202,7 @@ NETCLASS_COUNTERS = ("carrier_changes_total", "carrier_down_changes_total", "car
 
 
 def host_name(index: int) -> str:
+    """The name of the fleet's ``index``-th host."""
     return f"h{index:05d}"
 
 
@@ -327,6 +328,7 @@ class FleetExposition:
 
     # -- node_exporter -----------------------------------------------------------------------
     def host_truth(self, host: Host, t: float) -> dict[str, float]:
+        """What the model says ``host`` shows at unix time ``t``, from the executions on it."""
         return model.host_truth(self.on_host[host.name], host, self.minute(t))
 
     def cpu_idle_seconds(self, host: Host, t: float) -> float:

@@ -21,38 +21,31 @@ import dataclasses
 import fnmatch
 import json
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from gpu_execution_pack import catalog
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.output import write_all
+from gpu_execution_pack.promql import Expr, Paren, Selector, match, render, transform
+from gpu_execution_pack.rules.files import all_groups, rule_files
+from gpu_execution_pack.rules.groups import RecordingRule
+from gpu_execution_pack.rules.recording import Attribution, RuleBuilder
+from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Scenario
+from gpu_execution_pack.scenario.render import raw_for
+from gpu_execution_pack.testing.prometheus import Prometheus, free_port
 
-from gpu_execution_pack import catalog  # noqa: E402
-from gpu_execution_pack.config import Config  # noqa: E402
-from gpu_execution_pack.output import write_all  # noqa: E402
-from gpu_execution_pack.promql import Expr, Paren, Selector, match, render, transform  # noqa: E402
-from gpu_execution_pack.rules.files import all_groups, rule_files  # noqa: E402
-from gpu_execution_pack.rules.groups import RecordingRule  # noqa: E402
-from gpu_execution_pack.rules.recording import Attribution, RuleBuilder  # noqa: E402
-from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Scenario  # noqa: E402
-from gpu_execution_pack.scenario.render import raw_for  # noqa: E402
-
-from bench.exporter import FleetExporter, scrape_config  # noqa: E402
-from bench.fleet import GENERATION, FleetExposition, fleet_scenario  # noqa: E402
-from tests.prometheus_harness import Prometheus, free_port  # noqa: E402
+from bench.common import REPO, log
+from bench.exporter import FleetExporter, scrape_config
+from bench.fleet import GENERATION, FleetExposition, fleet_scenario
 
 SIZES = ((1000, 100), (10000, 1000))  # (GPUs, executions)
 HISTORY_S = 24 * 3600
 WARMUP_S = 60  # rule cost is steady once every group has run a few times
 MEASURE_S = 60
 FETCHES = {"recorded": 7, "floor": 7, "raw": 3}  # fetches per path (the raw one is slow)
-
-
-def log(message: str) -> None:
-    print(f"bench: {time.strftime('%H:%M:%S')} {message}", flush=True)
 
 
 def measured_execution(scenario: Scenario) -> Execution:
@@ -201,6 +194,7 @@ def rule_cost(server: Prometheus, rule_files: str) -> dict:
 
 
 def scalar(server: Prometheus, expr: str) -> float:
+    """An instant query's single value now, 0 when it answers nothing."""
     result = server.query(expr, time.time())
     return float(result[0]["value"][1]) if result else 0.0
 
@@ -358,5 +352,6 @@ def with_rules(gpus: int, executions: int, cfg: Config) -> dict:
 
 
 def measure() -> list[tuple[int, dict]]:
+    """Each fleet size's figures (``with_rules``), with the built-in defaults."""
     cfg = Config()
     return [(gpus, with_rules(gpus, n, cfg)) for gpus, n in SIZES]

@@ -3,7 +3,7 @@
 A fleet of 10,000 GPUs is scraped live by one Prometheus; the rule files are swapped by SIGHUP
 between the served groups as they were before host identity (A), as they are now (B), and the
 floor of bare selectors, in the order A B A B floor, each measured for a minute after half a
-minute to settle. Run as ``python -m bench.host_map_ab``; it adds its figures to
+minute to settle. Run as ``python -m bench.host_map_ab`` (``make bench-host-map``); it adds its figures to
 docs/benchmarks.json under ``host_map_ab``, which the report renders.
 """
 
@@ -17,12 +17,13 @@ import time
 from pathlib import Path
 
 import yaml
+from gpu_execution_pack.testing.prometheus import Prometheus, free_port
 
+from bench.common import REPO, entry_parser, log, read_results, save_results
+from bench.document import write
 from bench.exporter import FleetExporter, scrape_config
 from bench.fleet import FleetExposition, fleet_scenario
-from bench.fleet_rules import MEASURE_S, floor_rules, log, rule_cost
-from bench.run import REPO, RESULTS, write
-from tests.prometheus_harness import Prometheus, free_port
+from bench.fleet_rules import MEASURE_S, floor_rules, rule_cost
 
 BEFORE = "049b8c1"  # the last commit before host identity
 SERVED = ("gpu-execution-pack.hosts", "gpu-execution-pack.execution_gpu", "gpu-execution-pack.execution_node")
@@ -37,6 +38,7 @@ def served_groups(texts: list[str]) -> dict:
 
 
 def rule_files_at(commit: str | None) -> list[str]:
+    """The per-execution rule files as committed at ``commit``, or as in the work tree (``None``)."""
     names = ("execution-gpu.rules.yml", "execution-node.rules.yml")
     if commit is None:
         return [(REPO / "rules" / n).read_text() for n in names]
@@ -49,6 +51,7 @@ def rule_files_at(commit: str | None) -> list[str]:
 
 
 def measure() -> dict:
+    """The served groups' share of the time, before the host map and now, and the floor's, with their medians."""
     fleet = FleetExposition(fleet_scenario(GPUS, EXECUTIONS, minutes=120), int(time.time()))
     shares: dict[str, list[float]] = {"before": [], "now": [], "floor": []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -87,10 +90,12 @@ def measure() -> dict:
     }
 
 
-def main() -> int:
-    results = json.loads(RESULTS.read_text())
+def main(argv: list[str] | None = None) -> int:
+    """``make bench-host-map``: measure, put the figures in docs/benchmarks.json, rewrite the report."""
+    entry_parser("bench.host_map_ab", __doc__).parse_args(argv)
+    results = read_results()
     results["host_map_ab"] = measure()
-    RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    save_results(results)
     write(results)
     log(f"host map A/B: {results['host_map_ab']['median']}")
     return 0

@@ -12,21 +12,21 @@ their ratio to the floor's median, are written to docs/benchmarks-report.md.
 from __future__ import annotations
 
 import asyncio
+import functools
 import statistics
-import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from gpu_execution_pack import catalog
+from gpu_execution_pack.config import Config, config_from_mapping
+from gpu_execution_pack.query.prometheus import PrometheusClient
+from gpu_execution_pack.report import document
+from gpu_execution_pack.testing.prometheus import Prometheus
 
-from gpu_execution_pack import catalog  # noqa: E402
-from gpu_execution_pack.api.prometheus import PrometheusClient  # noqa: E402
-from gpu_execution_pack.config import config_from_mapping  # noqa: E402
-from gpu_execution_pack.report import document  # noqa: E402
-
-from tests.prometheus_harness import Prometheus  # noqa: E402
+from bench.common import REPO, entry_parser
 
 DOC = REPO / "docs" / "benchmarks-report.md"
 EXECUTIONS = 1000
@@ -80,7 +80,25 @@ def openmetrics(end: int) -> str:
     return "\n".join(out) + "\n# EOF\n"
 
 
-def timed(runs: int, call) -> list[float]:
+# One case: what it asks of Prometheus through the report's client.
+Query = Callable[[PrometheusClient], Awaitable[Any]]
+
+
+def through_client(url: str, query: Query) -> Any:
+    """``query`` answered through a new client of the Prometheus at ``url``, closed afterwards."""
+
+    async def go() -> Any:
+        client = PrometheusClient(url, 120)
+        try:
+            return await query(client)
+        finally:
+            await client.close()
+
+    return asyncio.run(go())
+
+
+def timed(runs: int, call: Callable[[], object]) -> list[float]:
+    """The wall time of each of ``runs`` calls."""
     out = []
     for _ in range(runs):
         t = time.perf_counter()
@@ -89,49 +107,36 @@ def timed(runs: int, call) -> list[float]:
     return out
 
 
-def main() -> int:
-    cfg = config_from_mapping(CONFIG)
-    end = int(time.time()) // 60 * 60 - 15 * 60
-    with tempfile.TemporaryDirectory() as tmp:
-        server = Prometheus(Path(tmp))
-        try:
-            print(f"backfilling {EXECUTIONS} executions of {GPUS_PER_EXECUTION} GPUs over {DAYS} days", flush=True)
-            server.load_openmetrics(openmetrics(end), [], end - DAYS * 86400, end, max_block="24h")
+def cases(cfg: Config) -> dict[str, Query]:
+    """The cases by name, the floor first (the others' ratios are to it)."""
+    floor_query = f"count_over_time({catalog.GPU_UTILIZATION.name}[{DAYS}d])"
+    return {
+        "floor: one bare count_over_time over every GPU sample of 7 days": lambda c: c.instant(floor_query),
+        f"fleet view, {EXECUTIONS} executions over 7 days (report --since 7d)": lambda c: document.fleet_summary(
+            cfg, c, "7d", 20
+        ),
+        "fleet view, one tenant's 200 executions": lambda c: document.fleet_summary(cfg, c, "7d", 20, tenant="team-1"),
+        "one execution's report (report ID)": lambda c: document.execution_summary(
+            cfg, c, f"job-{EXECUTIONS // 2:05d}"
+        ),
+    }
 
-            def run(coroutine_factory):
-                async def go():
-                    client = PrometheusClient(server.url, 120)
-                    try:
-                        return await coroutine_factory(client)
-                    finally:
-                        await client.close()
 
-                return asyncio.run(go())
+def measure(url: str, cfg: Config) -> dict[str, float]:
+    """Each case's median seconds against the Prometheus at ``url``, after one warm-up run."""
+    fleet = through_client(url, lambda c: document.fleet_summary(cfg, c, "7d", 20))
+    assert fleet["executions"] == EXECUTIONS, fleet["executions"]
+    medians = {}
+    for name, query in cases(cfg).items():
+        call = functools.partial(through_client, url, query)
+        call()  # warm up Prometheus' caches and the page cache alike for every case
+        medians[name] = statistics.median(timed(RUNS, call))
+        print(f"{name}: {medians[name] * 1000:.0f} ms", flush=True)
+    return medians
 
-            floor_query = f"count_over_time({catalog.GPU_UTILIZATION.name}[{DAYS}d])"
-            cases = {
-                "floor: one bare count_over_time over every GPU sample of 7 days": lambda: run(
-                    lambda c: c.instant(floor_query)
-                ),
-                f"fleet view, {EXECUTIONS} executions over 7 days (report --since 7d)": lambda: run(
-                    lambda c: document.fleet_summary(cfg, c, "7d", 20)
-                ),
-                "fleet view, one tenant's 200 executions": lambda: run(
-                    lambda c: document.fleet_summary(cfg, c, "7d", 20, tenant="team-1")
-                ),
-                "one execution's report (report ID)": lambda: run(
-                    lambda c: document.execution_summary(cfg, c, f"job-{EXECUTIONS // 2:05d}")
-                ),
-            }
-            fleet = run(lambda c: document.fleet_summary(cfg, c, "7d", 20))
-            assert fleet["executions"] == EXECUTIONS, fleet["executions"]
-            medians = {}
-            for name, call in cases.items():
-                call()  # warm up Prometheus' caches and the page cache alike for every case
-                medians[name] = statistics.median(timed(RUNS, call))
-                print(f"{name}: {medians[name] * 1000:.0f} ms", flush=True)
-        finally:
-            server.stop()
+
+def write_doc(medians: dict[str, float]) -> None:
+    """docs/benchmarks-report.md from the cases' medians."""
     floor = next(iter(medians.values()))
     rows = [f"| {name} | {seconds * 1000:.0f} ms | {seconds / floor:.1f}x |" for name, seconds in medians.items()]
     DOC.write_text(
@@ -157,6 +162,22 @@ def main() -> int:
             ]
         )
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``make bench-report``: backfill the executions, time each case, write docs/benchmarks-report.md."""
+    entry_parser("bench.report", __doc__).parse_args(argv)
+    cfg = config_from_mapping(CONFIG)
+    end = int(time.time()) // 60 * 60 - 15 * 60
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Prometheus(Path(tmp))
+        try:
+            print(f"backfilling {EXECUTIONS} executions of {GPUS_PER_EXECUTION} GPUs over {DAYS} days", flush=True)
+            server.load_openmetrics(openmetrics(end), [], end - DAYS * 86400, end, max_block="24h")
+            medians = measure(server.url, cfg)
+        finally:
+            server.stop()
+    write_doc(medians)
     print(f"wrote {DOC.relative_to(REPO)}")
     return 0
 

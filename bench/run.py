@@ -2,41 +2,26 @@
 
 Parts: the metrics endpoint under concurrent clients (bench/api.py); the fleet at 1,000
 and 10,000 GPUs: rule cost, series, memory and the 24-hour fetch (bench/fleet_rules.py); and the
-wall time of ``make rules dashboards``. Figures are medians of one run on this machine.
+wall time of ``make rules dashboards``. Figures are medians of one run on this machine; they go to
+docs/benchmarks.json, and bench/document.py writes the report from them.
+
+Run from the repository root: ``python -m bench.run`` (``--fleet``: the fleet part alone;
+``--render``: the report again from the last figures, measuring nothing).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from gpu_execution_pack import catalog  # noqa: E402
-
-from bench import api as bench_api  # noqa: E402
-from bench import fleet_rules as bench_fleet  # noqa: E402
-
-DOC = REPO / "docs" / "benchmarks.md"
-PLOT = REPO / "docs" / "benchmarks-fetch.png"
-RESULTS = REPO / "docs" / "benchmarks.json"  # the figures the report is written from
-GENERATE_RUNS = 3
-SERVED_GROUPS = (".hosts", ".execution_gpu", ".execution_node")  # the groups at rule_interval
-PACK_PHASES = ("pack", "pack again")  # the built-in defaults, which the targets are judged on
-PINNED = bench_fleet.PINNED
-PHASE_ORDER = tuple(name for name, _ in bench_fleet.PHASES)
-# Issue targets at the largest fleet: recorded fetch within 1.5x of the floor, raw at least 10x
-# slower, rule evaluation under 10 % of the time, the served groups within 1.5x of the floor rules.
-FETCH_FLOOR_RATIO_TARGET, RAW_RATIO_TARGET, RULE_SHARE_TARGET, SERVED_FLOOR_RATIO_TARGET = 1.5, 10.0, 0.10, 1.5
-# The host map (issue 13) may cost the served groups at most 10 % over the rules before it.
-HOST_MAP_RATIO_TARGET = 1.10
+from bench import api as bench_api
+from bench import fleet_rules as bench_fleet
+from bench.common import GENERATE_RUNS, REPO, entry_parser, log, read_results, save_results
+from bench.document import DOC, PLOT, write
 
 
 def generate_seconds() -> float:
@@ -49,327 +34,10 @@ def generate_seconds() -> float:
     return statistics.median(times)
 
 
-def plot(fleet: list[tuple[int, dict]]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sizes = [gpus for gpus, _ in fleet]
-    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=100)
-    for path, style in (("raw", "o-"), ("recorded", "s-"), ("floor", "^--")):
-        ax.plot(sizes, [r[path][0] * 1000 for _, r in fleet], style, label=path)
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlabel="fleet size (GPUs)",
-        ylabel="median fetch latency (ms)",
-        title="12 series of one 8-GPU execution, 24 h at 15 s",
-    )
-    ax.set_xticks(sizes, [f"{s:,}" for s in sizes])
-    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(PLOT, metadata={"Software": None})
-    plt.close(fig)
-
-
-def served_share(phase: dict) -> float:
-    """The share of the time the served groups (those at rule_interval) take in one phase."""
-    return sum(s / i for g, (s, i) in phase["groups"].items() if g.endswith(SERVED_GROUPS))
-
-
-def fleet_section(fleet: list[tuple[int, dict]], ab: dict | None = None) -> list[str]:
-    """The fleet part of the report: method, series, rule cost per phase, per group, and the fetch."""
-    first = fleet[0][1]
-    lines = [
-        "",
-        "## The fleet: what the recorded series buy, and what they cost",
-        "",
-        "Method (`bench/fleet_rules.py`): a synthetic fleet (`bench/fleet.py`) published as a default",
-        "install publishes it. Hosts of 8 GPUs, every 16th partitioned into two MIG instances per GPU;",
-        "executions of 1 to 64 GPUs on consecutive GPUs, some spanning hosts, some sharing one, each",
-        "cycling through the scenario model's phases. dcgm-exporter 4.8 publishes every field of its",
-        "release's `etc/default-counters.csv` (25) and the enforced power limit on every GPU entry,",
-        "with the labels real output carries (`gpu`, `UUID`, `pci_bus_id`, `device`, `modelName`,",
-        "`Hostname`, `DCGM_FI_DRIVER_VERSION`, the execution and tenant); node_exporter publishes",
-        f"8 CPU modes on each of {first['cpus_per_host']} logical CPUs per host, meminfo, 6 filesystems and 11",
-        "network interfaces (netdev and netclass). Both are served in scrape targets of 32 hosts and",
-        "scraped every 15 s by a real Prometheus. Before the live scrape, 24 hours of one 8-GPU",
-        "execution are backfilled (what the rules read of its GPUs and host: raw series from",
-        "OpenMetrics, recorded series by `promtool tsdb create-blocks-from rules`); the rest of the",
-        "fleet has only its live minutes (24 h of 10,000 GPUs is about 0.75 billion samples). Raw",
-        "series are the samples each scrape took (`scrape_samples_scraped`), recorded series the head's",
-        "series less those, with the pack's rules running.",
-        "",
-        "| GPUs (slots, held) | hosts | executions | raw series per GPU entry | raw series per host "
-        "| raw series | recorded series | recorded per execution | head series | RSS |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for gpus, r in fleet:
-        n, p = r["series"], r["phases"]["pack"]
-        lines.append(
-            f"| {gpus:,} ({r['slots']:,}, {r['held']:,}) | {r['hosts']:,} | {r['executions']:,} | "
-            f"{n['per_gpu']:.1f} | {n['per_host']:,.0f} | {n['dcgm_series'] + n['node_series']:,.0f} | "
-            f"{n['recorded_series']:,.0f} | {n['recorded_series'] / r['executions']:,.0f} | "
-            f"{p['head_series']:,.0f} | {p['rss_bytes'] / 2**30:.1f} GiB |"
-        )
-    lines += [
-        "",
-        "Rule cost. One Prometheus, scraping the fleet throughout, evaluates in turn the pack's rules",
-        f"(built-in defaults), the floor ({first['floor_rules']} rules: one bare selector per per-GPU series",
-        "over its raw metric, and per host series one `count by (job, instance)` of the raw metric it",
-        "reads, the least any rules reading these inputs every 15 s pay), the pack's rules again (so",
-        "drift over the run shows), the pack's rules with `dcgm.generations` pinned to the fleet's",
-        f"({bench_fleet.GENERATION}: one exporter name per field, no fallback across generations), and no",
-        "rules. Each set settles after its reload (a minute for the",
-        "pack, whose derived groups run every minute), then `prometheus_rule_group_last_duration_seconds`",
-        f"is read every 15 s for {bench_fleet.MEASURE_S} s: each group's median over its own interval, summed,",
-        "is the share of the time the rules take (groups run concurrently, on these 2 cores shared with",
-        "the exporter). *Prometheus CPU* is its own `process_cpu_seconds_total` per second over the same",
-        "minute: scraping and ingestion alone is the *none* row. A failed scrape (over the 15 s",
-        "timeout) leaves the rules an evaluation without data, so they are counted.",
-        "",
-        "| GPUs | rules | rule time per second | served groups | missed iterations | failed scrapes | Prometheus CPU |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for gpus, r in fleet:
-        for phase in PHASE_ORDER:  # the order they ran in (the figures' file sorts its keys)
-            c = r["phases"][phase]
-            served = f"{100 * served_share(c):.1f} %" if phase in (*PACK_PHASES, PINNED) else "-"
-            lines.append(
-                f"| {gpus:,} | {phase} | {100 * c['share']:.1f} % | {served} | {c['missed']:.0f} | "
-                f"{c['failed_scrapes']:.0f} | {c['cpu_cores']:.2f} cores |"
-            )
-    largest, r = fleet[-1]
-    pack, again = (r["phases"][p] for p in PACK_PHASES)
-    lines += [
-        "",
-        f"Per group at {largest:,} GPUs (median evaluation time, both pack runs):",
-        "",
-        "| group | interval | pack: seconds | share | pack again: seconds | share |",
-        "|---|---|---|---|---|---|",
-    ]
-    for g, (s1, i) in pack["groups"].items():
-        s2 = again["groups"].get(g, (float("nan"), i))[0]
-        lines.append(f"| `{g}` | {i:.0f} s | {s1:.3f} | {100 * s1 / i:.1f} % | {s2:.3f} | {100 * s2 / i:.1f} % |")
-    lines += operations_section(largest, r)
-    lines += [
-        "",
-        "Fetch: all 12 served series of the backfilled 8-GPU execution over the last 24 hours at a",
-        "15 s step (5,761 points a series), one range query per series, one after another, with the",
-        "pack's rules running. *Recorded*: the pack's series (`execution_gpu:...{execution_id=...}`).",
-        "*Raw*: each rule's expression built for this execution alone (its id in every DCGM selector,",
-        "its host's target in every node selector, the host CPU rated per CPU, recorded series it",
-        "reads replaced by their own expressions), evaluated at query time. *Floor*: one bare selector",
-        "per series reading the same number of samples (a raw DCGM metric of the same 8 GPUs, the",
-        f"host's MemTotal). Median of {bench_fleet.FETCHES['recorded']} fetches "
-        f"({bench_fleet.FETCHES['raw']} for raw).",
-        "",
-        "| GPUs | recorded | raw | floor | recorded / floor | raw / recorded | samples returned |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for gpus, r in fleet:
-        rec, raw, floor = r["recorded"][0], r["raw"][0], r["floor"][0]
-        lines.append(
-            f"| {gpus:,} | {rec * 1000:.0f} ms | {raw * 1000:,.0f} ms | {floor * 1000:.0f} ms | "
-            f"{rec / floor:.2f} | {raw / rec:.1f} | {r['recorded'][1]:,} |"
-        )
-    lines += ["", f"![Fetch latency against fleet size]({PLOT.name})", ""]
-    lines += targets(fleet[-1], ab)
-    return lines
-
-
-def operations_section(gpus: int, r: dict) -> list[str]:
-    """What each step of one per-GPU rule costs, against its raw read alone."""
-    if "operations" not in r:
-        return []
-    ops = r["operations"]
-    read = dict(ops)[bench_fleet.RAW_READ_STEP]
-    lines = [
-        "",
-        f"One per-GPU rule taken apart at {gpus:,} GPUs (the temperature's; `bench_fleet.operation_steps`):",
-        "each step alone over the same raw read, then the whole rule, as instant queries wrapped in",
-        f"`count()`, {bench_fleet.OPERATION_ROUNDS} rounds interleaved while the pack's rules run; Prometheus'",
-        "own `evalTotalTime`, median.",
-        "",
-        "| step | seconds | against the raw read |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {name} | {v:.3f} | {v / read:.2f}x |" for name, v in ops]
-    return lines
-
-
-def targets(largest: tuple[int, dict], ab: dict | None = None) -> list[str]:
-    """The issues' targets at the largest size, each met or missed, and what was done about a miss."""
-    gpus, r = largest
-    rec, raw, floor = r["recorded"][0], r["raw"][0], r["floor"][0]
-    floor_share = r["phases"]["floor"]["share"]
-    packs = [r["phases"][p] for p in PACK_PHASES]
-    served = [served_share(p) for p in packs]
-    second, floor_rules = r["phases"]["pack again"], r["phases"]["floor"]
-
-    def above(phase: dict) -> float:  # Prometheus' CPU cores beyond what scraping alone takes
-        return round(phase["cpu_cores"] - r["phases"]["none"]["cpu_cores"], 2)
-
-    checks = [
-        (
-            f"recorded fetch within {FETCH_FLOOR_RATIO_TARGET}x of the floor at {gpus:,} GPUs",
-            rec / floor <= FETCH_FLOOR_RATIO_TARGET,
-            f"{rec / floor:.2f}x",
-        ),
-        (
-            f"recorded at least {RAW_RATIO_TARGET:.0f}x faster than raw at {gpus:,} GPUs",
-            raw / rec >= RAW_RATIO_TARGET,
-            f"{raw / rec:.1f}x",
-        ),
-        (
-            f"rule evaluation under {100 * RULE_SHARE_TARGET:.0f} % of the time at {gpus:,} GPUs, no missed iterations",
-            all(p["share"] < RULE_SHARE_TARGET and p["missed"] == 0 for p in packs),
-            " and ".join(f"{100 * p['share']:.1f} %, {p['missed']:.0f} missed" for p in packs),
-        ),
-        (
-            f"served groups within {SERVED_FLOOR_RATIO_TARGET}x of the floor rules (issue 15)",
-            max(served) <= SERVED_FLOOR_RATIO_TARGET * floor_share,
-            " and ".join(f"{100 * s:.1f} %" for s in served)
-            + f" against {100 * floor_share:.1f} % ("
-            + " and ".join(f"{s / floor_share:.2f}x" for s in served)
-            + "); Prometheus CPU above scraping alone, every group of the second run: "
-            + f"{above(second):.2f} against {above(floor_rules):.2f} cores "
-            + f"({above(second) / above(floor_rules):.2f}x)",
-        ),
-    ]
-    pinned = served_share(r["phases"][PINNED])
-    checks.append(
-        (
-            "the same, with `dcgm.generations` pinned to the fleet's (a config key, not the default)",
-            pinned <= SERVED_FLOOR_RATIO_TARGET * floor_share,
-            f"{100 * pinned:.1f} % ({pinned / floor_share:.2f}x)",
-        )
-    )
-    if ab is not None and "cpus_per_host" in ab:  # the host map against the rules before it, one run
-        m = ab["median"]
-        checks.append(
-            (
-                f"served groups with the host map at most {100 * (HOST_MAP_RATIO_TARGET - 1):.0f} % above those "
-                f"before it (commit {ab['before_commit']}), one run at {ab['gpus']:,} GPUs (`make bench-host-map`)",
-                m["now"] <= HOST_MAP_RATIO_TARGET * m["before"],
-                f"{100 * m['now']:.1f} % against {100 * m['before']:.1f} % ({m['now'] / m['before']:.2f}x; "
-                f"floor {100 * m['floor']:.1f} %)",
-            )
-        )
-    lines = ["## Targets", "", "| target | measured | |", "|---|---|---|"]
-    lines += [f"| {name} | {value} | {'met' if ok else '**missed**'} |" for name, ok, value in checks]
-    notes = list(TARGET_NOTES)
-    if "operations" in r:
-        steps = dict(r["operations"])
-        read, rule, joined = (
-            steps[k] for k in (bench_fleet.RAW_READ_STEP, bench_fleet.RULE_STEP, bench_fleet.IDENTITY_STEP)
-        )
-        at = notes.index(IDENTITY_NOTE)
-        notes[at : at + 1] = identity_note(joined / read, rule / read)
-    else:
-        notes.remove(IDENTITY_NOTE)
-    return [*lines, "", *notes]
-
-
-# TARGET_NOTES' place for the bullet identity_note writes from the run's figures.
-IDENTITY_NOTE = "(the identity alternative, from the figures)"
-
-
-def identity_note(joined: float, rule: float) -> list[str]:
-    """Why one recorded identity per GPU was left, with the run's figures for the join it needs."""
-    return [
-        "- Weighed against these step costs and left: one recorded identity per GPU entry (its final",
-        "  labels, the host named and the tenant copied once per evaluation) joined on the UUID to each",
-        "  metric. The last row of the table above is that join alone: it reads a second 10,000 series",
-        f"  and builds 10,000 results, {joined:.2f}x the raw read against {rule:.2f}x for the pack's whole",
-        "  rule, before the identity rule itself and the dedupe the join needs where two targets scrape",
-        f"  one GPU. It may save part of a rule's cost; the join alone is above the {SERVED_FLOOR_RATIO_TARGET}x the",
-        "  target allows the whole. Also left: the host identity rules at the 1m derived interval",
-        "  (cheaper, but a restarted exporter's GPUs would go unmapped for up to a minute).",
-    ]
-
-
-# What the figures led to, and why a missed target stays missed: written by hand, kept with the code.
-TARGET_NOTES = (
-    "What the rule cost led to.",
-    "",
-    "- The host CPU series rated every CPU's idle counter of every host in each evaluation, over a",
-    "  1m and a 4m window, with a resets guard on each: on 128-CPU hosts (160,000 idle counters at",
-    "  10,000 GPUs) that one rule took 10.7 s per 15 s evaluation. Now one pass over the idle counters",
-    "  per evaluation records each target's average of its CPUs' last rates",
-    f"  (`{catalog.NODE_CPU_IDLE_RATE.name}`, irate over the fallback window), and the per-execution",
-    "  rule averages that over the rate window;",
-    "  a counter that stepped back shows as a rate no CPU can have, and blanks its window. That pass",
-    "  costs about what the floor's one read of the same counters does: most of the `hosts` group.",
-    "- The host map (host identity resolved once per scrape target, `make bench-host-map`) cost the",
-    "  served groups 1.3x the rules before it while the host CPU still read every counter twice; with",
-    "  the one-pass CPU rate the served groups cost less than before the map (the row above).",
-    "- Against the floor the served groups have cost more than the target allows in every run, by",
-    "  summed group time and by Prometheus' own CPU alike, from about 1.6 to over 3 times as much (the",
-    "  ratios move widely from run to run and phase to phase on this shared machine): the",
-    "  three served groups may run at once, and on these 2 cores one's time then includes waiting for",
-    "  the others, where the floor is one group. The per-GPU group is why. The table of one per-GPU",
-    "  rule taken apart shows each step over 10,000 series (the other generation's name, the join to",
-    "  the host map, the tenant copy, the `max by` that fixes the label set) costing a sizeable share",
-    "  of the raw read itself whatever work it does, and the whole rule two to three times the read:",
-    "  Prometheus 2.42 builds each step's 10,000 results anew. The",
-    "  floor reads and records. Each step is there for a real install: the generation fallback for",
-    "  fleets mid-upgrade (4.8 to 4.9 renamed the fields), the join for the host identity of issue",
-    "  13, the tenant copy for exporters behind a ServiceMonitor, the `max by` for a label set that",
-    "  stays the same across exporter releases and pod restarts. A fleet that knows its exporter",
-    "  generation pins it (`dcgm.generations`, the pinned row); the rest stays in the default, and the",
-    "  target stays missed with it.",
-    IDENTITY_NOTE,
-    "- The two pack runs differ most at 10,000 GPUs, in every group alike: the first starts two",
-    "  minutes after Prometheus does (its own CPU use higher then), most likely while its head of two",
-    "  million new series still settles; the second is the steadier figure, measured after the floor.",
-    "- The groups that only read recorded series (throttling inputs, rollups, cost, alerts) run at",
-    "  `derived_rule_interval`, 1m by default, as their `for` durations and hour-long dashboards allow.",
-    "- The served per-GPU series pay for being right on every install: each raw metric converted to",
-    "  base units, fallbacks read (GR_ENGINE_ACTIVE beside GPU_UTIL, FB_USED and FB_RESERVED again for",
-    "  the usable memory), every exporter generation's name tried (`dcgm.generations` pins the ones a",
-    "  fleet runs), each GPU joined once to the host map and its label set fixed with one `max by`.",
-    "- Below 10 % at 10,000 GPUs on these 2 cores, shared with the exporter and the scrapes, takes",
-    "  `rule_interval: 30s` (half the evaluations of the served groups; the endpoint still answers at",
-    "  a 15 s step, each value held for two steps) or a Prometheus per part of the fleet",
-    "  (docs/scaling.md).",
-)
-
-
-def write(results: dict) -> None:
-    """docs/benchmarks.md and its plot from the figures of one run."""
-    plot(results["fleet"])
-    DOC.write_text(report(results), encoding="utf-8")
-
-
-def report(results: dict) -> str:
-    """The text of docs/benchmarks.md for the figures of one run."""
-    api, fleet, generate = results["api"], results["fleet"], results["generate_seconds"]
-    lines = [
-        "<!-- Written by `make bench` (bench/run.py). Do not edit: rerun it. -->",
-        "# Benchmarks",
-        "",
-        f"One run on this machine ({results['machine']}; {results['prometheus']}). The machine is shared and noisy:",
-        "read the medians and the ratios between rows, not the last digit.",
-        "",
-    ]
-    lines += bench_api.section(api)
-    lines += fleet_section(fleet, results.get("host_map_ab"))
-    lines += [
-        "",
-        "## Generating",
-        "",
-        f"`make rules dashboards` with the venv in place: {generate:.1f} s (median of {GENERATE_RUNS}).",
-    ]
-    return "\n".join(lines) + "\n"
-
-
 def measure() -> dict:
+    """Every part's figures, from one run."""
     t0 = time.monotonic()
-    bench_fleet.log("timing `make rules dashboards`")
+    log("timing `make rules dashboards`")
     results = {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "prometheus": subprocess.run(["prometheus", "--version"], capture_output=True, text=True).stdout.splitlines()[
@@ -379,23 +47,28 @@ def measure() -> dict:
         "api": bench_api.measure(),
         "fleet": bench_fleet.measure(),
     }
-    bench_fleet.log(f"measured in {time.monotonic() - t0:.0f} s")
+    log(f"measured in {time.monotonic() - t0:.0f} s")
     return results
 
 
 def main(argv: list[str]) -> int:
     """Measure and write the report; with ``--render``, rewrite it from the last run's figures."""
-    if "--render" in argv:
-        results = json.loads(RESULTS.read_text())
-    elif "--fleet" in argv:  # the fleet part alone; the other figures stay as they are
-        results = json.loads(RESULTS.read_text()) | {"fleet": bench_fleet.measure()}
-        RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+    parser = entry_parser("bench.run", __doc__)
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--render", action="store_true", help="measure nothing: write the report from the figures")
+    what.add_argument("--fleet", action="store_true", help="measure the fleet part alone, keep the other figures")
+    args = parser.parse_args(argv)
+    if args.render:
+        results = read_results()
+    elif args.fleet:  # the fleet part alone; the other figures stay as they are
+        results = read_results() | {"fleet": bench_fleet.measure()}
+        save_results(results)
     else:  # `make bench-host-map`'s figures are its own run's: kept until it runs again
-        kept = {k: v for k, v in json.loads(RESULTS.read_text()).items() if k == "host_map_ab"}
+        kept = {k: v for k, v in read_results().items() if k == "host_map_ab"}
         results = measure() | kept
-        RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
+        save_results(results)
     write(results)
-    bench_fleet.log(f"wrote {DOC.relative_to(REPO)} and {PLOT.relative_to(REPO)}")
+    log(f"wrote {DOC.relative_to(REPO)} and {PLOT.relative_to(REPO)}")
     api = results["api"]
     return 0 if all(r[-1] == 0 for rows in [api["bare"], *api["endpoint"].values()] for r in rows) else 1
 

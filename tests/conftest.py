@@ -62,8 +62,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory):
     """
     from gpu_execution_pack.config import Config
     from gpu_execution_pack.scenario import library
-
-    from .prometheus_harness import Prometheus
+    from gpu_execution_pack.testing.prometheus import Prometheus
 
     scenario = library.training_in("4.8")
     end = int(time.time()) // 60 * 60 - 15 * 60

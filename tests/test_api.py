@@ -21,10 +21,10 @@ from gpu_execution_pack.api.app import PATH, create_app
 from gpu_execution_pack.api.metrics import Window, iso
 from gpu_execution_pack.config import config_from_mapping
 from gpu_execution_pack.scenario import library, model
+from gpu_execution_pack.testing.prometheus import Prometheus
 from starlette.testclient import TestClient
 
 from .conftest import EXECUTION, REPO
-from .prometheus_harness import Prometheus
 from .test_catalog import CONTRACT, CONTRACT_UNITS
 
 pytestmark = pytest.mark.usefixtures("promtool_available")

@@ -15,9 +15,9 @@ from gpu_execution_pack.api.metrics import iso
 from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.scenario.model import Execution, Gpu, Host, Scenario
+from gpu_execution_pack.testing.prometheus import Prometheus
 
 from .conftest import EXECUTION
-from .prometheus_harness import Prometheus
 from .test_api import ADMIN, KEYS, RESEARCH, client_for, get
 from .test_serve import metrics_path
 from .upstreams import Proxy, Rewrite, Seen, Trickle, served

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from gpu_execution_pack import catalog
+from gpu_execution_pack.testing.prometheus import Prometheus
 
 from .conftest import EXECUTION
-from .prometheus_harness import Prometheus
 from .test_api import ADMIN, RESEARCH, client_for, get
 from .upstreams import Proxy
 

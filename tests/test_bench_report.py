@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import re
 
+from bench.common import RESULTS
+from bench.document import DOC, PHASE_ORDER, PLOT, report
 from bench.fleet_rules import PINNED
-from bench.run import DOC, PHASE_ORDER, PLOT, RESULTS, report
 
 from .conftest import REPO
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import time
 from pathlib import Path
 
@@ -10,10 +11,38 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.scenario import library
 from gpu_execution_pack.scenario.render import Renderer
+from gpu_execution_pack.testing.prometheus import Prometheus, openmetrics
 
-from .prometheus_harness import Prometheus, openmetrics
+from .conftest import REPO
 
 pytestmark = pytest.mark.usefixtures("promtool_available")
+
+
+def imported_modules(path: Path) -> set[str]:
+    """The modules a Python file imports, relative imports resolved against the package it sits in."""
+    generator = REPO / "generator"
+    package = ".".join(path.relative_to(generator).parent.parts) if path.is_relative_to(generator) else ""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = ".".join(p for p in (base, node.module or "") if p)
+            found |= {module} | {f"{module}.{a.name}" for a in node.names}
+    return found
+
+
+def test_the_harness_is_shared_from_the_top_of_the_package_not_from_tests():
+    """bench/ and the package import nothing from tests/; no module of the package imports the harness."""
+    testing = REPO / "generator" / "gpu_execution_pack" / "testing"
+    sources = [*(REPO / "generator").rglob("*.py"), *(REPO / "bench").glob("*.py")]
+    from_tests = [p for p in sources if any(m.split(".")[0] == "tests" for m in imported_modules(p))]
+    assert not from_tests
+    below = [p for p in sources if p.is_relative_to(REPO / "generator") and not p.is_relative_to(testing)]
+    importing = [p for p in below if any(m.startswith("gpu_execution_pack.testing") for m in imported_modules(p))]
+    assert not importing, "the harness is the top layer: nothing in the package may import it"
+    assert any("gpu_execution_pack.testing.prometheus" in imported_modules(p) for p in sources)  # bench uses it
 
 
 def test_openmetrics_drops_missing_and_stale_samples_and_ends_with_eof():

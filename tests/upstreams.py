@@ -22,9 +22,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import uvicorn
 from gpu_execution_pack.api.server import uvicorn_config
+from gpu_execution_pack.testing.prometheus import free_port
 from starlette.types import ASGIApp
-
-from .prometheus_harness import free_port
 
 
 @contextmanager

@@ -2,8 +2,9 @@
 
 Raw series are backfilled with ``promtool tsdb create-blocks-from openmetrics``. Recorded series
 are backfilled with ``promtool tsdb create-blocks-from rules`` against the running server, in
-rounds: a rule only sees what the server held when its round began (domain-notes 4), so each
-round evaluates the rules whose inputs the earlier rounds produced, and the server is restarted
+rounds: promtool evaluates each rule by querying the server, and the server does not hold the
+blocks promtool is writing, so a rule sees only the recorded series of earlier rounds. Each round
+therefore evaluates the rules whose inputs the earlier rounds produced, and the server is restarted
 on the new blocks between rounds.
 """
 
@@ -31,7 +32,7 @@ from gpu_execution_pack.scenario.model import STEP_SECONDS, Scenario
 from gpu_execution_pack.scenario.render import STALE, RenderedSeries, Renderer
 
 
-def wait_ready(url: str, process: subprocess.Popen, seconds: float = 30) -> bool:
+def wait_ready(url: str, process: subprocess.Popen[bytes], seconds: float = 30) -> bool:
     """Whether the server at ``url`` answers ``/-/ready`` within ``seconds`` (False as soon as ``process`` exits)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -48,6 +49,7 @@ def wait_ready(url: str, process: subprocess.Popen, seconds: float = 30) -> bool
 
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the OS picks it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -55,7 +57,7 @@ def free_port() -> int:
 
 def openmetrics(series: list[RenderedSeries], start: int) -> str:
     """OpenMetrics text of rendered series, sample k at ``start + k * STEP_SECONDS`` (stale markers dropped)."""
-    lines = []
+    lines: list[str] = []
     by_metric: dict[str, list[RenderedSeries]] = {}
     for s in series:
         by_metric.setdefault(s.metric, []).append(s)
@@ -93,15 +95,17 @@ class Prometheus:
     """A Prometheus server on a temporary data directory."""
 
     workdir: Path
-    port: int = 0
-    process: subprocess.Popen | None = None
+    port: int = 0  # 0: a free port is picked at the first start
+    process: subprocess.Popen[bytes] | None = None
     route_prefix: str = ""  # --web.route-prefix: the API and /-/ready live under it, e.g. "/prom"
+    config_text: str = "global:\n  scrape_interval: 15s\n"  # prometheus.yml; set scrape jobs or rule files here
 
     def __post_init__(self) -> None:
         self.data.mkdir(parents=True, exist_ok=True)
 
     @property
     def data(self) -> Path:
+        """The TSDB directory: backfilled blocks are moved here."""
         return self.workdir / "data"
 
     @property
@@ -109,9 +113,8 @@ class Prometheus:
         """Where its API paths start: the root, or the route prefix."""
         return f"http://127.0.0.1:{self.port}{self.route_prefix}"
 
-    config_text: str = "global:\n  scrape_interval: 15s\n"
-
     def start(self) -> None:
+        """Write ``config_text``, start the server on ``port`` (a free one if 0) and wait until it is ready."""
         config = self.workdir / "prometheus.yml"
         config.write_text(self.config_text)
         self.port = self.port or free_port()
@@ -157,6 +160,7 @@ class Prometheus:
         return out
 
     def stop(self) -> None:
+        """Stop the server if it runs; its data directory stays for the next start."""
         if self.process is not None:
             self.process.terminate()
             self.process.wait(timeout=30)
@@ -176,9 +180,11 @@ class Prometheus:
         return data["stats"]["timings"]["evalTotalTime"]
 
     def _api(self, endpoint: str, params: dict[str, Any], timeout: float = 30) -> list[dict[str, Any]]:
+        """The ``result`` of an API answer."""
         return self._data(endpoint, params, timeout)["result"]
 
     def _data(self, endpoint: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+        """The ``data`` of an API answer; a RuntimeError unless Prometheus reports success."""
         url = f"{self.url}/api/v1/{endpoint}?{urllib.parse.urlencode(params)}"
         with urllib.request.urlopen(url, timeout=timeout) as r:
             body = json.load(r)
@@ -210,25 +216,29 @@ class Prometheus:
         raw.unlink()
         self.start()
         for i, rules in enumerate(dependency_rounds(groups)):
-            rule_file = self.workdir / f"round-{i}.rules.yml"
-            doc = {"groups": [{"name": f"round-{i}", "rules": [{"record": r.record, "expr": r.expr} for r in rules]}]}
-            rule_file.write_text(to_yaml(doc))
-            out = self.workdir / f"round-{i}"
-            promtool.run(
-                [
-                    "tsdb",
-                    "create-blocks-from",
-                    "rules",
-                    f"--start={start}",
-                    f"--end={end}",
-                    f"--url={self.url}",
-                    f"--output-dir={out}",
-                    f"--eval-interval={STEP_SECONDS}s",
-                    str(rule_file),
-                ]
-            )
-            self.stop()
-            for block in out.iterdir():
-                if block.is_dir():
-                    shutil.move(str(block), self.data / block.name)
-            self.start()
+            self.backfill_rules(f"round-{i}", rules, start, end)
+
+    def backfill_rules(self, name: str, rules: list[RecordingRule], start: int, end: int) -> None:
+        """Record ``rules`` over [start, end] from what the running server holds, and restart it with the result."""
+        rule_file = self.workdir / f"{name}.rules.yml"
+        doc = {"groups": [{"name": name, "rules": [{"record": r.record, "expr": r.expr} for r in rules]}]}
+        rule_file.write_text(to_yaml(doc))
+        out = self.workdir / name
+        promtool.run(
+            [
+                "tsdb",
+                "create-blocks-from",
+                "rules",
+                f"--start={start}",
+                f"--end={end}",
+                f"--url={self.url}",
+                f"--output-dir={out}",
+                f"--eval-interval={STEP_SECONDS}s",
+                str(rule_file),
+            ]
+        )
+        self.stop()  # the server reads new blocks only at start
+        for block in out.iterdir():
+            if block.is_dir():
+                shutil.move(str(block), self.data / block.name)
+        self.start()
