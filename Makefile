@@ -41,8 +41,8 @@ docs: venv
 	$(CLI) docs
 
 lint: venv
-	$(VENV)/bin/ruff check generator tests bench
-	$(VENV)/bin/ruff format --check generator tests bench
+	$(VENV)/bin/ruff check generator tests bench harness
+	$(VENV)/bin/ruff format --check generator tests bench harness
 
 check: venv promtool lint
 	$(CLI) check $(CONFIG_ARG)

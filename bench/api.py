@@ -33,7 +33,6 @@ from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import match, render, selector
 from gpu_execution_pack.query.params import iso
 from gpu_execution_pack.scenario import library
-from gpu_execution_pack.testing.prometheus import Prometheus, free_port
 
 from bench.common import (
     LONG_DAYS,
@@ -45,6 +44,7 @@ from bench.common import (
     save_results,
 )
 from bench.document import write
+from harness.prometheus import Prometheus, free_port
 
 KEY = "bench-key-0123456789"
 EXECUTIONS = ("train-0001", "train-0002")

@@ -35,11 +35,11 @@ from gpu_execution_pack.rules.groups import RecordingRule
 from gpu_execution_pack.rules.recording import Attribution, RuleBuilder
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Scenario
 from gpu_execution_pack.scenario.render import raw_for
-from gpu_execution_pack.testing.prometheus import Prometheus, free_port
 
 from bench.common import REPO, log
 from bench.exporter import FleetExporter, scrape_config
 from bench.fleet import GENERATION, FleetExposition, fleet_scenario
+from harness.prometheus import Prometheus, free_port
 
 SIZES = ((1000, 100), (10000, 1000))  # (GPUs, executions)
 HISTORY_S = 24 * 3600

@@ -17,13 +17,13 @@ import time
 from pathlib import Path
 
 import yaml
-from gpu_execution_pack.testing.prometheus import Prometheus, free_port
 
 from bench.common import REPO, entry_parser, log, read_results, save_results
 from bench.document import write
 from bench.exporter import FleetExporter, scrape_config
 from bench.fleet import FleetExposition, fleet_scenario
 from bench.fleet_rules import MEASURE_S, floor_rules, rule_cost
+from harness.prometheus import Prometheus, free_port
 
 BEFORE = "049b8c1"  # the last commit before host identity
 SERVED = ("gpu-execution-pack.hosts", "gpu-execution-pack.execution_gpu", "gpu-execution-pack.execution_node")

@@ -24,9 +24,9 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.report import document
-from gpu_execution_pack.testing.prometheus import Prometheus
 
 from bench.common import REPO, entry_parser
+from harness.prometheus import Prometheus
 
 DOC = REPO / "docs" / "benchmarks-report.md"
 EXECUTIONS = 1000

@@ -62,7 +62,8 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory):
     """
     from gpu_execution_pack.config import Config
     from gpu_execution_pack.scenario import library
-    from gpu_execution_pack.testing.prometheus import Prometheus
+
+    from harness.prometheus import Prometheus
 
     scenario = library.training_in("4.8")
     end = int(time.time()) // 60 * 60 - 15 * 60

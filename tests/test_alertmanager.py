@@ -38,9 +38,9 @@ from gpu_execution_pack.rules.files import rule_files
 from gpu_execution_pack.scenario import model
 from gpu_execution_pack.scenario.model import FRAMEBUFFER_SIGNALS
 from gpu_execution_pack.scenario.render import CUSTOM_COUNTERS, DCGM_SIGNALS, Renderer, raw_for
-from gpu_execution_pack.testing.prometheus import Prometheus
 
-from .alertmanager_harness import Alertmanager, Loopback, amtool
+from harness.alertmanager import Alertmanager, Loopback, amtool
+from harness.prometheus import Prometheus
 
 T = TypeVar("T")
 PACK_ROUTE = f'alertname=~"{ALERT_PREFIX}.*"'  # the pack's route: every alert named with the pack's prefix

@@ -21,8 +21,9 @@ from gpu_execution_pack.api.app import PATH, create_app
 from gpu_execution_pack.api.metrics import Window, iso
 from gpu_execution_pack.config import config_from_mapping
 from gpu_execution_pack.scenario import library, model
-from gpu_execution_pack.testing.prometheus import Prometheus
 from starlette.testclient import TestClient
+
+from harness.prometheus import Prometheus
 
 from .conftest import EXECUTION, REPO
 from .test_catalog import CONTRACT, CONTRACT_UNITS

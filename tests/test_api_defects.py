@@ -15,12 +15,13 @@ from gpu_execution_pack.api.metrics import iso
 from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.scenario.model import Execution, Gpu, Host, Scenario
-from gpu_execution_pack.testing.prometheus import Prometheus
+
+from harness.prometheus import Prometheus
+from harness.upstreams import Proxy, Rewrite, Seen, Trickle, served
 
 from .conftest import EXECUTION
 from .test_api import ADMIN, KEYS, RESEARCH, client_for, get
 from .test_serve import metrics_path
-from .upstreams import Proxy, Rewrite, Seen, Trickle, served
 
 pytestmark = pytest.mark.usefixtures("promtool_available")
 SHARED_ID = "shared-0001"

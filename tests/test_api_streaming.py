@@ -23,10 +23,11 @@ from gpu_execution_pack.api.app import create_app
 from gpu_execution_pack.api.metrics import iso
 from gpu_execution_pack.config import config_from_mapping
 
+from harness.upstreams import Proxy, Seen, served
+
 from .conftest import EXECUTION
 from .test_api import ADMIN, KEYS, RESEARCH, client_for, get
 from .test_serve import metrics_path
-from .upstreams import Proxy, Seen, served
 
 pytestmark = pytest.mark.usefixtures("promtool_available")
 PIECE_CHUNK_POINTS = 7  # 165 points: 24 pieces per entry

@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 from gpu_execution_pack import catalog
-from gpu_execution_pack.testing.prometheus import Prometheus
+
+from harness.prometheus import Prometheus
+from harness.upstreams import Proxy
 
 from .conftest import EXECUTION
 from .test_api import ADMIN, RESEARCH, client_for, get
-from .upstreams import Proxy
 
 pytestmark = pytest.mark.usefixtures("promtool_available")
 

@@ -15,7 +15,8 @@ from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.dashboards import DASHBOARDS, dashboard_json, house, provisioning
 from gpu_execution_pack.dashboards import lint as dashboard_lint
 from gpu_execution_pack.rules.files import all_groups, rule_files
-from gpu_execution_pack.testing.prometheus import Prometheus, dependency_rounds
+
+from harness.prometheus import Prometheus, dependency_rounds
 
 from .conftest import EXECUTION, REPO
 

@@ -14,13 +14,13 @@ from gpu_execution_pack.config import Config
 from gpu_execution_pack.rules.files import all_groups
 from gpu_execution_pack.scenario.model import PHASES, STEP_SECONDS
 from gpu_execution_pack.scenario.render import raw_for
-from gpu_execution_pack.testing.prometheus import Prometheus, free_port
 
 from bench import exporter as fleet_exporter
 from bench import fleet as bench_fleet
 from bench.exporter import FleetExporter, scrape_config
 from bench.fleet import MIG_EVERY, FleetExposition, fleet_scenario
 from bench.fleet_rules import fetch_queries, measured_execution
+from harness.prometheus import Prometheus, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 

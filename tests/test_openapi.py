@@ -25,9 +25,10 @@ from schemathesis.checks import (
     status_code_conformance,
 )
 
+from harness.upstreams import served
+
 from .conftest import EXECUTION
 from .test_api import ADMIN, KEYS
-from .upstreams import served
 
 pytestmark = pytest.mark.usefixtures("promtool_available")
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]

@@ -11,7 +11,8 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.scenario import library
 from gpu_execution_pack.scenario.render import Renderer
-from gpu_execution_pack.testing.prometheus import Prometheus, openmetrics
+
+from harness.prometheus import Prometheus, openmetrics
 
 from .conftest import REPO
 
@@ -33,16 +34,15 @@ def imported_modules(path: Path) -> set[str]:
     return found
 
 
-def test_the_harness_is_shared_from_the_top_of_the_package_not_from_tests():
-    """bench/ and the package import nothing from tests/; no module of the package imports the harness."""
-    testing = REPO / "generator" / "gpu_execution_pack" / "testing"
-    sources = [*(REPO / "generator").rglob("*.py"), *(REPO / "bench").glob("*.py")]
-    from_tests = [p for p in sources if any(m.split(".")[0] == "tests" for m in imported_modules(p))]
+def test_the_harness_is_shared_from_its_own_folder_and_the_package_never_imports_it():
+    """bench/ and harness/ import nothing from tests/; no module of the package imports harness/ or tests/."""
+    package = list((REPO / "generator").rglob("*.py"))
+    shared = [*(REPO / "bench").glob("*.py"), *(REPO / "harness").glob("*.py")]
+    from_tests = [p for p in package + shared if any(m.split(".")[0] == "tests" for m in imported_modules(p))]
     assert not from_tests
-    below = [p for p in sources if p.is_relative_to(REPO / "generator") and not p.is_relative_to(testing)]
-    importing = [p for p in below if any(m.startswith("gpu_execution_pack.testing") for m in imported_modules(p))]
-    assert not importing, "the harness is the top layer: nothing in the package may import it"
-    assert any("gpu_execution_pack.testing.prometheus" in imported_modules(p) for p in sources)  # bench uses it
+    importing = [p for p in package if any(m.split(".")[0] == "harness" for m in imported_modules(p))]
+    assert not importing, "the harness is for tests and bench: the installed package may not import it"
+    assert any("harness.prometheus" in imported_modules(p) for p in shared)  # bench uses it
 
 
 def test_openmetrics_drops_missing_and_stale_samples_and_ends_with_eof():

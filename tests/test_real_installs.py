@@ -131,7 +131,8 @@ def test_a_real_prometheus_records_every_api_series_of_every_install_under_the_n
 
     from gpu_execution_pack.config import Config
     from gpu_execution_pack.scenario.model import Scenario
-    from gpu_execution_pack.testing.prometheus import Prometheus
+
+    from harness.prometheus import Prometheus
 
     installs = list(INSTALLS.values())
     together = Scenario(

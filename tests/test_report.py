@@ -26,8 +26,9 @@ from gpu_execution_pack.report.verdicts import CODES, judge
 from gpu_execution_pack.scenario import library, model, report_oracle
 from gpu_execution_pack.scenario.model import PHASES, STEP_SECONDS
 from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
-from gpu_execution_pack.testing.prometheus import Prometheus
 from starlette.testclient import TestClient
+
+from harness.prometheus import Prometheus
 
 from .conftest import REPO
 from .test_api import ESCAPED_IDS, INJECTION_IDS, closed_port

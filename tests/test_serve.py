@@ -16,11 +16,12 @@ import pytest
 from gpu_execution_pack.api.app import PATH, READY_TIMEOUT_SECONDS, create_app
 from gpu_execution_pack.api.auth import ENV_KEYS
 from gpu_execution_pack.config import ConfigError, config_from_mapping
-from gpu_execution_pack.testing.prometheus import free_port
 from starlette.testclient import TestClient
 
+from harness.prometheus import free_port
+from harness.upstreams import served
+
 from .conftest import EXECUTION, REPO
-from .upstreams import served
 
 pytestmark = pytest.mark.usefixtures("promtool_available")
 

@@ -22,8 +22,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import uvicorn
 from gpu_execution_pack.api.server import uvicorn_config
-from gpu_execution_pack.testing.prometheus import free_port
 from starlette.types import ASGIApp
+
+from harness.prometheus import free_port
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from gpu_execution_pack.testing.prometheus import free_port, wait_ready
+from harness.prometheus import free_port, wait_ready
 
 INSTALL_HINT = "run 'sudo apt-get install prometheus-alertmanager' (Debian's package has amtool)"
 
