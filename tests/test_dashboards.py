@@ -13,9 +13,10 @@ import pytest
 import yaml
 from gpu_execution_pack import catalog, promql
 from gpu_execution_pack.config import Config, config_from_mapping
-from gpu_execution_pack.dashboards import DASHBOARDS, dashboard_json, execution, house, provisioning
+from gpu_execution_pack.dashboards import DASHBOARDS, dashboard_json, execution, house
 from gpu_execution_pack.dashboards import lint as dashboard_lint
 from gpu_execution_pack.rules.files import all_groups, rule_files
+from gpu_execution_pack.rules.kubernetes import kubernetes_rules
 
 from .conftest import EXECUTION, REPO
 from .prometheus_harness import Prometheus, dependency_rounds
@@ -164,7 +165,7 @@ def test_configmaps_wrap_the_committed_dashboards_for_the_grafana_sidecar():
 
 def test_namespace_and_labels_of_kubernetes_objects_come_from_the_config(tmp_path: Path):
     cfg = config_from_mapping({"kubernetes": {"namespace": "gpu", "rule_labels": {"release": "prom", "team": "ml"}}})
-    objs = provisioning.kubernetes_rules(cfg, rule_files(cfg, tmp_path), tmp_path)
+    objs = kubernetes_rules(cfg, rule_files(cfg, tmp_path), tmp_path)
     meta = yaml.safe_load(next(iter(objs.values())))["metadata"]
     assert meta["namespace"] == "gpu" and meta["labels"] == {"release": "prom", "team": "ml"}
 
