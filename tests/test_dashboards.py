@@ -4,17 +4,19 @@ and every panel query answered by a real Prometheus holding scenario data."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from pathlib import Path
 
 import pytest
 import yaml
-from gpu_execution_pack import catalog
+from gpu_execution_pack import catalog, promql
 from gpu_execution_pack.config import Config, config_from_mapping
-from gpu_execution_pack.dashboards import DASHBOARDS, dashboard_json, house, provisioning
+from gpu_execution_pack.dashboards import DASHBOARDS, dashboard_json, execution, house
 from gpu_execution_pack.dashboards import lint as dashboard_lint
 from gpu_execution_pack.rules.files import all_groups, rule_files
+from gpu_execution_pack.rules.kubernetes import kubernetes_rules
 
 from harness.prometheus import Prometheus, dependency_rounds
 
@@ -62,7 +64,7 @@ def test_the_linter_reports_each_broken_rule(change, problem):
 @pytest.mark.usefixtures("promtool_available")
 def test_every_panel_query_parses_once_variables_are_substituted():
     exprs = [
-        (f"{name}: {title}", dashboard_lint.substitute(expr, {"execution_id": EXECUTION}))
+        (f"{name}: {title}", dashboard_lint.substitute(expr, {execution.VARIABLE: EXECUTION}))
         for name, d in committed().items()
         for title, expr in dashboard_lint.queries(d)
     ]
@@ -90,6 +92,49 @@ def test_thresholds_drawn_on_panels_come_from_the_alert_config():
     panel = next(p for p in dashboard_lint.panels(dashboard) if p["title"] == "GPU memory used")
     steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
     assert steps == [{"color": "green", "value": None}, {"color": "red", "value": 0.9}]
+
+
+def test_every_served_series_is_plotted_on_the_execution_dashboard_in_its_unit():
+    dashboard = committed()["execution"]
+    exprs = {expr: p for p in dashboard_lint.panels(dashboard) for expr in (t["expr"] for t in p["targets"])}
+    for series in catalog.API_SERIES:
+        panel = exprs[promql.render(execution.selected(series))]
+        assert panel["fieldConfig"]["defaults"]["unit"] == execution.unit_of(series) != "none", series.name
+    assert not execution.served_plots()  # every one has its place in a row: no row of leftovers
+
+
+def test_a_new_served_series_gets_a_panel_with_its_unit_and_legend_by_itself(monkeypatch: pytest.MonkeyPatch):
+    fan = dataclasses.replace(
+        catalog.GPU_TEMPERATURE,
+        name="execution_gpu:gpu_fan_speed_ratio",
+        unit="ratio",
+        doc="Fan speed, 0-1.",
+        api_name="gpuFanSpeedPercent",
+        api_unit="percent",
+        panel="Fan speed",
+    )
+    swap = dataclasses.replace(
+        catalog.NODE_RAM_USED, name="execution_node:system_swap_used_bytes", doc="Swap in use. Per host.", api_name="x"
+    )
+    monkeypatch.setattr(catalog, "API_SERIES", (*catalog.API_SERIES, fan, swap))
+    dashboard = json.loads(DASHBOARDS["execution"](Config()))
+    assert [p["title"] for p in dashboard["panels"] if p["type"] == "row"][-1] == execution.OTHER_ROW
+    panels = {p["title"]: p for p in dashboard_lint.panels(dashboard)}
+    for title, series, unit, legend in (
+        ("Fan speed", fan, "percentunit", execution.GPU_LEGEND),  # titled by its panel hint
+        ("Swap in use", swap, "bytes", execution.HOST_LEGEND),  # else by its doc's first sentence
+    ):
+        [target] = panels[title]["targets"]
+        assert target["expr"] == promql.render(execution.selected(series))
+        assert target["legendFormat"] == legend and panels[title]["fieldConfig"]["defaults"]["unit"] == unit
+        assert panels[title]["description"] == series.doc
+    assert dashboard_lint.lint("execution", dashboard) == []
+
+
+def test_a_panel_of_series_in_different_units_is_refused():
+    mixed = execution.Plot("Power and clock", "Not one unit.", (("", catalog.GPU_POWER), ("", catalog.GPU_SM_CLOCK)))
+    with pytest.raises(ValueError, match="different units"):
+        mixed.panel(Config().alerts)
 
 
 def test_rate_intervals_in_dashboards_use_the_rate_interval_variable():
@@ -121,7 +166,7 @@ def test_configmaps_wrap_the_committed_dashboards_for_the_grafana_sidecar():
 
 def test_namespace_and_labels_of_kubernetes_objects_come_from_the_config(tmp_path: Path):
     cfg = config_from_mapping({"kubernetes": {"namespace": "gpu", "rule_labels": {"release": "prom", "team": "ml"}}})
-    objs = provisioning.kubernetes_rules(cfg, rule_files(cfg, tmp_path), tmp_path)
+    objs = kubernetes_rules(cfg, rule_files(cfg, tmp_path), tmp_path)
     meta = yaml.safe_load(next(iter(objs.values())))["metadata"]
     assert meta["namespace"] == "gpu" and meta["labels"] == {"release": "prom", "team": "ml"}
 
@@ -154,7 +199,7 @@ def panel_queries(cfg: Config, window: str) -> list[tuple[str, str, str]]:
     out = []
     for path, text in dashboard_json(cfg).items():
         for title, expr in dashboard_lint.queries(json.loads(text)):
-            sent = dashboard_lint.substitute(expr.replace("$__range", window), {"execution_id": EXECUTION})
+            sent = dashboard_lint.substitute(expr.replace("$__range", window), {execution.VARIABLE: EXECUTION})
             out.append((path.stem, title, sent))
     return out
 

@@ -84,5 +84,5 @@ def test_two_executions_on_one_host_share_its_ram_and_cpu():
     scenario = library.training()
     want = expected.expected(scenario, 10)  # both running on h1
     ram = [s for s in want[catalog.NODE_RAM_USED.name] if s.labels["hostname"] == "h1"]
-    assert sorted(s.labels["execution_id"] for s in ram) == ["train-0001", "train-0002"]
+    assert sorted(s.labels[catalog.EXECUTION_LABEL] for s in ram) == ["train-0001", "train-0002"]
     assert ram[0].value == ram[1].value == (8 + 48 + 48) * 1024**3

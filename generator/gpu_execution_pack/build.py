@@ -14,13 +14,14 @@ from pathlib import Path
 
 from gpu_execution_pack import promtool
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.dashboards import dashboard_json, provisioning
+from gpu_execution_pack.dashboards import dashboard_json, execution, provisioning
 from gpu_execution_pack.dashboards import lint as dashboard_lint
 from gpu_execution_pack.docs import configuration, runbook, series
 from gpu_execution_pack.docs import report as report_doc
 from gpu_execution_pack.output import command
 from gpu_execution_pack.rules import lint as alert_lint
 from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, rule_files
+from gpu_execution_pack.rules.kubernetes import kubernetes_rules
 from gpu_execution_pack.rules.routing import alertmanager_files
 
 RUNBOOK = "runbook.md"
@@ -32,7 +33,7 @@ def rule_outputs(cfg: Config, config: str | None = None) -> dict[Path, str]:
     rules_dir, regenerate = Path(cfg.output.rules_dir), command("generate", config)
     files = rule_files(cfg, rules_dir, regenerate)
     routing = alertmanager_files(cfg, rules_dir, regenerate)  # not a rule file: no PrometheusRule for it
-    return files | provisioning.kubernetes_rules(cfg, files, rules_dir, regenerate) | routing
+    return files | kubernetes_rules(cfg, files, rules_dir, regenerate) | routing
 
 
 def dashboard_outputs(cfg: Config, config: str | None = None) -> dict[Path, str]:
@@ -91,7 +92,7 @@ def convention_problems(cfg: Config, files: dict[Path, str], config: str | None 
                 problems += dashboard_lint.schema_problems(path.name, dashboard)
         except dashboard_lint.SchemasUnavailable as missing:
             problems.append(str(missing))
-    variables = {"execution_id": "example"}
+    variables = {execution.VARIABLE: "example"}
     problems += dashboard_lint.promql_problems(
         [
             (f"{p.name}: panel {title!r}", dashboard_lint.substitute(expr, variables))

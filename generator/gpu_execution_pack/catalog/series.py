@@ -70,6 +70,9 @@ class Series:
     doc: str
     api_name: str = ""
     api_unit: str = ""
+    # The title of its own panel on the Execution dashboard, for a served series the dashboard's rows
+    # do not place (empty: the first sentence of ``doc``).
+    panel: str = ""
 
     def select(self, *matchers: str) -> Selector:
         """A selector of this series, e.g. ``GPU_UTILIZATION.select(match(EXECUTION_LABEL, id))``."""

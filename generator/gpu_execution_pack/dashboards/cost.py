@@ -5,7 +5,7 @@ from __future__ import annotations
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.dashboards import fleet, house
-from gpu_execution_pack.dashboards.execution import billed_cost, gpu_hours, priced, query, stacked
+from gpu_execution_pack.dashboards.execution import MODEL_LEGEND, billed_cost, gpu_hours, priced, query, stacked
 from gpu_execution_pack.dashboards.house import Section, table, timeseries
 from gpu_execution_pack.promql import aggregate
 
@@ -53,7 +53,7 @@ def render(cfg: Config) -> str:
             timeseries(
                 f"Spend per hour ({d.currency})",
                 money,
-                [query(aggregate("sum", [catalog.MODEL_LABEL], priced(gpus)), "{{modelName}}")],
+                [query(aggregate("sum", [catalog.MODEL_LABEL], priced(gpus)), MODEL_LEGEND)],
                 "What the GPUs held cost per hour, per model, at the configured prices.",
             ),
         )

@@ -1,20 +1,33 @@
-"""The Execution dashboard: one execution's GPUs, memory, power, clocks, PCIe and hosts."""
+"""The Execution dashboard: one execution's GPUs, memory, power, clocks, PCIe and hosts.
+
+The top row is a set of figures over the time range; the rows below plot recorded series over time,
+laid out by ``ROWS``. A served series ``ROWS`` does not place gets a panel of its own in a last row,
+so adding one to the catalog puts it on the dashboard with no edit here.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from grafanalib import core
 
 from gpu_execution_pack import catalog, promql
 from gpu_execution_pack.catalog import Series
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Alerts, Config
 from gpu_execution_pack.dashboards import house
 from gpu_execution_pack.dashboards.house import Query, Section, stat, timeseries
 from gpu_execution_pack.promql import Binary, Expr, Range, Selector, aggregate, any_of, call, join, match, on, selector
 
+# The dashboard's Grafana variable. Its name is also the URL parameter (var-execution_id) that links
+# from outside (bookmarks, a scheduler's job page) carry, so it stays fixed even were the recorded
+# series' label (catalog.EXECUTION_LABEL, which SEL matches) renamed.
 VARIABLE = "execution_id"
 # The dashboard's execution: Grafana substitutes the variable before the query is sent.
 SEL = match(catalog.EXECUTION_LABEL, f"${VARIABLE}")
 GPU_LEGEND = "{{hostname}} GPU {{gpu}} {{GPU_I_ID}}"
+HOST_LEGEND = "{{hostname}}"
+MODEL_LEGEND = "{{modelName}}"
 RANGE = "$__range"  # the dashboard's time range
 
 
@@ -99,230 +112,293 @@ def title(cfg: Config) -> str:
     return f"{cfg.dashboards.title_prefix} / Execution"
 
 
-def render(cfg: Config) -> str:
-    a, d = cfg.alerts, cfg.dashboards
-    gpus, hosts = selected(catalog.EXECUTION_GPU_COUNT), selected(catalog.EXECUTION_HOST_COUNT)
-    overview = Section("Overview")
-    # The top row answers the report's questions: memory against the OOM threshold, energy,
-    # throttling, and GPU-hours worked against billed.
-    for name, unit, expr, text_mode, desc, red_from in (
-        (
+# --- Overview: the report's questions as figures over the time range --------------------------
+
+
+def peak(function: str, op: str, series: Series, by: Iterable[str] | None = None) -> Expr:
+    """``op`` (``by`` the labels given) of ``function`` (a ``*_over_time``) of the execution's ``series`` over the
+    time range."""
+    return aggregate(op, by, over_range(function, selected(series)))
+
+
+def overview(cfg: Config) -> Section:
+    """The top row: memory against the OOM threshold, energy, throttling, then GPU-hours and cost."""
+    section = Section("Overview")
+    for panel in (*health_stats(cfg.alerts), *usage_stats(cfg)):
+        section.add(panel, width=4, height=4)
+    return section
+
+
+def figure(
+    title: str, unit: str, expr: Expr, description: str, text_mode: str = "value", threshold: float | None = None
+) -> core.Stat:
+    """A figure of the top row, its query's legend the GPU model (one value for most)."""
+    return stat(title, unit, [query(expr, MODEL_LEGEND)], description, text_mode, threshold)
+
+
+def health_stats(a: Alerts) -> list[core.Stat]:
+    """Memory against the OOM-risk threshold, energy, and time throttled."""
+    memory = a.gpu_memory_high.threshold
+    return [
+        figure(
             "Peak GPU memory",
             "percentunit",
-            aggregate("max", None, over_range("max_over_time", selected(catalog.EXECUTION_GPU_MEMORY_UTILIZATION_MAX))),
-            "value",
-            f"Highest share of a GPU's memory it used; red at the OOM-risk alert's {a.gpu_memory_high.threshold:.0%}.",
-            a.gpu_memory_high.threshold,
+            peak("max_over_time", "max", catalog.EXECUTION_GPU_MEMORY_UTILIZATION_MAX),
+            f"Highest share of a GPU's memory it used; red at the OOM-risk alert's {memory:.0%}.",
+            threshold=memory,
         ),
-        (
+        figure(
             "Energy",
             "kwatth",
             energy_kwh(None, SEL),
-            "value",
             "Energy of its GPUs: the energy counter's rise where exported, else board power integrated per minute.",
-            None,
         ),
-        (
+        figure(
             "Power-throttled",
             "s",
             throttled_seconds(catalog.GPU_POWER_THROTTLED),
-            "value",
             "Longest time a GPU met the PowerThrottling alert's condition, to the minute.",
-            None,
         ),
-        (
+        figure(
             "Thermal-throttled",
             "s",
             throttled_seconds(catalog.GPU_THERMAL_THROTTLED),
-            "value",
             "Longest time a GPU met the ThermalThrottling alert's condition, to the minute.",
-            None,
         ),
-        (
-            "GPU-hours billed",
-            "none",
-            gpu_hours(selected(catalog.MODEL_GPU_COUNT)),
-            "value",
-            "GPUs held, integrated over time.",
-            None,
+    ]
+
+
+def usage_stats(cfg: Config) -> list[core.Stat]:
+    """GPU-hours worked against billed, what it held, and what that cost."""
+    currency = cfg.dashboards.currency
+    gpus = selected(catalog.EXECUTION_GPU_COUNT)
+    return [
+        figure(
+            "GPU-hours billed", "none", gpu_hours(selected(catalog.MODEL_GPU_COUNT)), "GPUs held, integrated over time."
         ),
-        (
+        figure(
             "GPU-hours of work",
             "none",
             gpu_hours(selected(catalog.MODEL_GPU_UTILIZATION_SUM)),
-            "value",
             "Utilisation summed over its GPUs, integrated over time.",
-            None,
         ),
-        (
+        figure(
             "Duration",
             "s",
             aggregate("max", None, call("count_over_time", per_minute(gpus))) * 60,
-            "value",
             "Wall-clock time the execution held GPUs within the time range, to the minute.",
-            None,
         ),
-        (
+        figure(
             "GPUs",
             "none",
-            aggregate("max", None, over_range("max_over_time", gpus)),
-            "value",
+            peak("max_over_time", "max", catalog.EXECUTION_GPU_COUNT),
             "GPUs or MIG instances held (the most at any time).",
-            None,
         ),
-        (
-            "Hosts",
-            "none",
-            aggregate("max", None, over_range("max_over_time", hosts)),
-            "value",
-            "Hosts it ran on.",
-            None,
-        ),
-        (
+        figure("Hosts", "none", peak("max_over_time", "max", catalog.EXECUTION_HOST_COUNT), "Hosts it ran on."),
+        figure(
             "GPU model",
             "none",
-            aggregate("group", [catalog.MODEL_LABEL], over_range("max_over_time", selected(catalog.MODEL_GPU_COUNT))),
-            "name",
+            peak("max_over_time", "group", catalog.MODEL_GPU_COUNT, [catalog.MODEL_LABEL]),
             "The GPU models it held.",
-            None,
+            text_mode="name",
         ),
-        (
+        figure(
             "Mean utilisation",
             "percentunit",
-            aggregate("avg", None, over_range("avg_over_time", selected(catalog.EXECUTION_GPU_UTILIZATION_AVG))),
-            "value",
+            peak("avg_over_time", "avg", catalog.EXECUTION_GPU_UTILIZATION_AVG),
             "Mean GPU utilisation over its GPUs and the time range.",
-            None,
         ),
-        ("Efficiency", "percentunit", efficiency(), "value", "GPU-hours of work per GPU-hour billed.", None),
-        (
-            f"Cost ({d.currency})",
-            f"currency{d.currency}",
+        figure("Efficiency", "percentunit", efficiency(), "GPU-hours of work per GPU-hour billed."),
+        figure(
+            f"Cost ({currency})",
+            f"currency{currency}",
             billed_cost(None, SEL),
-            "value",
             "GPU-hours billed times the price of each model (dashboards.price_per_gpu_hour).",
-            None,
         ),
-    ):
-        overview.add(stat(name, unit, [query(expr, "{{modelName}}")], desc, text_mode, red_from), width=4, height=4)
+    ]
 
-    utilisation = Section("Utilisation").add(
-        timeseries(
-            "GPU utilisation",
-            "percentunit",
-            [plot(catalog.GPU_UTILIZATION)],
-            "Per GPU or MIG instance. Low during the heavy phase: a data-loading or CPU bottleneck.",
-            max_value=1,
+
+# --- Rows of series over time -------------------------------------------------------------------
+
+# Grafana's unit for each base unit the catalog records in.
+GRAFANA_UNITS: dict[str, str] = {
+    "ratio": "percentunit",
+    "bytes": "bytes",
+    "hertz": "hertz",
+    "watts": "watt",
+    "celsius": "celsius",
+    "bytes_per_second": "Bps",
+    "seconds": "s",
+    "joules": "joule",
+}
+# The legend of a series' lines, by the level of series (its labels).
+LEGENDS: dict[tuple[str, ...], str] = {catalog.GPU_LABELS: GPU_LEGEND, catalog.NODE_LABELS: HOST_LEGEND}
+
+
+def unit_of(series: Series) -> str:
+    """Grafana's unit for ``series``: counts, codes and flags have none."""
+    return GRAFANA_UNITS.get(series.unit, "none")
+
+
+def legend(series: Series, prefix: str = "") -> str:
+    """The legend of a line of ``series``: ``prefix``, then the GPU or host the line is of."""
+    if series.labels not in LEGENDS:
+        raise ValueError(f"{series.name}: the Execution dashboard plots per-GPU and per-host series only")
+    return f"{prefix} {LEGENDS[series.labels]}" if prefix else LEGENDS[series.labels]
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A time-series panel of the execution's recorded series, a line per GPU or host of each.
+
+    ``lines`` are (legend prefix, series): the legend is the prefix and the series' GPU or host; the
+    unit is the series' own. ``threshold`` reads the line drawn from the alert config.
+    """
+
+    title: str
+    description: str
+    lines: tuple[tuple[str, Series], ...]
+    threshold: Callable[[Alerts], float] | None = None
+    max_value: float | None = None
+    width: int = 12
+
+    def panel(self, a: Alerts) -> core.TimeSeries:
+        """The panel, its threshold line from the alert config ``a``."""
+        units = {unit_of(s) for _, s in self.lines}
+        if len(units) != 1:
+            raise ValueError(f"panel {self.title!r} plots series in different units: {sorted(units)}")
+        targets = [plot(s, legend(s, prefix)) for prefix, s in self.lines]
+        threshold = self.threshold(a) if self.threshold else None
+        return timeseries(self.title, units.pop(), targets, self.description, threshold, self.max_value)
+
+
+# The rows under the overview, each a title and its panels, left to right.
+ROWS: tuple[tuple[str, tuple[Plot, ...]], ...] = (
+    (
+        "Utilisation",
+        (
+            Plot(
+                "GPU utilisation",
+                "Per GPU or MIG instance. Low during the heavy phase: a data-loading or CPU bottleneck.",
+                (("", catalog.GPU_UTILIZATION),),
+                max_value=1,
+                width=24,
+            ),
         ),
-        width=24,
-    )
-    memory = (
-        Section("GPU memory")
-        .add(
-            timeseries(
+    ),
+    (
+        "GPU memory",
+        (
+            Plot(
                 "GPU memory used",
-                "percentunit",
-                [plot(catalog.GPU_MEMORY_UTILIZATION)],
                 "Framebuffer capacity used; the line is the OOM-risk alert threshold. "
                 "A climb to 100 % just before a crash is an out-of-memory, not a code bug.",
-                threshold=a.gpu_memory_high.threshold,
+                (("", catalog.GPU_MEMORY_UTILIZATION),),
+                threshold=lambda a: a.gpu_memory_high.threshold,
                 max_value=1,
             ),
-        )
-        .add(
-            timeseries(
+            Plot(
                 "GPU memory used (bytes)",
-                "bytes",
-                [
-                    plot(catalog.GPU_MEMORY_USED, f"used {GPU_LEGEND}"),
-                    plot(catalog.GPU_MEMORY_TOTAL, f"usable {GPU_LEGEND}"),
-                ],
                 "Framebuffer used against what processes can use (the driver's reserve excluded).",
+                (("used", catalog.GPU_MEMORY_USED), ("usable", catalog.GPU_MEMORY_TOTAL)),
             ),
-        )
-    )
-    power = (
-        Section("Power and temperature")
-        .add(
-            timeseries(
-                "Power against power limit",
-                "watt",
-                [
-                    plot(catalog.GPU_POWER, f"power {GPU_LEGEND}"),
-                    plot(catalog.GPU_POWER_LIMIT, f"limit {GPU_LEGEND}"),
-                ],
-                "Board power and the enforced power limit: power pressed against the limit means power capping.",
-            ),
-            width=8,
-        )
-        .add(
-            timeseries(
-                "Power / limit",
-                "percentunit",
-                [plot(catalog.GPU_POWER_TO_LIMIT)],
-                "Power as a share of the limit; the line is the power-throttling threshold.",
-                threshold=a.power_throttling.threshold,
-            ),
-            width=8,
-        )
-        .add(
-            timeseries(
-                "Temperature",
-                "celsius",
-                [plot(catalog.GPU_TEMPERATURE)],
-                "GPU temperature; the line is the thermal-throttling threshold.",
-                threshold=a.thermal_throttling.threshold_celsius,
-            ),
-            width=8,
-        )
-    )
-    clocks = (
-        Section("Clocks")
-        .add(
-            timeseries(
-                "SM clock",
-                "hertz",
-                [plot(catalog.GPU_SM_CLOCK), plot(catalog.GPU_SM_CLOCK_PEAK, f"peak {GPU_LEGEND}")],
-                "SM clock and its peak (max clock where exported): below its peak at the power limit means capping.",
-            ),
-        )
-        .add(
-            timeseries("Memory clock", "hertz", [plot(catalog.GPU_MEMORY_CLOCK)], "Memory clock."),
-        )
-    )
-    pcie = Section("PCIe").add(
-        timeseries(
-            "PCIe throughput",
-            "Bps",
-            [
-                plot(catalog.GPU_PCIE_RX, f"RX (host to GPU) {GPU_LEGEND}"),
-                plot(catalog.GPU_PCIE_TX, f"TX (GPU to host) {GPU_LEGEND}"),
-            ],
-            "PCIe traffic; RX is host to device.",
         ),
-        width=24,
-    )
-    host = (
-        Section("Hosts")
-        .add(
-            timeseries(
-                "Host RAM",
-                "bytes",
-                [plot(catalog.NODE_RAM_USED, "used {{hostname}}"), plot(catalog.NODE_RAM_TOTAL, "total {{hostname}}")],
-                "RAM used (total minus available) against total, per host; shared with other executions on the host.",
+    ),
+    (
+        "Power and temperature",
+        (
+            Plot(
+                "Power against power limit",
+                "Board power and the enforced power limit: power pressed against the limit means power capping.",
+                (("power", catalog.GPU_POWER), ("limit", catalog.GPU_POWER_LIMIT)),
+                width=8,
             ),
-        )
-        .add(
-            timeseries(
+            Plot(
+                "Power / limit",
+                "Power as a share of the limit; the line is the power-throttling threshold.",
+                (("", catalog.GPU_POWER_TO_LIMIT),),
+                threshold=lambda a: a.power_throttling.threshold,
+                width=8,
+            ),
+            Plot(
+                "Temperature",
+                "GPU temperature; the line is the thermal-throttling threshold.",
+                (("", catalog.GPU_TEMPERATURE),),
+                threshold=lambda a: a.thermal_throttling.threshold_celsius,
+                width=8,
+            ),
+        ),
+    ),
+    (
+        "Clocks",
+        (
+            Plot(
+                "SM clock",
+                "SM clock and its peak (max clock where exported): below its peak at the power limit means capping.",
+                (("", catalog.GPU_SM_CLOCK), ("peak", catalog.GPU_SM_CLOCK_PEAK)),
+            ),
+            Plot("Memory clock", "Memory clock.", (("", catalog.GPU_MEMORY_CLOCK),)),
+        ),
+    ),
+    (
+        "PCIe",
+        (
+            Plot(
+                "PCIe throughput",
+                "PCIe traffic; RX is host to device.",
+                (("RX (host to GPU)", catalog.GPU_PCIE_RX), ("TX (GPU to host)", catalog.GPU_PCIE_TX)),
+                width=24,
+            ),
+        ),
+    ),
+    (
+        "Hosts",
+        (
+            Plot(
+                "Host RAM",
+                "RAM used (total minus available) against total, per host; shared with other executions on the host.",
+                (("used", catalog.NODE_RAM_USED), ("total", catalog.NODE_RAM_TOTAL)),
+            ),
+            Plot(
                 "Host CPU",
-                "percentunit",
-                [plot(catalog.NODE_CPU_UTILIZATION, "{{hostname}}")],
                 "Host CPU busy share; saturated CPU with idle GPUs means CPU-bound pre-processing.",
+                (("", catalog.NODE_CPU_UTILIZATION),),
                 max_value=1,
             ),
-        )
-    )
-    alerts = {
+        ),
+    ),
+)
+OTHER_ROW = "Other served series"
+
+
+def served_plots() -> list[Plot]:
+    """A panel for each served series ``ROWS`` does not plot, titled by its panel hint or else its doc."""
+    placed = {s for _, plots in ROWS for p in plots for _, s in p.lines}
+    return [
+        Plot(s.panel or s.doc.split(". ")[0].rstrip("."), s.doc, (("", s),))
+        for s in catalog.API_SERIES
+        if s not in placed
+    ]
+
+
+def rows(a: Alerts) -> list[Section]:
+    """The rows of ``ROWS``, then one of the served series they leave out (where there are any)."""
+    sections = []
+    for name, plots in (*ROWS, (OTHER_ROW, tuple(served_plots()))):
+        if plots:
+            section = Section(name)
+            for p in plots:
+                section.add(p.panel(a), width=p.width)
+            sections.append(section)
+    return sections
+
+
+# --- The dashboard ----------------------------------------------------------------------------
+
+
+def alert_annotations() -> dict[str, object]:
+    """The execution's firing alerts, marked on every panel."""
+    return {
         "name": "Alerts",
         "datasource": house.DATASOURCE,
         "enable": True,
@@ -332,17 +408,21 @@ def render(cfg: Config) -> str:
         "textFormat": "{{hostname}} GPU {{gpu}}",
         "step": "1m",
     }
+
+
+def render(cfg: Config) -> str:
+    """The Execution dashboard as JSON text."""
     # label_values() is Grafana's variable query, not PromQL: it names the series and the label.
     executions = f"label_values({catalog.EXECUTION_GPU_COUNT.name}, {catalog.EXECUTION_LABEL})"
     variables = [
-        house.datasource_variable(d.datasource_name),
+        house.datasource_variable(cfg.dashboards.datasource_name),
         house.query_variable(VARIABLE, "Execution", executions),
     ]
-    panels = house.layout([overview, utilisation, memory, power, clocks, pcie, host])
+    panels = house.layout([overview(cfg), *rows(cfg.alerts)])
     return house.render(
         title(cfg),
         panels,
         variables,
         "One execution: whether it used the GPUs it was billed for, OOM risk, throttling, and its hosts.",
-        annotations=[alerts],
+        annotations=[alert_annotations()],
     )

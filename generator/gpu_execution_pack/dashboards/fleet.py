@@ -6,7 +6,7 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import Series
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.dashboards import execution, house
-from gpu_execution_pack.dashboards.execution import energy_kwh, gpu_hours, query
+from gpu_execution_pack.dashboards.execution import MODEL_LEGEND, energy_kwh, gpu_hours, query
 from gpu_execution_pack.dashboards.house import Section, stat, table, timeseries
 from gpu_execution_pack.promql import Expr, Paren, aggregate, any_of, call, on
 
@@ -41,9 +41,27 @@ def at_threshold(series: Series, threshold: float) -> Expr:
     return or_zero(aggregate("count", None, series.select().ge(threshold)))
 
 
-def render(cfg: Config) -> str:
-    a = cfg.alerts
-    low = a.gpu_underutilized.threshold
+def now(cfg: Config) -> Section:
+    """The top row: executions, GPUs and hosts in use now, and the fleet's utilisation."""
+    held = catalog.EXECUTION_GPU_COUNT
+    hosts = or_zero(aggregate("count", None, aggregate("count", [catalog.HOST_LABEL], catalog.NODE_GPU_COUNT.select())))
+    utilisation = "Mean utilisation over every GPU an execution holds."
+    return (
+        Section("Now")
+        .add(stat("Executions", "none", [query(over_fleet("count", held))], "Executions holding GPUs."), 6, 4)
+        .add(stat("GPUs held", "none", [query(over_fleet("sum", held))], "GPUs or MIG instances held."), 6, 4)
+        .add(
+            stat("Fleet utilisation", "percentunit", [query(over_fleet("avg", catalog.GPU_UTILIZATION))], utilisation),
+            6,
+            4,
+        )
+        .add(stat("Hosts", "none", [query(hosts)], "Hosts in use."), 6, 4)
+    )
+
+
+def waste(cfg: Config) -> Section:
+    """The executions that held the most GPU-hours below the waste alert's threshold, each a link to it."""
+    low = cfg.alerts.gpu_underutilized.threshold
     by_execution = [catalog.EXECUTION_LABEL]
     gpus = catalog.MODEL_GPU_COUNT.select()
     # GPUs held while the execution's mean utilisation was under the waste alert's threshold (the
@@ -51,33 +69,7 @@ def render(cfg: Config) -> str:
     idle = gpus.and_(Paren(catalog.EXECUTION_GPU_UTILIZATION_AVG.select().lt(low)), on(by_execution))
     wasted = call("topk", 20, gpu_hours(idle, by_execution))
     billed = gpu_hours(gpus, by_execution)
-    held = catalog.EXECUTION_GPU_COUNT
-    hosts = or_zero(aggregate("count", None, aggregate("count", [catalog.HOST_LABEL], catalog.NODE_GPU_COUNT.select())))
-    overview = (
-        Section("Now")
-        .add(
-            stat("Executions", "none", [query(over_fleet("count", held))], "Executions holding GPUs."),
-            6,
-            4,
-        )
-        .add(
-            stat("GPUs held", "none", [query(over_fleet("sum", held))], "GPUs or MIG instances held."),
-            6,
-            4,
-        )
-        .add(
-            stat(
-                "Fleet utilisation",
-                "percentunit",
-                [query(over_fleet("avg", catalog.GPU_UTILIZATION))],
-                "Mean utilisation over every GPU an execution holds.",
-            ),
-            6,
-            4,
-        )
-        .add(stat("Hosts", "none", [query(hosts)], "Hosts in use."), 6, 4)
-    )
-    waste = Section("Waste").add(
+    return Section("Waste").add(
         table(
             f"Executions by GPU-hours below {low * 100:g} % utilisation",
             [query(wasted), query(billed)],
@@ -89,7 +81,12 @@ def render(cfg: Config) -> str:
         width=24,
         height=10,
     )
-    health = (
+
+
+def health(cfg: Config) -> Section:
+    """GPUs at the alerts' thresholds now, energy and utilisation per GPU model."""
+    a = cfg.alerts
+    return (
         Section("Throttling and OOM risk")
         .add(
             timeseries(
@@ -107,7 +104,7 @@ def render(cfg: Config) -> str:
             stat(
                 "Energy by GPU model",
                 "kwatth",
-                [query(energy_kwh([catalog.MODEL_LABEL]), "{{modelName}}")],
+                [query(energy_kwh([catalog.MODEL_LABEL]), MODEL_LEGEND)],
                 "Energy of the GPUs executions held in the time range, per model: the energy counter's rise where "
                 "exported, else board power integrated per minute; each physical GPU counted once.",
                 text_mode="value_and_name",
@@ -119,16 +116,19 @@ def render(cfg: Config) -> str:
             timeseries(
                 "Utilisation by GPU model",
                 "percentunit",
-                [query(aggregate("avg", [catalog.MODEL_LABEL], catalog.GPU_UTILIZATION.select()), "{{modelName}}")],
+                [query(aggregate("avg", [catalog.MODEL_LABEL], catalog.GPU_UTILIZATION.select()), MODEL_LEGEND)],
                 "Mean utilisation of the GPUs executions hold, per model.",
                 max_value=1,
             ),
         )
     )
-    panels = house.layout([overview, waste, health])
+
+
+def render(cfg: Config) -> str:
+    """The Fleet dashboard as JSON text."""
     return house.render(
         title(cfg),
-        panels,
+        house.layout([now(cfg), waste(cfg), health(cfg)]),
         [house.datasource_variable(cfg.dashboards.datasource_name)],
         "Every execution at once: waste, throttling, OOM risk and utilisation by GPU model.",
     )

@@ -1,6 +1,6 @@
 """The house layer on grafanalib: panels as we build them, and current-format, deterministic JSON.
 
-grafanalib 0.7.1 emits Grafana's old dashboard format (domain-notes 5): schemaVersion 12,
+grafanalib 0.7.1 emits Grafana's old dashboard format: schemaVersion 12,
 string datasources, ``uid: null``, nulls for every unset option and keys Grafana no longer
 reads. Dashboards here are built with grafanalib objects through the helpers below, and
 ``render`` turns them into what current Grafana (and its published JSON Schema) expects: a

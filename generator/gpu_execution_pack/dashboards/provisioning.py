@@ -1,14 +1,12 @@
-"""Deployment wrappers: Grafana file provisioning, and Kubernetes objects for the rules and dashboards.
+"""Deployment wrappers of the dashboards: Grafana file provisioning, and Kubernetes ConfigMaps.
 
-Every wrapper embeds the text generated for ``rules/`` and ``dashboards/`` in the same run, so
-what is deployed is what the tests checked, never a second copy to drift.
+Every ConfigMap embeds the dashboard generated in the same run, so what is deployed is what the
+tests checked, never a second copy to drift. The rules' own wrappers are in ``rules.kubernetes``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import yaml
 
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.output import command, yaml_document
@@ -74,26 +72,4 @@ def kubernetes_dashboards(
             "data": {path.name: text},
         }
         out[dashboards_dir / KUBERNETES_DIR / f"{path.stem}.configmap.yaml"] = yaml_document(doc, SOURCE, regenerate)
-    return out
-
-
-def kubernetes_rules(
-    cfg: Config, rule_files: dict[Path, str], rules_dir: Path, regenerate: str = command("generate")
-) -> dict[Path, str]:
-    """One PrometheusRule per rule file, with the config's namespace and selector labels."""
-    k = cfg.kubernetes
-    out = {}
-    for path, text in sorted(rule_files.items()):
-        name = path.name.removesuffix(".rules.yml")
-        doc = {
-            "apiVersion": "monitoring.coreos.com/v1",
-            "kind": "PrometheusRule",
-            "metadata": {
-                "name": f"{k.name_prefix}-{name}",
-                "namespace": k.namespace,
-                "labels": dict(k.rule_labels),
-            },
-            "spec": yaml.safe_load(text),
-        }
-        out[rules_dir / KUBERNETES_DIR / f"{name}.prometheusrule.yaml"] = yaml_document(doc, SOURCE, regenerate)
     return out

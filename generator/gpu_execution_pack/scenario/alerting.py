@@ -16,7 +16,7 @@ from functools import cache
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL, Series
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Alerts, Config, PredictAlert
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.scenario import expected, model
 from gpu_execution_pack.scenario.humanize import go_value, humanize, humanize_percentage
@@ -165,100 +165,156 @@ def truth_of(world: World, entity: Entity, minute: float) -> dict[Series, float]
     return world.gpu_truth(entity.execution, entity.gpu, minute)
 
 
-# --- The alerts -----------------------------------------------------------------------------
+# --- The alerts, one family at a time ----------------------------------------------------------
+
+# What an alert's oracle reads of an entity at a minute: a series' value, whether the condition
+# holds, the description it fires with.
+Getter = Callable[[World, Entity, float], float | None]
+Condition = Callable[[World, Entity, float], bool]
+Description = Callable[[World, Entity, float], str]
 
 
-def specs(cfg: Config) -> list[AlertSpec]:
-    """Every alert the pack ships, as the oracle states it."""
-    a = cfg.alerts
+def minutes(duration: str) -> float:
+    """A duration of the config in minutes."""
+    return parse_duration_seconds(duration) / 60
 
-    def minutes(duration: str) -> float:
-        return parse_duration_seconds(duration) / 60
 
-    def value(key: Series) -> Callable[[World, Entity, float], float | None]:
-        def get(world: World, entity: Entity, minute: float) -> float | None:
-            truth = truth_of(world, entity, minute)
-            return truth.get(key) if truth else None
+def value(key: Series) -> Getter:
+    """The GPU's recorded ``key``, or None where the GPU has no series then."""
 
-        return get
+    def get(world: World, entity: Entity, minute: float) -> float | None:
+        truth = truth_of(world, entity, minute)
+        return truth.get(key) if truth else None
 
-    def host_value(key: Series) -> Callable[[World, Entity, float], float | None]:
-        def get(world: World, entity: Entity, minute: float) -> float | None:
-            assert entity.execution is not None
-            truth = world.host_truth(entity.execution, entity.host, minute)
-            return truth[key] if truth else None
+    return get
 
-        return get
 
-    def at_least(get: Callable, threshold: float) -> Callable[[World, Entity, float], bool]:
-        return lambda w, e, m: (v := get(w, e, m)) is not None and v >= threshold
+def host_value(key: Series) -> Getter:
+    """The execution's host's recorded ``key``, or None where the host has no series then."""
 
-    def filling_up(
-        series: tuple[Series, Series, Series], get: Callable, alert
-    ) -> Callable[[World, Entity, float], bool]:
-        ratio, used, total = (get(s) for s in series)
+    def get(world: World, entity: Entity, minute: float) -> float | None:
+        assert entity.execution is not None
+        truth = world.host_truth(entity.execution, entity.host, minute)
+        return truth[key] if truth else None
 
-        def holds(w: World, e: Entity, m: float) -> bool:
-            if ratio(w, e, m) is None:
-                return False
-            ratios = w.samples(lambda t: ratio(w, e, t), m, alert.lookback)
-            predicted = predict_linear(w.samples(lambda t: used(w, e, t), m, alert.lookback), m, horizon(alert))
-            return (
-                predicted is not None and predicted >= total(w, e, m) and min(v for _, v in ratios) >= alert.min_level
-            )
+    return get
 
-        return holds
 
-    def horizon(alert) -> int:
-        return int(parse_duration_seconds(alert.horizon))
+def at_least(get: Getter, threshold: float) -> Condition:
+    """``get`` has a value, at ``threshold`` or above."""
+    return lambda w, e, m: (v := get(w, e, m)) is not None and v >= threshold
 
-    # GPU memory
-    gpu_ratio = value(catalog.GPU_MEMORY_UTILIZATION)
 
-    def gpu_memory_described(tail: str) -> Callable[[World, Entity, float], str]:
+def filling_up(
+    series: tuple[Series, Series, Series], get: Callable[[Series], Getter], alert: PredictAlert
+) -> Condition:
+    """Used capacity predicted to reach the total within the horizon, the level high enough all the lookback."""
+    ratio, used, total = (get(s) for s in series)
+    horizon = int(parse_duration_seconds(alert.horizon))
+
+    def holds(w: World, e: Entity, m: float) -> bool:
+        if ratio(w, e, m) is None:
+            return False
+        ratios = w.samples(lambda t: ratio(w, e, t), m, alert.lookback)
+        predicted = predict_linear(w.samples(lambda t: used(w, e, t), m, alert.lookback), m, horizon)
+        return predicted is not None and predicted >= total(w, e, m) and min(v for _, v in ratios) >= alert.min_level
+
+    return holds
+
+
+def gpu_memory_specs(a: Alerts) -> list[AlertSpec]:
+    """GpuMemoryHigh and GpuMemoryFillingUp: the framebuffer of one GPU."""
+    high, pred = a.gpu_memory_high, a.gpu_memory_exhaustion
+    ratio = value(catalog.GPU_MEMORY_UTILIZATION)
+
+    def described(tail: str) -> Description:
         def describe(w: World, e: Entity, m: float) -> str:
             assert e.execution is not None
             return (
-                f"Execution {e.execution.id} has used {humanize_percentage(gpu_ratio(w, e, m))} "
+                f"Execution {e.execution.id} has used {humanize_percentage(ratio(w, e, m))} "
                 f"of the memory of {gpu_name(e)}{tail}"
             )
 
         return describe
 
-    g_high, g_pred = a.gpu_memory_high, a.gpu_memory_exhaustion
-    h_high, h_pred = a.host_memory_high, a.host_memory_exhaustion
-    host_ratio = host_value(catalog.NODE_RAM_UTILIZATION)
+    return [
+        AlertSpec(
+            "GpuMemoryHigh",
+            minutes(high.for_),
+            high.severity,
+            gpu_entities,
+            at_least(ratio, high.threshold),
+            described(f" for {high.for_} (threshold {high.threshold * 100:g}%)."),
+        ),
+        AlertSpec(
+            "GpuMemoryFillingUp",
+            minutes(pred.for_),
+            pred.severity,
+            gpu_entities,
+            filling_up(GPU_MEMORY, value, pred),
+            described(f", and at the trend of the last {pred.lookback} it runs out within {pred.horizon}."),
+        ),
+    ]
 
-    def host_described(tail: str) -> Callable[[World, Entity, float], str]:
+
+def host_memory_specs(a: Alerts) -> list[AlertSpec]:
+    """HostMemoryHigh and HostMemoryFillingUp: the RAM of a host an execution runs on."""
+    high, pred = a.host_memory_high, a.host_memory_exhaustion
+    ratio = host_value(catalog.NODE_RAM_UTILIZATION)
+
+    def described(tail: str) -> Description:
         def describe(w: World, e: Entity, m: float) -> str:
             assert e.execution is not None
             return (
                 f"Host {e.host}, where execution {e.execution.id} runs, has used "
-                f"{humanize_percentage(host_ratio(w, e, m))} of its RAM{tail}"
+                f"{humanize_percentage(ratio(w, e, m))} of its RAM{tail}"
             )
 
         return describe
 
-    # Throttling
-    p, t = a.power_throttling, a.thermal_throttling
+    return [
+        AlertSpec(
+            "HostMemoryHigh",
+            minutes(high.for_),
+            high.severity,
+            host_entities,
+            at_least(ratio, high.threshold),
+            described(f" for {high.for_} (threshold {high.threshold * 100:g}%)."),
+        ),
+        AlertSpec(
+            "HostMemoryFillingUp",
+            minutes(pred.for_),
+            pred.severity,
+            host_entities,
+            filling_up(HOST_RAM, host_value, pred),
+            described(f", and at the trend of the last {pred.lookback} its RAM runs out within {pred.horizon}."),
+        ),
+    ]
 
-    def reasons(truth: dict[Series, float], bits: tuple[int, ...], violation: Series, share: float) -> bool:
-        r = truth.get(catalog.GPU_CLOCKS_EVENT_REASONS)
-        v = truth.get(violation)
-        return (r is not None and any(bit_set(r, b) for b in bits)) or (v is not None and v >= share)
 
-    def power_holds(w: World, e: Entity, m: float) -> bool:
+def held_down(truth: dict[Series, float], bits: tuple[int, ...], violation: Series, share: float) -> bool:
+    """DCGM says the clocks are held down: a reason bit among ``bits`` set, or the ``violation`` share at ``share``."""
+    r = truth.get(catalog.GPU_CLOCKS_EVENT_REASONS)
+    v = truth.get(violation)
+    return (r is not None and any(bit_set(r, b) for b in bits)) or (v is not None and v >= share)
+
+
+def power_spec(a: Alerts) -> AlertSpec:
+    """PowerThrottling: at the power limit with the clock below its peak, or DCGM's power reasons."""
+    p = a.power_throttling
+
+    def holds(w: World, e: Entity, m: float) -> bool:
         truth = truth_of(w, e, m)
         if truth is None:
             return False
-        evidence = reasons(truth, (0x4, 0x80), catalog.GPU_POWER_VIOLATION, p.min_throttled_share)
+        evidence = held_down(truth, (0x4, 0x80), catalog.GPU_POWER_VIOLATION, p.min_throttled_share)
         ratio = truth.get(catalog.GPU_POWER_TO_LIMIT)
         if ratio is None:
             return evidence
         clock_down = truth[catalog.GPU_SM_CLOCK] < truth[catalog.GPU_SM_CLOCK_PEAK]
         return ratio >= p.threshold and (clock_down or evidence)
 
-    def power_described(w: World, e: Entity, m: float) -> str:
+    def describe(w: World, e: Entity, m: float) -> str:
         truth = truth_of(w, e, m)
         assert truth is not None and e.execution is not None
         drawing = ""
@@ -270,14 +326,21 @@ def specs(cfg: Config) -> list[AlertSpec]:
             f" (peak {humanize(truth[catalog.GPU_SM_CLOCK_PEAK])}Hz)."
         )
 
-    def thermal_holds(w: World, e: Entity, m: float) -> bool:
+    return AlertSpec("PowerThrottling", minutes(p.for_), p.severity, gpu_entities, holds, describe)
+
+
+def thermal_spec(a: Alerts) -> AlertSpec:
+    """ThermalThrottling: at the temperature threshold, or DCGM's thermal reasons."""
+    t = a.thermal_throttling
+
+    def holds(w: World, e: Entity, m: float) -> bool:
         truth = truth_of(w, e, m)
         if truth is None:
             return False
         hot = truth[catalog.GPU_TEMPERATURE] >= t.threshold_celsius
-        return hot or reasons(truth, (0x20, 0x40), catalog.GPU_THERMAL_VIOLATION, t.min_throttled_share)
+        return hot or held_down(truth, (0x20, 0x40), catalog.GPU_THERMAL_VIOLATION, t.min_throttled_share)
 
-    def thermal_described(w: World, e: Entity, m: float) -> str:
+    def describe(w: World, e: Entity, m: float) -> str:
         truth = truth_of(w, e, m)
         assert truth is not None and e.execution is not None
         return (
@@ -285,22 +348,28 @@ def specs(cfg: Config) -> list[AlertSpec]:
             f", at {humanize(truth[catalog.GPU_TEMPERATURE])} °C (threshold {t.threshold_celsius:g} °C)."
         )
 
-    # Waste
+    return AlertSpec("ThermalThrottling", minutes(t.for_), t.severity, gpu_entities, holds, describe)
+
+
+def mean_utilization(w: World, e: Entity, m: float) -> float | None:
+    """The execution's mean utilisation over the GPUs reporting at ``m``."""
+    assert e.execution is not None
+    utils = [truth[catalog.GPU_UTILIZATION] for _, truth in w.reporting(e.execution, m)]
+    return sum(utils) / len(utils) if utils else None
+
+
+def waste_spec(a: Alerts) -> AlertSpec:
+    """GpuUnderutilized: the execution's mean utilisation under the threshold, and whether its CPU is why."""
     u = a.gpu_underutilized
 
-    def mean_util(w: World, e: Entity, m: float) -> float | None:
-        assert e.execution is not None
-        utils = [truth[catalog.GPU_UTILIZATION] for _, truth in w.reporting(e.execution, m)]
-        return sum(utils) / len(utils) if utils else None
-
-    def under_described(w: World, e: Entity, m: float) -> str:
+    def describe(w: World, e: Entity, m: float) -> str:
         assert e.execution is not None
         gpus = len(w.reporting(e.execution, m))
         hosts = [w.host_truth(e.execution, h, m) for h in sorted({g.host for g in e.execution.gpus})]
         cpus = [h[catalog.NODE_CPU_UTILIZATION] for h in hosts if h]
         text = (
             f"Execution {e.execution.id} has kept its {go_value(gpus)} GPUs at "
-            f"{humanize_percentage(mean_util(w, e, m))} mean utilisation for {u.for_} "
+            f"{humanize_percentage(mean_utilization(w, e, m))} mean utilisation for {u.for_} "
             f"(threshold {u.threshold * 100:g}%). "
         )
         if not cpus:
@@ -317,10 +386,17 @@ def specs(cfg: Config) -> list[AlertSpec]:
             "the GPUs are likely waiting on data loading or I/O."
         )
 
-    # Telemetry
+    def holds(w: World, e: Entity, m: float) -> bool:
+        return (v := mean_utilization(w, e, m)) is not None and v < u.threshold
+
+    return AlertSpec("GpuUnderutilized", minutes(u.for_), u.severity, execution_entities, holds, describe)
+
+
+def telemetry_specs(a: Alerts) -> list[AlertSpec]:
+    """TelemetryMissing (a held GPU's series stopped) and DcgmExporterDown (its exporter's target is down)."""
     tm, down = a.telemetry_missing, a.dcgm_exporter_down
 
-    def missing_holds(w: World, e: Entity, m: float) -> bool:
+    def missing(w: World, e: Entity, m: float) -> bool:
         assert e.gpu is not None
         if w.alive(e.gpu.host, m):
             return False  # the GPU reports, labelled or not
@@ -332,79 +408,53 @@ def specs(cfg: Config) -> list[AlertSpec]:
             f"{gpu_name(e)}, held by execution {e.execution.id}, has reported nothing to dcgm-exporter for {tm.for_}."
         )
 
-    # Xid
-    x = a.xid_errors
-    xid = value(catalog.GPU_LAST_XID)
-
-    def xid_holds(w: World, e: Entity, m: float) -> bool:
-        now = xid(w, e, m)
-        return now is not None and now > 0 and changes(w.samples(lambda t_: xid(w, e, t_), m, x.window)) > 0
-
-    def xid_described(w: World, e: Entity, m: float) -> str:
-        assert e.execution is not None
-        code = go_value(xid(w, e, m))
-        return f"Execution {e.execution.id}: {gpu_name(e)} reported Xid {code} within the last {x.window}."
+    def down_described(w: World, e: Entity, m: float) -> str:
+        return (
+            f"dcgm-exporter target {e.host}:9400 of job dcgm-exporter has been down for {down.for_}: "
+            "executions on its GPUs have no GPU metrics."
+        )
 
     return [
-        AlertSpec(
-            "GpuMemoryHigh",
-            minutes(g_high.for_),
-            g_high.severity,
-            gpu_entities,
-            at_least(gpu_ratio, g_high.threshold),
-            gpu_memory_described(f" for {g_high.for_} (threshold {g_high.threshold * 100:g}%)."),
-        ),
-        AlertSpec(
-            "GpuMemoryFillingUp",
-            minutes(g_pred.for_),
-            g_pred.severity,
-            gpu_entities,
-            filling_up(GPU_MEMORY, value, g_pred),
-            gpu_memory_described(
-                f", and at the trend of the last {g_pred.lookback} it runs out within {g_pred.horizon}."
-            ),
-        ),
-        AlertSpec(
-            "HostMemoryHigh",
-            minutes(h_high.for_),
-            h_high.severity,
-            host_entities,
-            at_least(host_ratio, h_high.threshold),
-            host_described(f" for {h_high.for_} (threshold {h_high.threshold * 100:g}%)."),
-        ),
-        AlertSpec(
-            "HostMemoryFillingUp",
-            minutes(h_pred.for_),
-            h_pred.severity,
-            host_entities,
-            filling_up(HOST_RAM, host_value, h_pred),
-            host_described(
-                f", and at the trend of the last {h_pred.lookback} its RAM runs out within {h_pred.horizon}."
-            ),
-        ),
-        AlertSpec("PowerThrottling", minutes(p.for_), p.severity, gpu_entities, power_holds, power_described),
-        AlertSpec("ThermalThrottling", minutes(t.for_), t.severity, gpu_entities, thermal_holds, thermal_described),
-        AlertSpec(
-            "GpuUnderutilized",
-            minutes(u.for_),
-            u.severity,
-            execution_entities,
-            lambda w, e, m: (v := mean_util(w, e, m)) is not None and v < u.threshold,
-            under_described,
-        ),
-        AlertSpec("TelemetryMissing", minutes(tm.for_), tm.severity, gpu_entities, missing_holds, missing_described),
+        AlertSpec("TelemetryMissing", minutes(tm.for_), tm.severity, gpu_entities, missing, missing_described),
         AlertSpec(
             "DcgmExporterDown",
             minutes(down.for_),
             down.severity,
             target_entities,
             lambda w, e, m: not w.alive(e.host, m),
-            lambda w, e, m: (
-                f"dcgm-exporter target {e.host}:9400 of job dcgm-exporter has been down for {down.for_}: "
-                "executions on its GPUs have no GPU metrics."
-            ),
+            down_described,
         ),
-        AlertSpec("XidError", 0, x.severity, gpu_entities, xid_holds, xid_described),
+    ]
+
+
+def xid_spec(a: Alerts) -> AlertSpec:
+    """XidError: the GPU's last Xid changed to a non-zero code within the window; it fires at once."""
+    x = a.xid_errors
+    xid = value(catalog.GPU_LAST_XID)
+
+    def holds(w: World, e: Entity, m: float) -> bool:
+        now = xid(w, e, m)
+        return now is not None and now > 0 and changes(w.samples(lambda t_: xid(w, e, t_), m, x.window)) > 0
+
+    def describe(w: World, e: Entity, m: float) -> str:
+        assert e.execution is not None
+        code = go_value(xid(w, e, m))
+        return f"Execution {e.execution.id}: {gpu_name(e)} reported Xid {code} within the last {x.window}."
+
+    return AlertSpec("XidError", 0, x.severity, gpu_entities, holds, describe)
+
+
+def specs(cfg: Config) -> list[AlertSpec]:
+    """Every alert the pack ships, as the oracle states it, in the rules' order."""
+    a = cfg.alerts
+    return [
+        *gpu_memory_specs(a),
+        *host_memory_specs(a),
+        power_spec(a),
+        thermal_spec(a),
+        waste_spec(a),
+        *telemetry_specs(a),
+        xid_spec(a),
     ]
 
 

@@ -65,9 +65,9 @@ def missing_optional(missing: frozenset[str], name: str) -> Scenario:
 
 
 # --- Real installs ----------------------------------------------------------------------------
-# How labels really arrive (domain-notes 7): each scenario is one execution on a host whose
-# exporters are deployed one real way. Host.name is the node's real name; every recorded series
-# must call the host that, however the exporters spell it.
+# How labels really arrive: each scenario is one execution on a host whose exporters are deployed
+# one real way (the GPU Operator, the upstream Helm chart, bare metal). Host.name is the node's
+# real name; every recorded series must call the host that, however the exporters spell it.
 
 
 def _install(
@@ -89,6 +89,11 @@ def _h100_instance(host: str, index: int, instance: str) -> Gpu:
 
 def real_installs() -> list[Scenario]:
     """One scenario per way real clusters deploy the exporters, with their label sets."""
+    return [*kubernetes_installs(), *host_installs()]
+
+
+def kubernetes_installs() -> list[Scenario]:
+    """dcgm-exporter deployed on Kubernetes: by the GPU Operator or the upstream Helm chart."""
     return [
         # GPU Operator 4.x: NODE_NAME is the Kubernetes node (a FQDN here), nodename the short name;
         # its ServiceMonitor does not honor labels, so the workload's namespace arrives as exported_namespace.
@@ -132,6 +137,12 @@ def real_installs() -> list[Scenario]:
             "both Hostname (the pod) and a relabelled hostname (the node)",
             Host("both1", "4.8", dcgm_host="nvidia-dcgm-exporter-x7k2p", relabelled_hostname="both1"),
         ),
+    ]
+
+
+def host_installs() -> list[Scenario]:
+    """Hosts named by their nodename or address, and exporters with quirks of their version or scrape."""
+    return [
         # Bare metal with dcgm-exporter 2.x: legacy PCIe throughput in KB/s, no engine activity or
         # reserved memory among the default counters, nodename a FQDN, targets by IP.
         _install(
@@ -162,8 +173,8 @@ def real_installs() -> list[Scenario]:
             Host("oldnode1", "4.8", node_cpu_backjump=7.25),
             phases=("idle",) * 4,
         ),
-        # MIG-enabled H100s: dcgm-exporter publishes no framebuffer field for them or their instances
-        # (#380, #512); every other field is there, device-wide ones repeated on each instance.
+        # MIG-enabled H100s: dcgm-exporter publishes no framebuffer field for them or their instances;
+        # every other field is there, device-wide ones repeated on each instance.
         _install(
             "MIG-enabled H100s: no framebuffer fields",
             Host("h100mig1", "4.8", missing=FRAMEBUFFER_SIGNALS),

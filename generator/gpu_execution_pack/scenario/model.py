@@ -271,7 +271,7 @@ PHASES: dict[str, Phase] = {
 }
 
 TRAINING = ("loading", "compute", "memory_ramp", "throttled", "idle")
-# The framebuffer fields, which dcgm-exporter leaves out altogether on MIG-enabled H100s (#380, #512).
+# The framebuffer fields, which dcgm-exporter leaves out altogether on MIG-enabled H100s.
 FRAMEBUFFER_SIGNALS = frozenset({"fb_used", "fb_free", "fb_reserved", "fb_capacity"})
 
 
@@ -352,7 +352,8 @@ class XidEvent:
 class Host:
     """A machine: ``name`` is its real (short) name, what every recorded series must call it.
 
-    The other fields say how its exporters spell it, as real installs do (domain-notes 7).
+    The other fields say how its exporters spell it, as the GPU Operator, the upstream Helm chart and
+    bare-metal installs do (``library.real_installs``).
     """
 
     name: str

@@ -291,7 +291,7 @@ class Renderer:
                     for m, t in zip(self.minutes(), truths, strict=True):
                         busy = t[catalog.NODE_CPU_UTILIZATION]
                         step = model.STEP_SECONDS * ((1 - busy) if mode == "idle" else busy)
-                        # node_exporter before 1.1 let idle seconds step back a little (#1686): from the
+                        # node_exporter before 1.1 let idle seconds step back a little: from the
                         # jump on, CPU 0 reads BACKJUMP_SECONDS less than the sample before the jump.
                         if mode == "idle" and cpu == 0 and m == host.node_cpu_backjump:
                             back = (total - samples[-1]) + BACKJUMP_SECONDS

@@ -95,7 +95,8 @@ def report(scenario: Scenario, cfg: Config, execution: Execution) -> ExpectedRep
     if thermal_s >= parse_duration_seconds(a.thermal_throttling.for_):
         codes.append("thermal_throttled")
     lost = any(
-        labels.get("execution_id") == execution.id and labels["alertname"] == alerting.PREFIX + "TelemetryMissing"
+        labels.get(catalog.EXECUTION_LABEL) == execution.id
+        and labels["alertname"] == alerting.PREFIX + "TelemetryMissing"
         for labels, _ in alert_series(scenario, cfg)
     )
     if lost or any((span_samples - n) * STEP_SECONDS >= GAP_MINUTES * 60 for n in samples.values()):
