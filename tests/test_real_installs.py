@@ -119,7 +119,7 @@ def test_8_the_tenant_is_the_workloads_namespace_behind_a_service_monitor(tmp_pa
 def test_9_mig_enabled_h100s_without_framebuffer_fields_still_record_their_other_series(tmp_path, monkeypatch):
     # With the framebuffer use as the only sign of a reporting GPU, the target has no host labels and
     # no host map: every series of its GPUs is lost, not just the memory ones the exporter leaves out.
-    monkeypatch.setattr(catalog, "PRESENCE_SIGNALS", ("fb_used",))
+    monkeypatch.setattr(catalog.signals, "PRESENCE_SIGNALS", ("fb_used",))
     out = failures(tmp_path, ["h100mig1"])
     assert f'expr: "{catalog.GPU_EXPORTER_HOST.name}"' in out and 'hostname="h100mig1"' in out
     assert f'expr: "{catalog.GPU_TEMPERATURE.name}"' in out
