@@ -102,7 +102,8 @@ class Routes:
 
     def started(self) -> ExecutionMetrics:
         """The app's execution reader (the app has started: routes run only then)."""
-        assert self.execution is not None
+        if self.execution is None:
+            raise RuntimeError("the app has not started")  # a 500, as any route before its lifespan
         return self.execution
 
     async def metrics(self, request: Request) -> Response:
