@@ -16,10 +16,10 @@ from urllib.parse import quote
 import httpx
 import pytest
 from gpu_execution_pack import catalog
-from gpu_execution_pack.api import metrics
 from gpu_execution_pack.api.app import PATH, create_app
-from gpu_execution_pack.api.metrics import Window, iso
 from gpu_execution_pack.config import config_from_mapping
+from gpu_execution_pack.query import execution
+from gpu_execution_pack.query.params import Window, iso
 from gpu_execution_pack.scenario import library, model
 from starlette.testclient import TestClient
 
@@ -34,6 +34,7 @@ ADMIN = "admin-key-0123456789"
 RESEARCH = "research-key-0123456789"
 OTHER = "other-tenant-key-012345"
 KEYS = {ADMIN: "*", RESEARCH: "research", OTHER: "physics"}
+PROMETHEUS_MAX_POINTS = 11_000  # a range query of more points per series is refused
 
 
 def client_for(url: str, **api) -> TestClient:
@@ -132,7 +133,7 @@ def test_start_end_and_step_select_the_window(api):
 def test_chunks_are_stitched_without_gaps_or_duplicates(api, monkeypatch):
     client, _, _ = api
     whole = get(client, EXECUTION).json()
-    monkeypatch.setattr(metrics, "CHUNK_POINTS", 7)  # 165 points: 24 chunks
+    monkeypatch.setattr(execution, "CHUNK_POINTS", 7)  # 165 points: 24 chunks
     chunked = get(client, EXECUTION).json()
     assert chunked == whole
 
@@ -140,8 +141,8 @@ def test_chunks_are_stitched_without_gaps_or_duplicates(api, monkeypatch):
 def test_a_30_day_range_splits_into_chunks_prometheus_accepts():
     window = Window(0, 30 * 86400, 15)
     assert window.points == 172_801
-    chunks = window.chunks(metrics.CHUNK_POINTS)
-    assert all((b - a) / 15 + 1 <= metrics.MAX_POINTS_PER_QUERY for a, b in chunks)
+    chunks = window.chunks(execution.CHUNK_POINTS)
+    assert all((b - a) / 15 + 1 <= PROMETHEUS_MAX_POINTS for a, b in chunks)
     grid = [t for a, b in chunks for t in range(int(a), int(b) + 1, 15)]
     assert grid == list(range(0, 30 * 86400 + 1, 15))
 

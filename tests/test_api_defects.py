@@ -10,10 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 from gpu_execution_pack import catalog
-from gpu_execution_pack.api.app import MAX_HEADER_BYTES, create_app
-from gpu_execution_pack.api.metrics import iso
+from gpu_execution_pack.api.app import create_app
+from gpu_execution_pack.api.responses import MAX_HEADER_BYTES
 from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.promql import parse_duration_seconds
+from gpu_execution_pack.query.params import iso
 from gpu_execution_pack.scenario.model import Execution, Gpu, Host, Scenario
 
 from harness.prometheus import Prometheus

@@ -2,7 +2,7 @@
 
 The training scenario is 40 minutes (165 points per series); the tests lower the window length
 past which the endpoint streams (``metrics.STREAM_POINTS``) and the chunk length
-(``metrics.CHUNK_POINTS``) so that it is streamed in many pieces, against the real Prometheus,
+(``execution.CHUNK_POINTS``) so that it is streamed in many pieces, against the real Prometheus,
 or through a proxy in front of it that fails or stalls some of the pieces' queries.
 """
 
@@ -17,11 +17,12 @@ from collections.abc import Callable
 import httpx
 import pytest
 from gpu_execution_pack import cli
-from gpu_execution_pack.api import metrics
-from gpu_execution_pack.api import prometheus as client_module
+from gpu_execution_pack.api import metrics, stream
 from gpu_execution_pack.api.app import create_app
-from gpu_execution_pack.api.metrics import iso
 from gpu_execution_pack.config import config_from_mapping
+from gpu_execution_pack.query import execution
+from gpu_execution_pack.query import prometheus as client_module
+from gpu_execution_pack.query.params import iso
 
 from harness.upstreams import Proxy, Seen, served
 
@@ -37,7 +38,7 @@ PIECE_CHUNK_POINTS = 7  # 165 points: 24 pieces per entry
 def streamed(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every window is streamed, in pieces of PIECE_CHUNK_POINTS points."""
     monkeypatch.setattr(metrics, "STREAM_POINTS", 0)
-    monkeypatch.setattr(metrics, "CHUNK_POINTS", PIECE_CHUNK_POINTS)
+    monkeypatch.setattr(execution, "CHUNK_POINTS", PIECE_CHUNK_POINTS)
 
 
 def is_piece(seen: Seen) -> bool:
@@ -84,7 +85,7 @@ def test_a_streamed_window_is_byte_for_byte_the_document_built_in_memory(prometh
     with client_for(server.url) as client:
         whole = get(client, EXECUTION, key, **params)
         monkeypatch.setattr(metrics, "STREAM_POINTS", 0)
-        monkeypatch.setattr(metrics, "CHUNK_POINTS", PIECE_CHUNK_POINTS)
+        monkeypatch.setattr(execution, "CHUNK_POINTS", PIECE_CHUNK_POINTS)
         chunked = get(client, EXECUTION, key, **params)
     assert whole.status_code == chunked.status_code == 200, chunked.text
     assert "content-length" in whole.headers and "content-length" not in chunked.headers  # it was streamed
@@ -149,7 +150,7 @@ def test_a_failure_after_the_first_bytes_aborts_the_connection_never_a_whole_loo
     The server logs why, once, as a warning: no traceback from uvicorn, which would read as a crash.
     """
     server, _, _, _ = prometheus
-    with Proxy(server.url, failing_pieces(after=3 * metrics.CONCURRENCY)) as upstream:
+    with Proxy(server.url, failing_pieces(after=3 * execution.CONCURRENCY)) as upstream:
         app = create_app(config_from_mapping({"api": {"prometheus_url": upstream.url}}), KEYS)
         with served(app) as url:
             uvicorn_errors = logging.getLogger("uvicorn.error")  # uvicorn's loggers do not reach the root's
@@ -172,7 +173,7 @@ def test_a_failure_after_the_first_bytes_aborts_the_connection_never_a_whole_loo
 def test_a_stalled_upstream_after_the_first_bytes_aborts_at_the_deadline(prometheus, streamed):
     """timeout_seconds still bounds the time spent waiting for Prometheus once the stream has begun."""
     server, _, _, _ = prometheus
-    with Proxy(server.url, failing_pieces(after=3 * metrics.CONCURRENCY, delay=10)) as upstream:
+    with Proxy(server.url, failing_pieces(after=3 * execution.CONCURRENCY, delay=10)) as upstream:
         cfg = config_from_mapping({"api": {"prometheus_url": upstream.url, "timeout_seconds": 2}})
         with served(create_app(cfg, KEYS)) as url:
             status, received, ended, took = read_streamed(url)
@@ -194,7 +195,7 @@ def test_the_query_command_writes_a_long_window_as_the_endpoint_streams_it(prome
 
 def test_the_query_command_cut_short_by_prometheus_exits_3_saying_so(prometheus, streamed, capsysbinary):
     server, _, _, _ = prometheus
-    with Proxy(server.url, failing_pieces(after=3 * metrics.CONCURRENCY)) as upstream:
+    with Proxy(server.url, failing_pieces(after=3 * execution.CONCURRENCY)) as upstream:
         code = cli.main(["query", EXECUTION, "--prometheus", upstream.url])
     captured = capsysbinary.readouterr()
     assert code == 3
@@ -280,13 +281,13 @@ def test_the_cpu_work_of_long_answers_runs_off_the_event_loops_thread(prometheus
         return run
 
     monkeypatch.setattr(client_module.PrometheusClient, "_answer", asking)
-    monkeypatch.setattr(metrics, "encode_values", on_thread(metrics.encode_values))
+    monkeypatch.setattr(stream, "encode_values", on_thread(stream.encode_values))
     monkeypatch.setattr(metrics, "assemble", on_thread(metrics.assemble))
     monkeypatch.setattr(metrics, "OFFLOAD_SAMPLES", 1000)  # the 40-minute document counts as large
     with client_for(server.url) as client:
         in_memory = get(client, EXECUTION)
         monkeypatch.setattr(metrics, "STREAM_POINTS", 0)
-        monkeypatch.setattr(metrics, "CHUNK_POINTS", PIECE_CHUNK_POINTS)
+        monkeypatch.setattr(execution, "CHUNK_POINTS", PIECE_CHUNK_POINTS)
         streamed = get(client, EXECUTION)
     assert in_memory.status_code == streamed.status_code == 200
     assert len(loop_threads) == 1 and work_threads, (loop_threads, work_threads)
@@ -299,17 +300,17 @@ def test_entries_found_near_the_window_but_without_a_point_in_it_are_left_out_as
     server, _, end, _ = prometheus
     params = {"start": iso(end + 420), "end": iso(end + 780)}
     found: list[dict] = []
-    listed = metrics.ExecutionMetrics.entries
+    listed = execution.ExecutionMetrics.entries
 
     async def entries(self, *args):
         found.append(await listed(self, *args))
         return found[-1]
 
-    monkeypatch.setattr(metrics.ExecutionMetrics, "entries", entries)
+    monkeypatch.setattr(execution.ExecutionMetrics, "entries", entries)
     with client_for(server.url) as client:
         whole = get(client, EXECUTION, **params)
         monkeypatch.setattr(metrics, "STREAM_POINTS", 0)
-        monkeypatch.setattr(metrics, "CHUNK_POINTS", PIECE_CHUNK_POINTS)
+        monkeypatch.setattr(execution, "CHUNK_POINTS", PIECE_CHUNK_POINTS)
         chunked = get(client, EXECUTION, **params)
     assert whole.status_code == chunked.status_code == 200, chunked.text
     assert "content-length" not in chunked.headers

@@ -14,8 +14,8 @@ import re
 import pytest
 import schemathesis
 from gpu_execution_pack.api.app import FLEET_PATH, PATH, SUMMARY_PATH, create_app
-from gpu_execution_pack.api.metrics import MAX_ID_LENGTH, parse_step
 from gpu_execution_pack.config import Config, config_from_mapping
+from gpu_execution_pack.query.params import MAX_ID_LENGTH, parse_step
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import (

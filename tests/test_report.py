@@ -17,9 +17,9 @@ from urllib.parse import quote
 import httpx
 import pytest
 from gpu_execution_pack.api.app import FLEET_PATH, SUMMARY_PATH, create_app
-from gpu_execution_pack.api.metrics import iso
-from gpu_execution_pack.api.prometheus import PrometheusClient
 from gpu_execution_pack.config import config_from_mapping
+from gpu_execution_pack.query.params import iso
+from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.report import document
 from gpu_execution_pack.report.figures import REQUIRED_GPU_SERIES, ExecutionFigures, GpuFigures, HostFigures
 from gpu_execution_pack.report.verdicts import CODES, judge

@@ -107,15 +107,12 @@ def cmd_test(args: argparse.Namespace) -> int:
 API_EXTRA_HINT = "the metrics endpoint needs the api extra: pip install '.[api]'"
 
 
-def _api_modules():
+def _require_api_extra() -> None:
     try:
         import httpx  # noqa: F401
         import starlette  # noqa: F401
     except ImportError:
         raise ConfigError(API_EXTRA_HINT) from None
-    from gpu_execution_pack.api import app, metrics, prometheus
-
-    return app, metrics, prometheus
 
 
 def ask_prometheus(args: argparse.Namespace, work, then=None) -> Any:
@@ -127,7 +124,9 @@ def ask_prometheus(args: argparse.Namespace, work, then=None) -> Any:
     """
     import asyncio
 
-    _, metrics, prometheus = _api_modules()
+    _require_api_extra()
+    from gpu_execution_pack.query import params, prometheus
+
     cfg = load_config(args.config)
 
     async def run() -> Any:
@@ -141,7 +140,7 @@ def ask_prometheus(args: argparse.Namespace, work, then=None) -> Any:
 
     try:
         return asyncio.run(run())
-    except (metrics.RequestError, prometheus.PrometheusError) as err:
+    except (params.RequestError, prometheus.PrometheusError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2 if err.status < 500 else 3
 
@@ -160,10 +159,13 @@ def cmd_query(args: argparse.Namespace) -> int:
     """
     import orjson
 
-    _, metrics, _ = _api_modules()
+    _require_api_extra()
+    from gpu_execution_pack.api import metrics, stream
+    from gpu_execution_pack.query.execution import ExecutionMetrics
+
     out = sys.stdout.buffer
 
-    async def write(answer: bytes | metrics.MetricsStream) -> dict | None:
+    async def write(answer: bytes | stream.MetricsStream) -> dict | None:
         if isinstance(answer, bytes):
             return orjson.loads(answer)
         async for part in answer.body():
@@ -175,12 +177,17 @@ def cmd_query(args: argparse.Namespace) -> int:
     try:
         body = ask_prometheus(
             args,
-            lambda cfg, client: metrics.ExecutionMetrics(cfg, client).respond(
-                args.execution_id, args.start, args.end, args.step, timeout=cfg.api.timeout_seconds
+            lambda cfg, client: metrics.respond(
+                ExecutionMetrics(cfg, client),
+                args.execution_id,
+                args.start,
+                args.end,
+                args.step,
+                timeout=cfg.api.timeout_seconds,
             ),
             then=write,
         )
-    except metrics.StreamAborted as err:
+    except stream.StreamAborted as err:
         print(f"error: {err}; the JSON written so far is cut short", file=sys.stderr)
         return 3
     if isinstance(body, int):
@@ -192,7 +199,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """One execution's report (jobstats-style, or --json), or with --since the fleet ranked by GPU-hours wasted."""
-    _api_modules()
+    _require_api_extra()
     from gpu_execution_pack.report import document, text
 
     if (args.execution_id is None) == (args.since is None):
@@ -215,12 +222,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    app, _, _ = _api_modules()
+    _require_api_extra()
     try:
         import uvicorn  # noqa: F401  (the api extra: say so before anything starts)
     except ImportError:
         raise ConfigError(API_EXTRA_HINT) from None
-    from gpu_execution_pack.api import server
+    from gpu_execution_pack.api import app, server
 
     if args.workers < 1:
         raise ConfigError(f"--workers: {args.workers} is not accepted; accepted: 1 or more")

@@ -1,1 +1,1 @@
-"""The per-execution metrics endpoint (GET /api/v2/external/execution/{execution_id}/metrics)."""
+"""The HTTP layer: the metrics and report routes, bearer auth, encoding and streaming; what they read is ``query/``."""

@@ -33,7 +33,7 @@ FACTORY = "gpu_execution_pack.api.server:app_from_environment"
 class QuietStreamAborts(logging.Filter):
     """Drops uvicorn's "Exception in ASGI application" for a stream the app cut on purpose.
 
-    The app has logged why, as one warning (``metrics.StreamAborted``); the traceback uvicorn adds
+    The app has logged why, as one warning (``stream.StreamAborted``); the traceback uvicorn adds
     reads as a crash of the server. Any other exception is still logged with its traceback.
     """
 
@@ -42,7 +42,7 @@ class QuietStreamAborts(logging.Filter):
 
 
 def _only_aborts(exc: BaseException | None) -> bool:
-    from gpu_execution_pack.api.metrics import StreamAborted
+    from gpu_execution_pack.api.stream import StreamAborted
 
     if isinstance(exc, BaseExceptionGroup):  # raised through a task group
         return all(_only_aborts(e) for e in exc.exceptions)

@@ -21,7 +21,6 @@ from .labels import (
     TARGET_LABELS,
 )
 from .signals import SIGNALS
-from .units import UNITS
 
 # --- Recorded series --------------------------------------------------------------------------
 
@@ -77,11 +76,6 @@ class Series:
     def select(self, *matchers: str) -> Selector:
         """A selector of this series, e.g. ``GPU_UTILIZATION.select(match(EXECUTION_LABEL, id))``."""
         return selector(self.name, *matchers)
-
-    def to_api(self, value: float) -> float:
-        """A base-unit value in the API's unit; rounded to 9 decimals so 0.57 reads 57, not 56.99999999999999."""
-        unit = UNITS[self.api_unit]
-        return value if unit.op == "" else round(unit.from_base(value), 9)
 
 
 def _gpu(name: str, unit: str, doc: str, *formulas: Formula, api: tuple[str, str] = ("", "")) -> Series:

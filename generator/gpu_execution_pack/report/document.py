@@ -12,10 +12,11 @@ import time
 from typing import Any
 
 from gpu_execution_pack import catalog
-from gpu_execution_pack.api.metrics import ExecutionMetrics, RequestError, check_execution_id, iso, parse_time
-from gpu_execution_pack.api.prometheus import PrometheusClient
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import parse_duration_seconds
+from gpu_execution_pack.query.execution import ExecutionMetrics
+from gpu_execution_pack.query.params import RequestError, check_execution_id, iso, parse_time
+from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.report import figures as fig
 from gpu_execution_pack.report.verdicts import judge
 

@@ -20,7 +20,6 @@ from typing import Any
 import yaml
 
 from gpu_execution_pack import catalog
-from gpu_execution_pack.api.prometheus import PrometheusClient, PrometheusError
 from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL, Series
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import (
@@ -35,6 +34,7 @@ from gpu_execution_pack.promql import (
     render,
     selector,
 )
+from gpu_execution_pack.query.prometheus import PrometheusClient, PrometheusError
 
 GPU_KEY = (EXECUTION_LABEL, *catalog.GPU_IDENTITY_LABELS)
 HOST_KEY = (EXECUTION_LABEL, HOST_LABEL)

@@ -24,7 +24,8 @@ T = TypeVar("T")
 # Answers longer than this are parsed in a worker thread, so that other requests (a 401, /healthz)
 # are not held behind a long range's JSON (512 KiB: about 15,000 samples, some 10 ms to read and
 # check). Shorter ones are read on the event loop: a hop to the thread costs a small request more
-# than it saves (issue 15's serial and 50-client figures). A streamed range reads every piece off it.
+# than it saves, measured both one request at a time and under 50 clients. A streamed range reads
+# every piece off it.
 OFFLOAD_BYTES = 512 * 1024
 _cpu: list[anyio.CapacityLimiter] = []  # this process's one thread for CPU work (see ``off_loop``)
 

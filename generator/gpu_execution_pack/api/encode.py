@@ -1,0 +1,61 @@
+"""The metrics document in the API's shape and units, from Prometheus' answers.
+
+The document holds the 12 API series under their API names, in the API's units, one entry per
+GPU (GPU series) or per host (system series), each entry's values on the window's step grid.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import orjson
+
+from gpu_execution_pack import catalog
+from gpu_execution_pack.query.params import Params, Window, iso
+
+
+def assemble(execution_id: str, params: Params, window: Window, answers: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    """The response document from Prometheus' answers (``ExecutionMetrics.answers``), in the API's units."""
+    by_name = {s.name: s for s in catalog.API_SERIES}
+    entries: dict[str, dict[tuple, dict[str, Any]]] = {s.api_name: {} for s in catalog.API_SERIES}
+    for result in answers:
+        for r in result:
+            series = by_name[r["metric"]["__name__"]]
+            labels = {k: v for k, v in r["metric"].items() if k != "__name__"}
+            entry = entries[series.api_name].setdefault(tuple(sorted(labels.items())), {"labels": labels, "values": []})
+            entry["values"] += api_values(series, r["values"])
+    return {
+        **head(execution_id, params, window),
+        "series": {
+            s.api_name: {"unit": s.api_unit, "entries": [entries[s.api_name][k] for k in sorted(entries[s.api_name])]}
+            for s in catalog.API_SERIES
+        },
+    }
+
+
+def head(execution_id: str, params: Params, window: Window) -> dict[str, Any]:
+    """The document's keys before ``series``."""
+    return {"executionId": execution_id, "start": iso(window.start), "end": iso(window.end), "step": params.step_text}
+
+
+def encode_values(series: catalog.Series, samples: list[list[float]]) -> bytes:
+    """Samples in the API's unit as JSON pairs, without the list's brackets: a piece of an entry's values."""
+    return orjson.dumps(api_values(series, samples))[1:-1]
+
+
+def api_values(series: catalog.Series, samples: list[list[float]]) -> list[list[float | None]]:
+    """[t, value] pairs in the API's unit; NaN and infinities (which JSON cannot carry) as null.
+
+    The conversion is the catalog's ``Unit.from_base``, rounded to 9 decimals so 0.57 reads 57, not
+    56.99999999999999, written out inline: a call per value makes the conversion a fifth slower.
+    Base-unit series skip it. tests/test_api_values.py holds the two to the same results.
+    """
+    unit = catalog.UNITS[series.api_unit]
+    isfinite = math.isfinite
+    if unit.op == "":
+        return [[t, v if isfinite(v) else None] for t, v in samples]
+    factor = unit.factor
+    if unit.op == "*":
+        return [[t, round(v / factor, 9) if isfinite(v) else None] for t, v in samples]
+    return [[t, round(v * factor, 9) if isfinite(v) else None] for t, v in samples]

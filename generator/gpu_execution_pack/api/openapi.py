@@ -1,0 +1,262 @@
+"""The API's OpenAPI 3.1 description: the series and units from the catalog, the routes from a table.
+
+Each route is one :class:`Operation` in ROUTES: its parameters, its answers and the errors it
+can answer with. The metrics document's schema lists every API series of the catalog, so a new
+served series is described without an edit here.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from gpu_execution_pack import catalog
+from gpu_execution_pack.api.responses import MAX_HEADER_BYTES
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.promql.durations import DURATION_PATTERN
+from gpu_execution_pack.query.params import DEFAULT_STEP, MAX_ID_LENGTH, MAX_STEP, MIN_STEP, TIME_EXAMPLE
+from gpu_execution_pack.report.document import MAX_FLEET_TOP
+
+PATH = "/api/v2/external/execution/{execution_id}/metrics"
+SUMMARY_PATH = "/api/v2/external/execution/{execution_id}/summary"
+FLEET_PATH = "/api/v2/external/executions/summary"
+ID = "execution_id"  # in a route's parameters: the id, whose pattern the config sets
+
+ERRORS = {  # what each error status means, on every route that answers it
+    "400": "A parameter is not accepted; the message names it",
+    "401": "Missing or unknown bearer token",
+    "404": "No such execution for this key's tenant",
+    "431": f"Request headers over {MAX_HEADER_BYTES} bytes",
+    "502": "Prometheus unreachable, failing, or answering oddly",
+}
+PAST_DEADLINE = "Past the request's deadline (api.timeout_seconds)"
+REPORT_PAST_DEADLINE = "Prometheus too slow: api.timeout_seconds for the whole request"
+DATE_TIME = {"type": "string", "format": "date-time"}
+
+
+@dataclass(frozen=True)
+class Operation:
+    """A GET route: its parameters, its answers (status -> description and schema), its error statuses."""
+
+    summary: str
+    answers: dict[str, tuple[str, str]]
+    parameters: tuple[dict[str, Any] | str, ...] = ()  # ID: the execution id, as the config allows it
+    errors: tuple[str, ...] = ()  # statuses of ERRORS, and 504 (``too_slow``)
+    too_slow: str = PAST_DEADLINE
+    public: bool = False  # answered without a bearer token
+
+
+ROUTES: dict[str, Operation] = {
+    PATH: Operation(
+        "An execution's GPU and system metrics",
+        {
+            "200": (
+                "The series. A window of over 10,000 points per series is streamed (chunked): a failure after its "
+                "first bytes closes the connection before the body ends",
+                "Metrics",
+            )
+        },
+        (
+            ID,
+            {
+                "name": "start",
+                "in": "query",
+                "schema": DATE_TIME,
+                "description": f"ISO 8601 such as {TIME_EXAMPLE}, in the years 1 to 9999 once in UTC; default: the "
+                "execution's first sample (the first point of the step grid after it)",
+            },
+            {
+                "name": "end",
+                "in": "query",
+                "schema": DATE_TIME,
+                "description": "ISO 8601, at or after start; default: its last sample, or now while it reports",
+            },
+            {
+                "name": "step",
+                "in": "query",
+                "schema": {
+                    "type": "string",
+                    "pattern": DURATION_PATTERN,
+                    "minLength": len(MIN_STEP),  # the pattern alone accepts ""
+                    "default": DEFAULT_STEP,
+                },
+                "description": f"Prometheus duration from {MIN_STEP} to {MAX_STEP}, and at most the window from start "
+                "to end (when they differ); at most api.max_points points per series",
+            },
+        ),
+        ("400", "401", "404", "431", "502", "504"),
+    ),
+    SUMMARY_PATH: Operation(
+        "An execution's report: utilisation, memory, power, energy, cost, alerts and verdicts",
+        {"200": ("The report", "Summary")},
+        (
+            ID,
+            {
+                "name": "start",
+                "in": "query",
+                "schema": DATE_TIME,
+                "description": "ISO 8601; default: the execution's first sample",
+            },
+            {"name": "end", "in": "query", "schema": DATE_TIME, "description": "ISO 8601; default: its last sample"},
+        ),
+        ("400", "401", "431", "502", "504", "404"),
+        REPORT_PAST_DEADLINE,
+    ),
+    FLEET_PATH: Operation(
+        "The key's executions of the last `since`, ranked by GPU-hours wasted",
+        {"200": ("The ranking", "FleetSummary")},
+        (
+            {"name": "since", "in": "query", "schema": {"type": "string", "default": "7d"}},
+            {
+                "name": "top",
+                "in": "query",
+                "schema": {"type": "integer", "minimum": 1, "maximum": MAX_FLEET_TOP, "default": 20},
+            },
+        ),
+        ("400", "401", "431", "502", "504"),
+        REPORT_PAST_DEADLINE,
+    ),
+    "/healthz": Operation(
+        "Liveness: the process is up (Prometheus is not asked)", {"200": ('{"status": "ok"}', "Status")}, public=True
+    ),
+    "/readyz": Operation(
+        "Readiness: Prometheus answers the instant query `vector(1)` in time",
+        {
+            "200": ('{"status": "ready"}', "Status"),
+            "503": ('Prometheus unreachable, failing or too slow: {"status": "not ready"}', "Status"),
+        },
+        public=True,
+    ),
+}
+
+SCHEMAS: dict[str, dict[str, Any]] = {  # the schemas after the metrics document's
+    "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
+    "Summary": {
+        "type": "object",
+        "description": "The execution report: docs/report.md describes every key and verdict",
+        "required": [
+            "executionId",
+            "start",
+            "end",
+            "durationSeconds",
+            "running",
+            "gpus",
+            "hosts",
+            "utilization",
+            "memory",
+            "power",
+            "cost",
+            "alerts",
+            "verdicts",
+        ],
+    },
+    "FleetSummary": {
+        "type": "object",
+        "description": "Executions ranked by GPU-hours wasted, with their verdict codes",
+        "required": ["since", "end", "executions", "top"],
+    },
+    "Status": {
+        "type": "object",
+        "required": ["status"],
+        "properties": {
+            "status": {"type": "string", "enum": ["ok", "ready", "not ready"]},
+            "error": {"type": "string", "description": "Why it is not ready"},
+        },
+    },
+}
+ENTRY = {
+    "type": "object",
+    "required": ["labels", "values"],
+    "properties": {
+        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+        "values": {
+            "type": "array",
+            "description": "[unix seconds, value in the series' unit] pairs, on the step grid; a value "
+            "Prometheus holds as NaN or an infinity is null",
+            "items": {"type": "array", "prefixItems": [{"type": "number"}, {"type": ["number", "null"]}]},
+        },
+    },
+}
+
+
+def openapi_document(cfg: Config | None = None) -> dict[str, Any]:
+    """The endpoint's OpenAPI 3.1 description for ``cfg`` (its id pattern); the series and units from the catalog."""
+    cfg = cfg or Config()
+    return copy.deepcopy(  # a fresh document per call, as a literal would be: the tables stay as they are
+        {
+            "openapi": "3.1.0",
+            "info": {"title": "gpu-execution-pack metrics", "version": "2"},
+            "components": {
+                "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+                "schemas": {"Entry": ENTRY, "Metrics": metrics_schema(), **SCHEMAS},
+            },
+            "security": [{"bearer": []}],
+            "paths": {path: {"get": operation(route, cfg)} for path, route in ROUTES.items()},
+        }
+    )
+
+
+def metrics_schema() -> dict[str, Any]:
+    """The metrics document: its head, and every API series of the catalog under its API name."""
+    return {
+        "type": "object",
+        "required": ["executionId", "start", "end", "step", "series"],
+        "properties": {
+            "executionId": {"type": "string"},
+            "start": DATE_TIME,
+            "end": DATE_TIME,
+            "step": {"type": "string"},
+            "series": {
+                "type": "object",
+                "properties": {s.api_name: series_schema(s) for s in catalog.API_SERIES},
+                "required": [s.api_name for s in catalog.API_SERIES],
+            },
+        },
+    }
+
+
+def series_schema(series: catalog.Series) -> dict[str, Any]:
+    """One API series in the metrics document: its unit, and an entry per GPU or host."""
+    per = "host." if series.labels == catalog.NODE_LABELS else "GPU or MIG instance."
+    return {
+        "type": "object",
+        "description": f"{series.doc} Unit: {series.api_unit}. One entry per {per}",
+        "properties": {
+            "unit": {"const": series.api_unit},
+            "entries": {"type": "array", "items": {"$ref": "#/components/schemas/Entry"}},
+        },
+    }
+
+
+def operation(route: Operation, cfg: Config) -> dict[str, Any]:
+    """A route's ``get`` object: its parameters (the id's pattern from ``cfg``) and its responses."""
+    out: dict[str, Any] = {"summary": route.summary}
+    if route.parameters:
+        out["parameters"] = [id_parameter(cfg) if p == ID else p for p in route.parameters]
+    if route.public:
+        out["security"] = []
+    out["responses"] = {
+        **{status: response(description, schema) for status, (description, schema) in route.answers.items()},
+        **{status: response(route.too_slow if status == "504" else ERRORS[status], "Error") for status in route.errors},
+    }
+    return out
+
+
+def id_parameter(cfg: Config) -> dict[str, Any]:
+    """The ``execution_id`` path parameter: the whole id matches the configured pattern."""
+    return {
+        "name": "execution_id",
+        "in": "path",
+        "required": True,
+        "schema": {"type": "string", "pattern": cfg.api.execution_id_pattern, "maxLength": MAX_ID_LENGTH},
+        "description": "The whole id matches the pattern (api.execution_id_pattern)",
+    }
+
+
+def response(description: str, schema: str) -> dict[str, Any]:
+    """A response whose JSON body is the component ``schema``."""
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
+    }

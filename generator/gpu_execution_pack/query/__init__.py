@@ -1,0 +1,1 @@
+"""What the API and the report ask Prometheus: the client, time and parameter parsing, an execution's span and scope."""

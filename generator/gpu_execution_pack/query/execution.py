@@ -1,0 +1,276 @@
+"""One execution in Prometheus: its span (first and last sample), its scope (tenant, hosts), and its series.
+
+An execution's series are read from the recorded series the API serves (``catalog.API_SERIES``),
+one entry per GPU (GPU series) or per host (system series). Prometheus answers at most 11,000
+points per series per query, so long ranges are read in chunks on one grid (``start + k * step``)
+and stitched, which leaves no gap and no duplicate. A finished execution's span is cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpu_execution_pack import catalog
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.promql import Expr, aggregate, call, match, on, parse_duration_seconds, render, selector
+from gpu_execution_pack.promql.durations import duration_text
+from gpu_execution_pack.query.params import (
+    Params,
+    RequestError,
+    Window,
+    bad,
+    check_execution_id,
+    iso,
+    parse_params,
+    shown,
+)
+from gpu_execution_pack.query.prometheus import PrometheusClient
+
+CHUNK_POINTS = 10_000  # points per series per range query, under the 11,000 Prometheus accepts (tests lower it)
+DISCOVERY_STEPS = 50  # evaluation points of the query that lists a window's entries
+DISCOVERY_MARGIN_SECONDS = 3600  # how far before the window an entry's samples may count (>= any lookback)
+CONCURRENCY = 8  # queries in flight per request
+LOOKBACK_SECONDS = 300  # Prometheus' default lookback (staleness) window
+SPAN_CACHE_SECONDS = 300  # how long a finished execution's span is reused
+SPAN_CACHE_ENTRIES = 4096
+SPAN_BUCKET_SECONDS = 3600  # the shortest bucket the span's first pass counts samples in
+
+
+@dataclass(frozen=True)
+class Span:
+    """An execution's first and last sample (unix seconds), and whether it still reports."""
+
+    first: float
+    last: float
+    running: bool
+
+
+def seconds(n: int) -> str:
+    """A whole number of seconds as a range's duration, ``3600s``."""
+    return f"{n}s"
+
+
+def presence_counts(presence: Expr, bucket: int) -> Expr:
+    """``sum(count_over_time(presence[bucket]))``: the execution's samples per bucket, every GPU together."""
+    return aggregate("sum", None, call("count_over_time", presence.range(seconds(bucket))))
+
+
+def resolve_window(params: Params, span: Span, max_points: float, now: float) -> Window:
+    """The step grid a request is answered on, from its parameters and the execution's span.
+
+    Not given, ``start`` is the execution's first sample, moved to the first point of the step grid
+    (multiples of ``step``) at or after it, and ``end`` its last sample, or ``now`` while it still
+    reports. The window must run forward, and ``step`` must be at most its length (else there may
+    be no grid point in it), or any step when start and end are the same instant: one point.
+    """
+    start = span.first if params.start is None else params.start
+    execution_end = now if span.running else span.last
+    end = execution_end if params.end is None else params.end
+    if end < start:
+        if params.start is not None:  # and end is the execution's (both given was checked before)
+            still = ", now: it still reports" if span.running else ""
+            raise bad(
+                f"start: {iso(start)} is after the execution's end ({iso(execution_end)}{still}); "
+                "accepted: a start at or before it"
+            )
+        raise bad(
+            f"end: {iso(end)} is before the execution's first sample ({iso(span.first)}); "
+            "accepted: an end at or after it"
+        )
+    length = end - start
+    if 0 < length < params.step:
+        what = (
+            "the execution's length" if params.start is None and params.end is None else "the window from start to end"
+        )
+        raise bad(
+            f"step: {shown(params.step_text)} is longer than {what} ({duration_text(length)}); "
+            f"accepted: at most {duration_text(length)}"
+        )
+    if params.start is None and length > 0:  # step <= length: a grid point lies in the window
+        start = math.ceil(start / params.step) * params.step
+    window = Window(start, start + ((end - start) // params.step) * params.step, params.step)
+    if window.points > max_points:
+        raise too_many_points(params, window.points, start, end, max_points)
+    return window
+
+
+def too_many_points(params: Params, points: int, start: float, end: float, max_points: float) -> RequestError:
+    """The 400 for a window of more than ``max_points`` points, naming the parameter the client set."""
+    most = int(max_points)
+    span = f"{points} points per series from {iso(start)} to {iso(end)} at step {shown(params.step_text)}"
+    if params.start is not None:
+        return bad(
+            f"start: {iso(start)} is too early: {span}; the most accepted is {most}; "
+            f"accepted: a start from {iso(end - (most - 1) * params.step)}, or a longer step"
+        )
+    if params.end is not None:
+        return bad(
+            f"end: {iso(end)} is too late: {span}; the most accepted is {most}; "
+            f"accepted: an end up to {iso(start + (most - 1) * params.step)}, or a longer step"
+        )
+    return bad(
+        f"step: {span} (the whole execution); the most accepted is {most}; "
+        f"accepted: a step of at least {duration_text(math.ceil((end - start) / (most - 1)))}"
+    )
+
+
+class ExecutionMetrics:
+    """Reads executions' API series for one configuration, through one Prometheus client."""
+
+    def __init__(self, cfg: Config, prometheus: PrometheusClient):
+        self.cfg = cfg
+        self.api = cfg.api
+        self.prometheus = prometheus
+        self.id_pattern = re.compile(cfg.api.execution_id_pattern)
+        # Spans of finished executions, by (id, tenant): 3 round trips saved per repeated request.
+        self.finished: OrderedDict[tuple[str, str | None], tuple[Span, float]] = OrderedDict()
+
+    def selector(self, series: catalog.Series, execution_id: str, tenant: str | None, *matchers: str) -> str:
+        """The query for one series of the execution, scoped to ``tenant`` (None: every tenant).
+
+        Per-GPU series carry the tenant label. Host series do not (a host is shared): they are
+        kept only for the hosts where this tenant's GPUs of the execution are, so a tenant never
+        sees the hosts of another tenant's execution under the same id. ``matchers`` narrow it
+        further (to one entry, for a streamed window).
+        """
+        return render(self.scoped(series, execution_id, tenant, lambda e: e, *matchers))
+
+    def scoped(
+        self,
+        series: catalog.Series,
+        execution_id: str,
+        tenant: str | None,
+        read: Callable[[Expr], Expr],
+        *matchers: str,
+    ) -> Expr:
+        """``read(selector)`` of one series of the execution, scoped to ``tenant`` as ``selector`` says.
+
+        ``read`` maps a plain selector to what is asked of it (itself, or ``last_over_time`` of it); for
+        host series under a tenant, the hosts of the tenant's GPUs are read the same way.
+        """
+        execution = match(catalog.EXECUTION_LABEL, execution_id)
+        if tenant is None:
+            return read(series.select(execution, *matchers))
+        scoped = match(self.api.tenant_label, tenant)
+        if series.labels == catalog.GPU_LABELS:
+            return read(series.select(execution, scoped, *matchers))
+        hosts = aggregate("group", catalog.NODE_LABELS, read(catalog.GPU_PRESENCE.select(execution, scoped)))
+        return read(series.select(execution, *matchers)).and_(hosts, on(catalog.NODE_LABELS))
+
+    def by_name(self, level: tuple[str, ...], execution_id: str, tenant: str | None) -> str:
+        """One query for every API series of a level (``catalog.GPU_LABELS`` or ``NODE_LABELS``), by name."""
+        names = [s.name for s in catalog.API_SERIES if s.labels == level]
+        execution = match(catalog.EXECUTION_LABEL, execution_id)
+        picked = selector("", match("__name__", "|".join(re.escape(n) for n in names), "=~"), execution)
+        if tenant is None:
+            return render(picked)
+        scoped = match(self.api.tenant_label, tenant)
+        if level == catalog.GPU_LABELS:
+            return render(picked.where(scoped))
+        hosts = aggregate("group", catalog.NODE_LABELS, catalog.GPU_PRESENCE.select(execution, scoped))
+        return render(picked.and_(hosts, on(catalog.NODE_LABELS)))
+
+    async def span(self, execution_id: str, tenant: str | None) -> Span:
+        """First and last sample of the execution's GPU series, and whether it still reports; 404 if none.
+
+        Samples are counted per hour over the lookback (one cheap pass over the data; a
+        ``timestamp()`` subquery is far slower), then the first and last hour with samples are
+        read whole for the exact times.
+        """
+        presence = self.scoped(catalog.GPU_PRESENCE, execution_id, tenant, lambda e: e)
+        now = time.time()
+        lookback = parse_duration_seconds(self.api.lookback)
+        bucket = max(SPAN_BUCKET_SECONDS, math.ceil(lookback / CHUNK_POINTS))
+        counts = await self.prometheus.range(render(presence_counts(presence, bucket)), now - lookback, now, bucket)
+        hours = [t for c in counts for t, _ in c["values"]]
+        not_found = RequestError(404, f"execution {execution_id!r} not found")
+        if not hours:
+            raise not_found
+        samples = render(presence.range(seconds(bucket)))
+        first = await self.prometheus.instant(samples, at=min(hours))
+        last = await self.prometheus.instant(samples, at=max(hours))
+        firsts = [t for r in first for t, _ in r["values"]]
+        lasts = [t for r in last for t, _ in r["values"]]
+        if not firsts or not lasts:  # its samples left the retention between the queries
+            raise not_found
+        end = max(lasts)
+        return Span(min(firsts), end, now - end < LOOKBACK_SECONDS)  # within Prometheus' lookback: it reports
+
+    async def window(self, execution_id: str, params: Params, tenant: str | None) -> Window:
+        """The grid a request for ``execution_id`` is answered on (its span read from Prometheus)."""
+        check_execution_id(execution_id, self.id_pattern)
+        span = await self.cached_span(execution_id, tenant)
+        return resolve_window(params, span, self.api.max_points, time.time())
+
+    async def cached_span(self, execution_id: str, tenant: str | None) -> Span:
+        """``span``, kept SPAN_CACHE_SECONDS for an execution that has finished: its span does not change
+        (unless its id is reused, which the expiry bounds). Running executions are always read anew."""
+        key, now = (execution_id, tenant), time.monotonic()
+        kept = self.finished.get(key)
+        if kept is not None and kept[1] > now:
+            self.finished.move_to_end(key)
+            return kept[0]
+        span = await self.span(execution_id, tenant)
+        if not span.running:
+            self.finished[key] = (span, now + SPAN_CACHE_SECONDS)
+            self.finished.move_to_end(key)
+            while len(self.finished) > SPAN_CACHE_ENTRIES:
+                self.finished.popitem(last=False)
+        return span
+
+    async def request_window(
+        self, execution_id: str, start: str | None, end: str | None, step: str | None, tenant: str | None
+    ) -> tuple[Params, Window]:
+        """A request's id and parameters checked, and the window they ask for (400s name what is wrong)."""
+        check_execution_id(execution_id, self.id_pattern)
+        params = parse_params(start, end, step)
+        return params, await self.window(execution_id, params, tenant)
+
+    async def answers(self, execution_id: str, window: Window, tenant: str | None) -> list[list[dict[str, Any]]]:
+        """Prometheus' answers for the window: one range query per level (GPU, host) and chunk, in order."""
+        limit = asyncio.Semaphore(CONCURRENCY)
+
+        async def chunk(query: str, chunk_start: float, chunk_end: float) -> list[dict[str, Any]]:
+            async with limit:
+                return await self.prometheus.range(query, chunk_start, chunk_end, window.step)
+
+        # One range query per level (GPU, host) and chunk, the series picked by name: a round trip per
+        # series cost more than the data. Chunks come back in order, so values stay sorted.
+        queries = [self.by_name(level, execution_id, tenant) for level in (catalog.GPU_LABELS, catalog.NODE_LABELS)]
+        return await asyncio.gather(*(chunk(q, a, b) for q in queries for a, b in window.chunks(CHUNK_POINTS)))
+
+    async def entries(self, execution_id: str, window: Window, tenant: str | None) -> dict[str, list[dict[str, str]]]:
+        """The label sets each API series may have an entry for in the window, in the document's order.
+
+        One cheap range query per series: ``last_over_time`` at DISCOVERY_STEPS points, each reading
+        back to the one before and DISCOVERY_MARGIN_SECONDS more, so it finds every series with a
+        sample from before the window's lookback to its end: at least those the range query answers
+        (an entry found here that has no point in the window is left out of the document).
+        """
+        length = window.end - window.start
+        every = max(math.ceil(length / DISCOVERY_STEPS), 60)
+        reach = seconds(every + DISCOVERY_MARGIN_SECONDS)
+        limit = asyncio.Semaphore(CONCURRENCY)
+
+        def last(e: Expr) -> Expr:
+            return call("last_over_time", e.range(reach))
+
+        async def found(series: catalog.Series) -> list[dict[str, str]]:
+            query = render(self.scoped(series, execution_id, tenant, last))
+            async with limit:
+                result = await self.prometheus.range(query, window.start, window.end + every, every)
+            labels = {}
+            for r in result:
+                entry = {k: v for k, v in r["metric"].items() if k != "__name__"}
+                labels[tuple(sorted(entry.items()))] = entry
+            return [labels[k] for k in sorted(labels)]
+
+        sets = await asyncio.gather(*(found(s) for s in catalog.API_SERIES))
+        return {s.api_name: found_sets for s, found_sets in zip(catalog.API_SERIES, sets, strict=True)}
