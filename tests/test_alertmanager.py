@@ -358,7 +358,7 @@ class Exporter:
             text = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
             for key, value in self.gpu_values(gpu, state, now).items():
                 raw = self.raws[key]
-                exported = catalog.UNITS[raw.unit].from_base(value)
+                [[_, exported]] = catalog.UNITS[raw.unit].from_base_samples([[0.0, value]])
                 lines.setdefault(raw.name, []).append(f"{raw.name}{{{text}}} {exported!r}")
         out = []
         for name, samples in sorted(lines.items()):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -37,15 +36,6 @@ def find() -> str:
     if not path or not Path(path).exists():
         raise PromtoolError(INSTALL_HINT)
     return path
-
-
-def version() -> tuple[int, int, int]:
-    """promtool's version, e.g. (2, 42, 0)."""
-    out = _run("--version").output
-    match = re.search(r"version (\d+)\.(\d+)\.(\d+)", out)
-    if not match:
-        raise PromtoolError(f"could not read promtool's version from: {out.strip()[:200]}")
-    return tuple(int(x) for x in match.groups())  # type: ignore[return-value]
 
 
 def check_rules(files: list[Path]) -> Result:

@@ -6,7 +6,6 @@ GPU (GPU series) or per host (system series), each entry's values on the window'
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import orjson
@@ -45,17 +44,5 @@ def encode_values(series: catalog.Series, samples: list[list[float]]) -> bytes:
 
 
 def api_values(series: catalog.Series, samples: list[list[float]]) -> list[list[float | None]]:
-    """[t, value] pairs in the API's unit; NaN and infinities (which JSON cannot carry) as null.
-
-    The conversion is the catalog's ``Unit.from_base``, rounded to 9 decimals so 0.57 reads 57, not
-    56.99999999999999, written out inline: a call per value makes the conversion a fifth slower.
-    Base-unit series skip it. tests/test_api_values.py holds the two to the same results.
-    """
-    unit = catalog.UNITS[series.api_unit]
-    isfinite = math.isfinite
-    if unit.op == "":
-        return [[t, v if isfinite(v) else None] for t, v in samples]
-    factor = unit.factor
-    if unit.op == "*":
-        return [[t, round(v / factor, 9) if isfinite(v) else None] for t, v in samples]
-    return [[t, round(v * factor, 9) if isfinite(v) else None] for t, v in samples]
+    """[t, value] pairs in the series' API unit; NaN and infinities (which JSON cannot carry) as null."""
+    return catalog.UNITS[series.api_unit].from_base_samples(samples)
