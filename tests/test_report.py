@@ -204,13 +204,14 @@ def test_the_fleet_view_does_not_call_a_running_execution_at_full_memory_a_crash
     assert "gpu_oom" in asyncio.run(codes(None))  # now: it ended 15 minutes ago and more
 
 
-def client_for(server: Prometheus, cfg_map: dict) -> TestClient:
+def client_for(server: Prometheus) -> TestClient:
+    """The app, with CONFIG and KEYS, serving the report endpoints from ``server``."""
     return TestClient(create_app(config_from_mapping({**CONFIG, "api": {"prometheus_url": server.url}}), KEYS))
 
 
 def test_the_endpoint_serves_the_same_document_with_the_metrics_endpoints_auth_and_tenants(loaded):
     server, cfg, start = loaded
-    with client_for(server, CONFIG) as client:
+    with client_for(server) as client:
         path = SUMMARY_PATH.format(execution_id="train-0001") + "?end=" + last_sample(start, "train-0001")
         assert client.get(path).status_code == 401
         assert client.get(path, headers={"Authorization": "Bearer nope"}).status_code == 401
@@ -289,7 +290,7 @@ def admin_get(client: TestClient, execution_id: str, **params) -> httpx.Response
 @pytest.mark.parametrize("execution_id", INJECTION_IDS)
 def test_summary_refuses_the_metrics_endpoints_injection_attempts(loaded, execution_id):
     server, _, _ = loaded
-    with client_for(server, CONFIG) as client:
+    with client_for(server) as client:
         response = admin_get(client, execution_id)
     assert response.status_code in (400, 404) and "error" in response.json()
     assert "verdicts" not in response.text
@@ -317,7 +318,7 @@ def test_summary_escaping_keeps_the_query_meaning_with_a_permissive_pattern(load
 )
 def test_summary_bad_parameters_are_400_naming_the_parameter(loaded, params, message):
     server, _, _ = loaded
-    with client_for(server, CONFIG) as client:
+    with client_for(server) as client:
         response = admin_get(client, "train-0001", **params)
     assert response.status_code == 400
     assert response.json()["error"].startswith(message), response.json()

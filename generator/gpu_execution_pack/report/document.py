@@ -42,7 +42,7 @@ def energy(f: fig.ExecutionFigures) -> tuple[float | None, str]:
     and which source gave them: the energy counter, the integral of board power, or both (per GPU)."""
     per_device: dict[tuple[str, str], tuple[float, str]] = {}
     for g in f.gpus:
-        device = (g.labels.get("execution_id", ""), g.labels.get("UUID", ""))
+        device = (g.labels.get(catalog.EXECUTION_LABEL, ""), g.labels.get("UUID", ""))
         if (joules := f.energy_joules(g)) is not None:
             per_device[device] = (joules, "energy_counter")
         elif g.power_integral_joules is not None and per_device.get(device, (0, ""))[1] != "energy_counter":
@@ -113,70 +113,90 @@ def gpu_entry(f: fig.ExecutionFigures, g: fig.GpuFigures) -> dict[str, Any]:
     }
 
 
+def gpus_block(f: fig.ExecutionFigures) -> dict[str, Any]:
+    """The ``gpus`` section: how many, which models and MIG profiles, and each device's figures."""
+    return {
+        "count": len(f.gpus),
+        "models": sorted({g.labels.get(catalog.MODEL_LABEL, "") for g in f.gpus}),
+        "migProfiles": sorted({g.labels["GPU_I_PROFILE"] for g in f.gpus if g.labels.get("GPU_I_PROFILE")}),
+        "devices": [gpu_entry(f, g) for g in f.gpus],
+    }
+
+
+def host_entry(h: fig.HostFigures) -> dict[str, Any]:
+    """One host of the ``hosts`` section."""
+    return {
+        "hostname": h.hostname,
+        "cpuMeanPercent": pct(h.cpu_mean),
+        "ramPeakBytes": rounded(h.ram_peak_bytes, 0),
+        "ramPeakPercent": pct(h.ram_peak_ratio),
+        "ramTotalBytes": rounded(h.ram_total_bytes, 0),
+    }
+
+
+def utilization_block(cfg: Config, f: fig.ExecutionFigures, end: float) -> dict[str, Any]:
+    """The ``utilization`` section: over the run, in the heavy phase, the hosts' CPU, and time spent low."""
+    utils = [g.util_mean for g in f.gpus if g.util_mean is not None]
+    heavy = [g.util_heavy_mean for g in f.gpus if g.util_heavy_mean is not None]
+    cpus = [h.cpu_mean for h in f.hosts if h.cpu_mean is not None]
+    return {
+        "gpuMeanPercent": pct(mean(utils)),
+        "heavyPhase": {
+            "start": None if f.heavy_phase_start is None else iso(f.heavy_phase_start),
+            "seconds": None if f.heavy_phase_start is None else round(end - f.heavy_phase_start, 3),
+            "gpuMeanPercent": pct(mean(heavy)),
+            "memoryShareOfPeak": cfg.report.heavy_phase_memory_share,
+        },
+        "hostCpuMeanPercent": pct(mean(cpus)),
+        "lowUtilizationSeconds": f.low_util_samples * f.gpu_interval,
+    }
+
+
+def memory_block(cfg: Config, f: fig.ExecutionFigures) -> dict[str, Any]:
+    """The ``memory`` section: the GPUs' and hosts' peaks and the time above the OOM threshold."""
+    return {
+        "gpuPeakBytes": rounded(max((g.mem_peak_bytes or 0 for g in f.gpus), default=None), 0),
+        "gpuPeakPercent": pct(max((g.mem_peak_ratio or 0 for g in f.gpus), default=None)),
+        "oomThresholdPercent": pct(cfg.alerts.gpu_memory_high.threshold),
+        "secondsAboveOomThreshold": max((g.oom_samples for g in f.gpus), default=0) * f.gpu_interval,
+        "hostRamPeakBytes": rounded(max((h.ram_peak_bytes or 0 for h in f.hosts), default=None), 0),
+        "hostRamPeakPercent": pct(max((h.ram_peak_ratio or 0 for h in f.hosts), default=None)),
+    }
+
+
+def power_block(f: fig.ExecutionFigures, joules: float | None, source: str) -> dict[str, Any]:
+    """The ``power`` section: energy and where it came from, power against the limit, throttling, heat."""
+    powers = [g.power_mean for g in f.gpus if g.power_mean is not None]
+    limits = [g.power_limit_mean for g in f.gpus if g.power_limit_mean is not None]
+    ratios = [g.power_mean / g.power_limit_mean for g in f.gpus if g.power_mean and g.power_limit_mean]
+    return {
+        "energyKwh": None if joules is None else rounded(joules / JOULES_PER_KWH, 4),
+        "energySource": source,
+        "powerMeanWatt": rounded(mean(powers), 2),
+        "powerLimitMeanWatt": rounded(mean(limits), 2),
+        "powerToLimitPercent": pct(mean(ratios)),
+        "powerThrottledSeconds": max((g.power_throttled_samples for g in f.gpus), default=0) * f.derived_interval,
+        "thermalThrottledSeconds": max((g.thermal_throttled_samples for g in f.gpus), default=0) * f.derived_interval,
+        "temperatureMaxCelsius": rounded(max((g.temp_max or 0 for g in f.gpus), default=None), 1),
+    }
+
+
 def summary(
     cfg: Config, f: fig.ExecutionFigures, start: float, end: float, running: bool, expected_samples: int | None
 ) -> dict[str, Any]:
     """The report document of one execution's figures."""
-    a = cfg.alerts
-    utils = [g.util_mean for g in f.gpus if g.util_mean is not None]
-    heavy = [g.util_heavy_mean for g in f.gpus if g.util_heavy_mean is not None]
-    cpus = [h.cpu_mean for h in f.hosts if h.cpu_mean is not None]
     joules, source = energy(f)
-    powers = [g.power_mean for g in f.gpus if g.power_mean is not None]
-    limits = [g.power_limit_mean for g in f.gpus if g.power_limit_mean is not None]
-    ratios = [g.power_mean / g.power_limit_mean for g in f.gpus if g.power_mean and g.power_limit_mean]
     return {
         "executionId": f.execution_id,
         "start": iso(start),
         "end": iso(end),
         "durationSeconds": round(end - start, 3),
         "running": running,
-        "gpus": {
-            "count": len(f.gpus),
-            "models": sorted({g.labels.get(catalog.MODEL_LABEL, "") for g in f.gpus}),
-            "migProfiles": sorted({g.labels["GPU_I_PROFILE"] for g in f.gpus if g.labels.get("GPU_I_PROFILE")}),
-            "devices": [gpu_entry(f, g) for g in f.gpus],
-        },
-        "hosts": [
-            {
-                "hostname": h.hostname,
-                "cpuMeanPercent": pct(h.cpu_mean),
-                "ramPeakBytes": rounded(h.ram_peak_bytes, 0),
-                "ramPeakPercent": pct(h.ram_peak_ratio),
-                "ramTotalBytes": rounded(h.ram_total_bytes, 0),
-            }
-            for h in f.hosts
-        ],
-        "utilization": {
-            "gpuMeanPercent": pct(mean(utils)),
-            "heavyPhase": {
-                "start": None if f.heavy_phase_start is None else iso(f.heavy_phase_start),
-                "seconds": None if f.heavy_phase_start is None else round(end - f.heavy_phase_start, 3),
-                "gpuMeanPercent": pct(mean(heavy)),
-                "memoryShareOfPeak": cfg.report.heavy_phase_memory_share,
-            },
-            "hostCpuMeanPercent": pct(mean(cpus)),
-            "lowUtilizationSeconds": f.low_util_samples * f.gpu_interval,
-        },
-        "memory": {
-            "gpuPeakBytes": rounded(max((g.mem_peak_bytes or 0 for g in f.gpus), default=None), 0),
-            "gpuPeakPercent": pct(max((g.mem_peak_ratio or 0 for g in f.gpus), default=None)),
-            "oomThresholdPercent": pct(a.gpu_memory_high.threshold),
-            "secondsAboveOomThreshold": max((g.oom_samples for g in f.gpus), default=0) * f.gpu_interval,
-            "hostRamPeakBytes": rounded(max((h.ram_peak_bytes or 0 for h in f.hosts), default=None), 0),
-            "hostRamPeakPercent": pct(max((h.ram_peak_ratio or 0 for h in f.hosts), default=None)),
-        },
-        "power": {
-            "energyKwh": None if joules is None else rounded(joules / JOULES_PER_KWH, 4),
-            "energySource": source,
-            "powerMeanWatt": rounded(mean(powers), 2),
-            "powerLimitMeanWatt": rounded(mean(limits), 2),
-            "powerToLimitPercent": pct(mean(ratios)),
-            "powerThrottledSeconds": max((g.power_throttled_samples for g in f.gpus), default=0) * f.derived_interval,
-            "thermalThrottledSeconds": max((g.thermal_throttled_samples for g in f.gpus), default=0)
-            * f.derived_interval,
-            "temperatureMaxCelsius": rounded(max((g.temp_max or 0 for g in f.gpus), default=None), 1),
-        },
+        "gpus": gpus_block(f),
+        "hosts": [host_entry(h) for h in f.hosts],
+        "utilization": utilization_block(cfg, f, end),
+        "memory": memory_block(cfg, f),
+        "power": power_block(f, joules, source),
         "cost": cost_block(cfg, f, joules),
         "alerts": [
             {"alertname": x.alertname, "severity": x.severity, "firingSeconds": x.firing_samples * f.derived_interval}
@@ -225,6 +245,26 @@ async def execution_summary(
     return summary(cfg, figures, start_s, end_s, running and end is None, expected_samples)
 
 
+def fleet_row(cfg: Config, f: fig.ExecutionFigures) -> dict[str, Any]:
+    """One execution's row of the fleet ranking."""
+    billed, worked = f.billed_seconds / 3600, f.worked_seconds / 3600
+    joules, _ = energy(f)
+    # Without a span per execution the fleet view judges no gaps; an execution still reporting at the
+    # window's end is running (its memory at the end is no crash).
+    verdicts = judge(f, cfg, running=f.reporting_at_end, expected_samples=None)
+    return {
+        "executionId": f.execution_id,
+        "gpus": len(f.gpus),
+        "models": sorted({g.labels.get(catalog.MODEL_LABEL, "") for g in f.gpus}),
+        "gpuHoursBilled": rounded(billed, 4),
+        "gpuHoursWorked": rounded(worked, 4),
+        "gpuHoursWasted": rounded(billed - worked, 4),
+        "efficiencyPercent": pct(worked / billed) if billed else None,
+        "energyKwh": None if joules is None else rounded(joules / JOULES_PER_KWH, 4),
+        "verdicts": [v.code for v in verdicts],
+    }
+
+
 async def fleet_summary(
     cfg: Config,
     prometheus: PrometheusClient,
@@ -246,26 +286,7 @@ async def fleet_summary(
         raise RequestError(400, f"top: {top} is not accepted; accepted: 1 to {MAX_FLEET_TOP}")
     now = time.time() if at is None else at
     found = await fig.collect(cfg, prometheus, fig.Scope(cfg, None, tenant), window, now)
-    rows = []
-    for f in found.values():
-        billed, worked = f.billed_seconds / 3600, f.worked_seconds / 3600
-        joules, _ = energy(f)
-        # Without a span per execution the fleet view judges no gaps; an execution still reporting at the
-        # window's end is running (its memory at the end is no crash).
-        verdicts = judge(f, cfg, running=f.reporting_at_end, expected_samples=None)
-        rows.append(
-            {
-                "executionId": f.execution_id,
-                "gpus": len(f.gpus),
-                "models": sorted({g.labels.get(catalog.MODEL_LABEL, "") for g in f.gpus}),
-                "gpuHoursBilled": rounded(billed, 4),
-                "gpuHoursWorked": rounded(worked, 4),
-                "gpuHoursWasted": rounded(billed - worked, 4),
-                "efficiencyPercent": pct(worked / billed) if billed else None,
-                "energyKwh": None if joules is None else rounded(joules / JOULES_PER_KWH, 4),
-                "verdicts": [v.code for v in verdicts],
-            }
-        )
+    rows = [fleet_row(cfg, f) for f in found.values()]
     rows.sort(key=lambda row: (-(row["gpuHoursWasted"] or 0), row["executionId"]))
     return {
         "since": since,

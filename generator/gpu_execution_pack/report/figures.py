@@ -209,7 +209,162 @@ async def intervals(cfg: Config, prometheus: PrometheusClient) -> tuple[float, f
 
 
 def key_of(metric: dict[str, str], labels: Iterable[str]) -> tuple[str, ...]:
+    """The values of ``labels`` in a result's labels ("" where absent), as the figures are keyed."""
     return tuple(metric.get(label, "") for label in labels)
+
+
+def value_of(result: dict[str, Any]) -> float:
+    """An instant query result's one value."""
+    return float(result["values"][0][1])
+
+
+@dataclass(frozen=True)
+class Window:
+    """The span the figures cover: its length as a range (``window``), the step of the subqueries that
+    count samples (``step``, the per-GPU rule interval), and that interval in seconds."""
+
+    window: str
+    step: str
+    gpu_interval: float
+
+
+def gpu_queries(cfg: Config, scope: Scope, w: Window) -> dict[str, Expr]:
+    """One query per ``GpuFigures`` field, by field name; ``samples`` (the utilisation's) first."""
+    window = w.window
+
+    def g(series: Series) -> Expr:
+        return scope.gpu(series)
+
+    util, memory, energy = g(catalog.GPU_UTILIZATION), g(catalog.GPU_MEMORY_UTILIZATION), g(catalog.GPU_ENERGY)
+    oom = memory.ge(cfg.alerts.gpu_memory_high.threshold)
+    return {
+        "samples": over("count_over_time", util, window),
+        "util_mean": over("avg_over_time", util, window),
+        "worked_samples": over("sum_over_time", util, window),
+        "mem_peak_bytes": over("max_over_time", g(catalog.GPU_MEMORY_USED), window),
+        "mem_peak_ratio": over("max_over_time", memory, window),
+        "mem_last_ratio": over("last_over_time", memory, window),
+        "oom_samples": call("count_over_time", Range(oom, window, w.step)),
+        "power_mean": over("avg_over_time", g(catalog.GPU_POWER), window),
+        "power_integral_joules": over("sum_over_time", g(catalog.GPU_POWER), window) * w.gpu_interval,
+        "power_limit_mean": over("avg_over_time", g(catalog.GPU_POWER_LIMIT), window),
+        "power_throttled_samples": over("sum_over_time", g(catalog.GPU_POWER_THROTTLED), window),
+        "thermal_throttled_samples": over("sum_over_time", g(catalog.GPU_THERMAL_THROTTLED), window),
+        "temp_max": over("max_over_time", g(catalog.GPU_TEMPERATURE), window),
+        "xid_changes": over("changes", g(catalog.GPU_LAST_XID), window),
+        "xid_last": over("last_over_time", g(catalog.GPU_LAST_XID), window),
+        "energy_increase": over("increase", energy, window),
+        "energy_spread": over("max_over_time", energy, window) - over("min_over_time", energy, window),
+        "energy_resets": over("resets", energy, window),
+        "energy_samples": over("count_over_time", energy, window),
+    }
+
+
+def presence_queries(scope: Scope, w: Window) -> dict[str, Expr]:
+    """Which GPUs have each of the REQUIRED_GPU_SERIES, by series name."""
+    return {s.name: over("count_over_time", scope.gpu(s), w.window) for s in REQUIRED_GPU_SERIES}
+
+
+def host_queries(scope: Scope, w: Window) -> dict[str, Expr]:
+    """One query per ``HostFigures`` field, by field name."""
+    return {
+        "cpu_mean": scope.host_over("avg_over_time", catalog.NODE_CPU_UTILIZATION, w.window),
+        "ram_peak_bytes": scope.host_over("max_over_time", catalog.NODE_RAM_USED, w.window),
+        "ram_peak_ratio": scope.host_over("max_over_time", catalog.NODE_RAM_UTILIZATION, w.window),
+        "ram_total_bytes": scope.host_over("max_over_time", catalog.NODE_RAM_TOTAL, w.window),
+    }
+
+
+def execution_queries(cfg: Config, scope: Scope, w: Window) -> dict[str, Expr]:
+    """The execution-wide figures: low-utilisation samples, the host CPU meanwhile, and whether it still reports."""
+    by_execution = (EXECUTION_LABEL,)
+    util = scope.gpu(catalog.GPU_UTILIZATION)
+    low = aggregate("avg", by_execution, util).lt(cfg.alerts.gpu_underutilized.threshold)
+    cpu = aggregate("max", by_execution, scope.host(catalog.NODE_CPU_UTILIZATION))
+    return {
+        "low_util_samples": call("count_over_time", Range(low, w.window, w.step)),
+        "cpu_during_low_util": call("avg_over_time", Range(cpu.and_(low, on(by_execution)), w.window, w.step)),
+        "reporting_at_end": aggregate("group", by_execution, util),  # an instant selector: the lookback
+    }
+
+
+def alerts_query(scope: Scope, window: str) -> Expr:
+    """How many samples each alert of each execution fired in ``window``."""
+    return aggregate("sum", (EXECUTION_LABEL, "alertname", "severity"), over("count_over_time", scope.alerts(), window))
+
+
+def read_gpus(
+    results: dict[str, list[dict[str, Any]]], fields: Iterable[str], intervals: tuple[float, float]
+) -> dict[str, ExecutionFigures]:
+    """The executions and their GPUs: every GPU with utilisation samples, its ``fields`` and the series it has."""
+    executions: dict[str, ExecutionFigures] = {}
+    gpus: dict[tuple[str, ...], GpuFigures] = {}
+    for r in results["samples"]:
+        key = key_of(r["metric"], GPU_KEY)
+        labels = {k: v for k, v in zip(GPU_KEY, key, strict=True) if v}
+        gpus[key] = GpuFigures(labels, samples=int(value_of(r)))
+        if key[0] not in executions:
+            executions[key[0]] = ExecutionFigures(key[0], *intervals)
+        executions[key[0]].gpus.append(gpus[key])
+    for name in fields:
+        if name == "samples":
+            continue
+        for r in results[name]:
+            target = gpus.get(key_of(r["metric"], GPU_KEY))
+            value = value_of(r)
+            if target is not None and math.isfinite(value):
+                current = getattr(target, name)
+                setattr(target, name, int(value) if isinstance(current, int) else value)
+    for series in REQUIRED_GPU_SERIES:
+        for r in results[series.name]:
+            target = gpus.get(key_of(r["metric"], GPU_KEY))
+            if target is not None:
+                target.present.add(series.name)
+    return executions
+
+
+def read_hosts(
+    results: dict[str, list[dict[str, Any]]], fields: Iterable[str], executions: dict[str, ExecutionFigures]
+) -> None:
+    """Each execution's hosts and their ``fields`` (None where not a number)."""
+    hosts: dict[tuple[str, ...], HostFigures] = {}
+    for name in fields:
+        for r in results[name]:
+            key = key_of(r["metric"], HOST_KEY)
+            if key[0] not in executions:
+                continue  # a host series without GPU series in the window: nothing to report on
+            if key not in hosts:
+                hosts[key] = HostFigures(key[1])
+                executions[key[0]].hosts.append(hosts[key])
+            value = value_of(r)
+            setattr(hosts[key], name, value if math.isfinite(value) else None)
+
+
+def read_executions(results: dict[str, list[dict[str, Any]]], executions: dict[str, ExecutionFigures]) -> None:
+    """The execution-wide figures of ``execution_queries`` and the alerts that fired; GPUs, hosts and
+    alerts in a stable order."""
+
+    def of(name: str) -> Iterable[tuple[ExecutionFigures, dict[str, Any]]]:
+        for r in results[name]:
+            if (eid := r["metric"].get(EXECUTION_LABEL, "")) in executions:
+                yield executions[eid], r
+
+    for figures, r in of("low_util_samples"):
+        figures.low_util_samples = int(value_of(r))
+    for figures, r in of("cpu_during_low_util"):
+        figures.cpu_during_low_util = value_of(r)
+    for figures, _ in of("reporting_at_end"):
+        figures.reporting_at_end = True
+    firing: dict[str, list[AlertFigures]] = defaultdict(list)
+    for r in results["alerts"]:
+        m = r["metric"]
+        firing[m.get(EXECUTION_LABEL, "")].append(
+            AlertFigures(m.get("alertname", ""), m.get("severity", ""), value_of(r))
+        )
+    for eid, figures in executions.items():
+        figures.alerts = sorted(firing.get(eid, []), key=lambda x: (x.alertname, x.severity))
+        figures.gpus.sort(key=lambda x: tuple(x.labels.get(k, "") for k in GPU_KEY))
+        figures.hosts.sort(key=lambda x: x.hostname)
 
 
 async def collect(
@@ -226,124 +381,17 @@ async def collect(
     stopped is told so by alerts that fire after its last sample.
     """
     gpu_interval, derived_interval = await intervals(cfg, prometheus)
-    window = format_duration(max(1.0, math.ceil(window_seconds)))
-    step = format_duration(gpu_interval)
-    a = cfg.alerts
-
-    def g(series: Series) -> Expr:
-        return scope.gpu(series)
-
-    util = g(catalog.GPU_UTILIZATION)
-    gpu_queries: dict[str, Expr] = {
-        "samples": over("count_over_time", util, window),
-        "util_mean": over("avg_over_time", util, window),
-        "worked_samples": over("sum_over_time", util, window),
-        "mem_peak_bytes": over("max_over_time", g(catalog.GPU_MEMORY_USED), window),
-        "mem_peak_ratio": over("max_over_time", g(catalog.GPU_MEMORY_UTILIZATION), window),
-        "mem_last_ratio": over("last_over_time", g(catalog.GPU_MEMORY_UTILIZATION), window),
-        "oom_samples": call(
-            "count_over_time", Range(g(catalog.GPU_MEMORY_UTILIZATION).ge(a.gpu_memory_high.threshold), window, step)
-        ),
-        "power_mean": over("avg_over_time", g(catalog.GPU_POWER), window),
-        "power_integral_joules": over("sum_over_time", g(catalog.GPU_POWER), window) * gpu_interval,
-        "power_limit_mean": over("avg_over_time", g(catalog.GPU_POWER_LIMIT), window),
-        "power_throttled_samples": over("sum_over_time", g(catalog.GPU_POWER_THROTTLED), window),
-        "thermal_throttled_samples": over("sum_over_time", g(catalog.GPU_THERMAL_THROTTLED), window),
-        "temp_max": over("max_over_time", g(catalog.GPU_TEMPERATURE), window),
-        "xid_changes": over("changes", g(catalog.GPU_LAST_XID), window),
-        "xid_last": over("last_over_time", g(catalog.GPU_LAST_XID), window),
-        "energy_increase": over("increase", g(catalog.GPU_ENERGY), window),
-        "energy_spread": over("max_over_time", g(catalog.GPU_ENERGY), window)
-        - over("min_over_time", g(catalog.GPU_ENERGY), window),
-        "energy_resets": over("resets", g(catalog.GPU_ENERGY), window),
-        "energy_samples": over("count_over_time", g(catalog.GPU_ENERGY), window),
-    }
-    presence = {s.name: over("count_over_time", g(s), window) for s in REQUIRED_GPU_SERIES}
-    host_queries: dict[str, Expr] = {
-        "cpu_mean": scope.host_over("avg_over_time", catalog.NODE_CPU_UTILIZATION, window),
-        "ram_peak_bytes": scope.host_over("max_over_time", catalog.NODE_RAM_USED, window),
-        "ram_peak_ratio": scope.host_over("max_over_time", catalog.NODE_RAM_UTILIZATION, window),
-        "ram_total_bytes": scope.host_over("max_over_time", catalog.NODE_RAM_TOTAL, window),
-    }
-    by_execution = (EXECUTION_LABEL,)
-    mean_util = aggregate("avg", by_execution, util)
-    low = mean_util.lt(a.gpu_underutilized.threshold)
-    cpu = aggregate("max", by_execution, scope.host(catalog.NODE_CPU_UTILIZATION))
-    execution_queries: dict[str, Expr] = {
-        "low_util_samples": call("count_over_time", Range(low, window, step)),
-        "cpu_during_low_util": call("avg_over_time", Range(cpu.and_(low, on(by_execution)), window, step)),
-        "reporting_at_end": aggregate("group", by_execution, util),  # an instant selector: the lookback
-    }
+    w = Window(format_duration(max(1.0, math.ceil(window_seconds))), format_duration(gpu_interval), gpu_interval)
+    gpu, host = gpu_queries(cfg, scope, w), host_queries(scope, w)
+    queries = {**gpu, **presence_queries(scope, w), **host, **execution_queries(cfg, scope, w)}
+    asked = [(expr, at) for expr in queries.values()]
     alerts_window = format_duration(max(1.0, math.ceil(window_seconds + alerts_after)))
-    alerts = aggregate(
-        "sum", (EXECUTION_LABEL, "alertname", "severity"), over("count_over_time", scope.alerts(), alerts_window)
-    )
-
-    async def run(expr: Expr) -> list[dict[str, Any]]:
-        when = at + alerts_after if expr is alerts else at
-        return await prometheus.instant(render(expr), at=when)
-
-    names = [*gpu_queries, *presence, *host_queries, *execution_queries, "alerts"]
-    exprs = [*gpu_queries.values(), *presence.values(), *host_queries.values(), *execution_queries.values(), alerts]
-    results = dict(zip(names, await asyncio.gather(*(run(e) for e in exprs)), strict=True))
-
-    executions: dict[str, ExecutionFigures] = {}
-
-    def execution(eid: str) -> ExecutionFigures:
-        if eid not in executions:
-            executions[eid] = ExecutionFigures(eid, gpu_interval, derived_interval)
-        return executions[eid]
-
-    gpus: dict[tuple[str, ...], GpuFigures] = {}
-    for r in results["samples"]:
-        key = key_of(r["metric"], GPU_KEY)
-        labels = {k: v for k, v in zip(GPU_KEY, key, strict=True) if v}
-        gpus[key] = GpuFigures(labels, samples=int(float(r["values"][0][1])))
-        execution(key[0]).gpus.append(gpus[key])
-    for name in gpu_queries:
-        if name == "samples":
-            continue
-        for r in results[name]:
-            target = gpus.get(key_of(r["metric"], GPU_KEY))
-            value = float(r["values"][0][1])
-            if target is not None and math.isfinite(value):
-                current = getattr(target, name)
-                setattr(target, name, int(value) if isinstance(current, int) else value)
-    for series in REQUIRED_GPU_SERIES:
-        for r in results[series.name]:
-            target = gpus.get(key_of(r["metric"], GPU_KEY))
-            if target is not None:
-                target.present.add(series.name)
-    hosts: dict[tuple[str, ...], HostFigures] = {}
-    for name in host_queries:
-        for r in results[name]:
-            key = key_of(r["metric"], HOST_KEY)
-            if key[0] not in executions:
-                continue  # a host series without GPU series in the window: nothing to report on
-            if key not in hosts:
-                hosts[key] = HostFigures(key[1])
-                executions[key[0]].hosts.append(hosts[key])
-            value = float(r["values"][0][1])
-            setattr(hosts[key], name, value if math.isfinite(value) else None)
-    for r in results["low_util_samples"]:
-        if (eid := r["metric"].get(EXECUTION_LABEL, "")) in executions:
-            executions[eid].low_util_samples = int(float(r["values"][0][1]))
-    for r in results["cpu_during_low_util"]:
-        if (eid := r["metric"].get(EXECUTION_LABEL, "")) in executions:
-            executions[eid].cpu_during_low_util = float(r["values"][0][1])
-    for r in results["reporting_at_end"]:
-        if (eid := r["metric"].get(EXECUTION_LABEL, "")) in executions:
-            executions[eid].reporting_at_end = True
-    firing: dict[str, list[AlertFigures]] = defaultdict(list)
-    for r in results["alerts"]:
-        m = r["metric"]
-        firing[m.get(EXECUTION_LABEL, "")].append(
-            AlertFigures(m.get("alertname", ""), m.get("severity", ""), float(r["values"][0][1]))
-        )
-    for eid, figures in executions.items():
-        figures.alerts = sorted(firing.get(eid, []), key=lambda x: (x.alertname, x.severity))
-        figures.gpus.sort(key=lambda x: tuple(x.labels.get(k, "") for k in GPU_KEY))
-        figures.hosts.sort(key=lambda x: x.hostname)
+    asked.append((alerts_query(scope, alerts_window), at + alerts_after))
+    answers = await asyncio.gather(*(prometheus.instant(render(expr), at=when) for expr, when in asked))
+    results = dict(zip([*queries, "alerts"], answers, strict=True))
+    executions = read_gpus(results, gpu, (gpu_interval, derived_interval))
+    read_hosts(results, host, executions)
+    read_executions(results, executions)
     return dict(sorted(executions.items()))
 
 

@@ -4,14 +4,19 @@ Each rule reads figures the report computed from recorded series, with the alert
 where the meaning is the same (docs/report.md lists them). A verdict never rests on data that is
 not there: where a rule's input is missing, ``telemetry_incomplete`` says which, and the rule is
 not given.
+
+A verdict is one rule function below, listed in ``RULES``, with its code in ``CODES`` and its row in
+docs/report.md (written from generator/gpu_execution_pack/docs/templates/report.md.j2).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
+from gpu_execution_pack.config.schema import ThrottleAlert
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.report.figures import REQUIRED_GPU_SERIES, ExecutionFigures, GpuFigures
 
@@ -37,26 +42,33 @@ GAP_SECONDS = 300
 
 @dataclass(frozen=True)
 class Verdict:
+    """One finding: its code (of ``CODES``), the severity of the alert with the same meaning, what was
+    found and what to do about it."""
+
     code: str
     severity: str
     summary: str
     advice: str
 
     def as_json(self) -> dict[str, str]:
+        """The verdict as the report document lists it."""
         return {"code": self.code, "severity": self.severity, "summary": self.summary, "advice": self.advice}
 
 
 def gpu_name(gpu: GpuFigures) -> str:
+    """``GPU n on host`` (with its MIG profile and instance on MIG), as verdicts name a GPU."""
     labels = gpu.labels
     mig = f" MIG {labels['GPU_I_PROFILE']} instance {labels['GPU_I_ID']}" if labels.get("GPU_I_ID") else ""
     return f"GPU {labels.get('gpu', '?')}{mig} on {labels.get(catalog.HOST_LABEL, '?')}"
 
 
 def percent(ratio: float) -> str:
+    """A ratio as a whole percentage: ``0.42`` is ``42 %``."""
     return f"{ratio * 100:.0f} %"
 
 
 def minutes(seconds: float) -> str:
+    """Seconds as whole minutes: ``90`` is ``2 min``."""
     return f"{seconds / 60:.0f} min"
 
 
@@ -81,140 +93,230 @@ def missing_inputs(f: ExecutionFigures, expected_samples: int | None) -> list[st
     return out
 
 
+@dataclass(frozen=True)
+class Case:
+    """What the rules judge: one execution's figures, whether it still runs, and how many samples
+    each GPU should have over the span (None: gaps are not judged, as in the fleet view, which has
+    no per-execution span)."""
+
+    figures: ExecutionFigures
+    running: bool
+    expected_samples: int | None
+
+
+# A rule reads a case with the configuration's thresholds and gives its one verdict, or None.
+Rule = Callable[[Case, Config], Verdict | None]
+
+
+def mean_utilization(f: ExecutionFigures) -> float | None:
+    """The GPUs' mean utilisation over the run; None where no GPU has a utilisation series."""
+    utils = [g.util_mean for g in f.gpus if g.util_mean is not None]
+    return sum(utils) / len(utils) if utils else None
+
+
+def low_utilization_seconds(f: ExecutionFigures, cfg: Config) -> float | None:
+    """How long the GPUs were underutilised, where that is long enough for a verdict (not idle, and at
+    least the underutilisation alert's ``for``); None otherwise. Input or I/O bound then tells which."""
+    mean = mean_utilization(f)
+    if mean is None or mean < cfg.report.gpu_idle_threshold:
+        return None
+    low_seconds = f.low_util_samples * f.gpu_interval
+    return low_seconds if low_seconds >= seconds(cfg.alerts.gpu_underutilized.for_) else None
+
+
+def cpu_bound(cpu: float, cfg: Config) -> bool:
+    """Whether the host CPU was busy enough, while utilisation was low, that the GPUs waited on it;
+    otherwise (whatever the CPU figure, not a number too) they waited on I/O."""
+    return cpu >= cfg.alerts.gpu_underutilized.cpu_saturated
+
+
+def gpu_oom(case: Case, cfg: Config) -> Verdict | None:
+    """GPU memory at the OOM threshold when the series ended: the job died of an out-of-memory error.
+    Not given while it runs: memory high now is no crash."""
+    f, alert = case.figures, cfg.alerts.gpu_memory_high
+    oom = [g for g in f.gpus if g.mem_last_ratio is not None and g.mem_last_ratio >= alert.threshold]
+    if not oom or case.running:
+        return None
+    return Verdict(
+        "gpu_oom",
+        alert.severity,
+        f"GPU memory reached {percent(max(g.mem_last_ratio or 0 for g in oom))} of capacity on "
+        f"{', '.join(gpu_name(g) for g in oom)} just before its series ended: the job most likely "
+        "died of a CUDA out-of-memory error.",
+        "Lower the batch size or sequence length, enable activation checkpointing or mixed precision, "
+        "or request a GPU with more memory. A steady climb before the end is a leak: check for tensors "
+        "kept across iterations.",
+    )
+
+
+def host_oom(case: Case, cfg: Config) -> Verdict | None:
+    """Host RAM at its alert's threshold on any of the execution's hosts."""
+    alert = cfg.alerts.host_memory_high
+    hosts = [h for h in case.figures.hosts if h.ram_peak_ratio is not None and h.ram_peak_ratio >= alert.threshold]
+    if not hosts:
+        return None
+    return Verdict(
+        "host_oom",
+        alert.severity,
+        f"Host RAM reached {percent(max(h.ram_peak_ratio or 0 for h in hosts))} on "
+        f"{', '.join(h.hostname for h in hosts)}: the kernel's OOM killer may have ended processes.",
+        "Use fewer data-loader workers or smaller prefetch buffers, memory-map data sets instead of "
+        "loading them, or request hosts with more RAM. Other executions on the host count too.",
+    )
+
+
+def xid_errors(case: Case, cfg: Config) -> Verdict | None:
+    """A GPU's last Xid changed during the span to a non-zero code."""
+    xid = [g for g in case.figures.gpus if g.xid_changes > 0 and (g.xid_last or 0) > 0]
+    if not xid:
+        return None
+    codes = ", ".join(f"{gpu_name(g)}: Xid {g.xid_last:.0f}" for g in xid)
+    return Verdict(
+        "xid_errors",
+        cfg.alerts.xid_errors.severity,
+        f"The GPU driver reported Xid errors during the run ({codes}).",
+        "Look the code up in NVIDIA's Xid catalogue: 13, 31 and 43 usually point at the application, "
+        "48, 63, 64, 74, 79 and 94/95 at the hardware. Rerun elsewhere and report the GPU if it repeats.",
+    )
+
+
+def gpu_idle(case: Case, cfg: Config) -> Verdict | None:
+    """Mean utilisation over the run under ``report.gpu_idle_threshold``."""
+    mean = mean_utilization(case.figures)
+    if mean is None or mean >= cfg.report.gpu_idle_threshold:
+        return None
+    return Verdict(
+        "gpu_idle",
+        cfg.alerts.gpu_underutilized.severity,
+        f"The job did not use its GPUs: {percent(mean)} mean utilisation over the run.",
+        "Check that the code runs on the GPU (device placement, CUDA_VISIBLE_DEVICES, a CPU-only "
+        "build of the framework). If it does not need a GPU, submit it without one.",
+    )
+
+
+def underutilized_input_bound(case: Case, cfg: Config) -> Verdict | None:
+    """Underutilised long enough while the host CPU was saturated: the GPUs waited on the CPU."""
+    f, waste = case.figures, cfg.alerts.gpu_underutilized
+    low_seconds = low_utilization_seconds(f, cfg)
+    cpu = f.cpu_during_low_util
+    if low_seconds is None or cpu is None or not cpu_bound(cpu, cfg):
+        return None
+    return Verdict(
+        "gpu_underutilized_input_bound",
+        waste.severity,
+        f"GPUs waited on the host CPU: {low_phrase(low_seconds, cfg)}, while the host CPU was {percent(cpu)} busy.",
+        "Pre-processing on the CPU starves the GPUs: use more data-loader workers or CPUs, move "
+        "augmentation to the GPU (DALI), or pre-process the data set once, offline.",
+    )
+
+
+def underutilized_io_bound(case: Case, cfg: Config) -> Verdict | None:
+    """Underutilised long enough while the host CPU was not saturated: the GPUs waited on data."""
+    f, waste = case.figures, cfg.alerts.gpu_underutilized
+    low_seconds = low_utilization_seconds(f, cfg)
+    cpu = f.cpu_during_low_util
+    if low_seconds is None or cpu is None or cpu_bound(cpu, cfg):
+        return None
+    return Verdict(
+        "gpu_underutilized_io_bound",
+        waste.severity,
+        f"GPUs waited on data: {low_phrase(low_seconds, cfg)}, while the host CPU was only {percent(cpu)} busy.",
+        "The job waits on data loading or I/O: stage the data set on local disk, use larger "
+        "files or a streaming format, raise the prefetch depth, or check the shared filesystem.",
+    )
+
+
+def low_phrase(low_seconds: float, cfg: Config) -> str:
+    """How low and for how long utilisation was, as both underutilisation verdicts say it."""
+    return f"utilisation under {percent(cfg.alerts.gpu_underutilized.threshold)} for {minutes(low_seconds)}"
+
+
+def throttled(case: Case, code: str, samples: str, alert: ThrottleAlert, what: str, advice: str) -> Verdict | None:
+    """A GPU held by a clock-event reason (``samples``: its figure) for at least ``alert``'s ``for``."""
+    f = case.figures
+    held = {gpu_name(g): getattr(g, samples) * f.derived_interval for g in f.gpus}
+    long = {name: s for name, s in held.items() if s >= seconds(alert.for_)}
+    if not long:
+        return None
+    summary = f"{', '.join(long)} {what} for up to {minutes(max(long.values()))}."
+    return Verdict(code, alert.severity, summary, advice)
+
+
+def power_throttled(case: Case, cfg: Config) -> Verdict | None:
+    """A GPU power-capped with its clocks held down for the power-throttling alert's ``for``."""
+    return throttled(
+        case,
+        "power_throttled",
+        "power_throttled_samples",
+        cfg.alerts.power_throttling,
+        "ran at the power limit with clocks held down",
+        "The job was slowed by the power cap, not by its code: ask whether the cap is intended "
+        "(nvidia-smi -q -d POWER), or expect lower throughput on capped nodes.",
+    )
+
+
+def thermal_throttled(case: Case, cfg: Config) -> Verdict | None:
+    """A GPU slowed by heat for the thermal-throttling alert's ``for``."""
+    return throttled(
+        case,
+        "thermal_throttled",
+        "thermal_throttled_samples",
+        cfg.alerts.thermal_throttling,
+        "ran hot enough to slow down",
+        "A cooling problem of the node, not of the job: report the host to its operators; "
+        "rerunning elsewhere gives the job its full speed.",
+    )
+
+
+def telemetry_incomplete(case: Case, cfg: Config) -> Verdict | None:
+    """Inputs missing (``missing_inputs``), or no host CPU while utilisation was low enough for the
+    input-or-I/O-bound rules, which then cannot tell which."""
+    f = case.figures
+    missing = missing_inputs(f, case.expected_samples)
+    if low_utilization_seconds(f, cfg) is not None and f.cpu_during_low_util is None:
+        missing.append("no host CPU series while utilisation was low: input or I/O bound cannot be told")
+    if not missing:
+        return None
+    return Verdict(
+        "telemetry_incomplete",
+        cfg.alerts.telemetry_missing.severity,
+        "Telemetry is incomplete: " + "; ".join(missing) + ".",
+        "Verdicts that need the missing data are not given. Check that dcgm-exporter and "
+        "node_exporter run and are scraped on these hosts, and that the optional DCGM fields are collected.",
+    )
+
+
+HEALTHY = Verdict(
+    "healthy",
+    "info",
+    "No problem found: the GPUs were used, memory stayed under its limits and nothing throttled.",
+    "Nothing to do.",
+)
+# The rules, in the order of CODES (``healthy`` is what none of them finding anything says).
+RULES: tuple[Rule, ...] = (
+    gpu_oom,
+    host_oom,
+    xid_errors,
+    gpu_idle,
+    underutilized_input_bound,
+    underutilized_io_bound,
+    power_throttled,
+    thermal_throttled,
+    telemetry_incomplete,
+)
+
+
 def judge(f: ExecutionFigures, cfg: Config, *, running: bool, expected_samples: int | None = None) -> list[Verdict]:
     """The verdicts for one execution's figures, most urgent first; ``healthy`` when nothing is found.
 
     ``expected_samples`` is how many samples each GPU should have over the span (None: gaps are
     not judged, as in the fleet view, which has no per-execution span).
     """
-    a, r = cfg.alerts, cfg.report
-    out: list[Verdict] = []
-    gpus_with_util = [g for g in f.gpus if g.util_mean is not None]
-    missing = missing_inputs(f, expected_samples)
-
-    oom = [g for g in f.gpus if g.mem_last_ratio is not None and g.mem_last_ratio >= a.gpu_memory_high.threshold]
-    if oom and not running:
-        out.append(
-            Verdict(
-                "gpu_oom",
-                a.gpu_memory_high.severity,
-                f"GPU memory reached {percent(max(g.mem_last_ratio or 0 for g in oom))} of capacity on "
-                f"{', '.join(gpu_name(g) for g in oom)} just before its series ended: the job most likely "
-                "died of a CUDA out-of-memory error.",
-                "Lower the batch size or sequence length, enable activation checkpointing or mixed precision, "
-                "or request a GPU with more memory. A steady climb before the end is a leak: check for tensors "
-                "kept across iterations.",
-            )
-        )
-    host_oom = [h for h in f.hosts if h.ram_peak_ratio is not None and h.ram_peak_ratio >= a.host_memory_high.threshold]
-    if host_oom:
-        out.append(
-            Verdict(
-                "host_oom",
-                a.host_memory_high.severity,
-                f"Host RAM reached {percent(max(h.ram_peak_ratio or 0 for h in host_oom))} on "
-                f"{', '.join(h.hostname for h in host_oom)}: the kernel's OOM killer may have ended processes.",
-                "Use fewer data-loader workers or smaller prefetch buffers, memory-map data sets instead of "
-                "loading them, or request hosts with more RAM. Other executions on the host count too.",
-            )
-        )
-    xid = [g for g in f.gpus if g.xid_changes > 0 and (g.xid_last or 0) > 0]
-    if xid:
-        codes = ", ".join(f"{gpu_name(g)}: Xid {g.xid_last:.0f}" for g in xid)
-        out.append(
-            Verdict(
-                "xid_errors",
-                a.xid_errors.severity,
-                f"The GPU driver reported Xid errors during the run ({codes}).",
-                "Look the code up in NVIDIA's Xid catalogue: 13, 31 and 43 usually point at the application, "
-                "48, 63, 64, 74, 79 and 94/95 at the hardware. Rerun elsewhere and report the GPU if it repeats.",
-            )
-        )
-    if gpus_with_util:
-        mean = sum(g.util_mean or 0 for g in gpus_with_util) / len(gpus_with_util)
-        low_seconds = f.low_util_samples * f.gpu_interval
-        if mean < r.gpu_idle_threshold:
-            out.append(
-                Verdict(
-                    "gpu_idle",
-                    a.gpu_underutilized.severity,
-                    f"The job did not use its GPUs: {percent(mean)} mean utilisation over the run.",
-                    "Check that the code runs on the GPU (device placement, CUDA_VISIBLE_DEVICES, a CPU-only "
-                    "build of the framework). If it does not need a GPU, submit it without one.",
-                )
-            )
-        elif low_seconds >= parse_duration_seconds(a.gpu_underutilized.for_):
-            waste = a.gpu_underutilized
-            low = f"utilisation under {percent(waste.threshold)} for {minutes(low_seconds)}"
-            if f.cpu_during_low_util is None:
-                missing.append("no host CPU series while utilisation was low: input or I/O bound cannot be told")
-            elif f.cpu_during_low_util >= waste.cpu_saturated:
-                out.append(
-                    Verdict(
-                        "gpu_underutilized_input_bound",
-                        waste.severity,
-                        f"GPUs waited on the host CPU: {low}, while the host CPU was "
-                        f"{percent(f.cpu_during_low_util)} busy.",
-                        "Pre-processing on the CPU starves the GPUs: use more data-loader workers or CPUs, move "
-                        "augmentation to the GPU (DALI), or pre-process the data set once, offline.",
-                    )
-                )
-            else:
-                out.append(
-                    Verdict(
-                        "gpu_underutilized_io_bound",
-                        waste.severity,
-                        f"GPUs waited on data: {low}, while the host CPU was only "
-                        f"{percent(f.cpu_during_low_util)} busy.",
-                        "The job waits on data loading or I/O: stage the data set on local disk, use larger "
-                        "files or a streaming format, raise the prefetch depth, or check the shared filesystem.",
-                    )
-                )
-    throttles = (
-        (
-            "power_throttled",
-            "power_throttled_samples",
-            a.power_throttling,
-            "ran at the power limit with clocks held down",
-            "The job was slowed by the power cap, not by its code: ask whether the cap is intended "
-            "(nvidia-smi -q -d POWER), or expect lower throughput on capped nodes.",
-        ),
-        (
-            "thermal_throttled",
-            "thermal_throttled_samples",
-            a.thermal_throttling,
-            "ran hot enough to slow down",
-            "A cooling problem of the node, not of the job: report the host to its operators; "
-            "rerunning elsewhere gives the job its full speed.",
-        ),
-    )
-    for code, samples, alert, what, advice in throttles:
-        held = {gpu_name(g): getattr(g, samples) * f.derived_interval for g in f.gpus}
-        throttled = {name: s for name, s in held.items() if s >= seconds(alert.for_)}
-        if throttled:
-            summary = f"{', '.join(throttled)} {what} for up to {minutes(max(throttled.values()))}."
-            out.append(Verdict(code, alert.severity, summary, advice))
-    if missing:
-        out.append(
-            Verdict(
-                "telemetry_incomplete",
-                a.telemetry_missing.severity,
-                "Telemetry is incomplete: " + "; ".join(missing) + ".",
-                "Verdicts that need the missing data are not given. Check that dcgm-exporter and "
-                "node_exporter run and are scraped on these hosts, and that the optional DCGM fields are collected.",
-            )
-        )
-    if not out:
-        out.append(
-            Verdict(
-                "healthy",
-                "info",
-                "No problem found: the GPUs were used, memory stayed under its limits and nothing throttled.",
-                "Nothing to do.",
-            )
-        )
-    return sorted(out, key=lambda v: CODES.index(v.code))
+    case = Case(f, running, expected_samples)
+    found = [v for rule in RULES if (v := rule(case, cfg)) is not None]
+    return sorted(found, key=lambda v: CODES.index(v.code)) or [HEALTHY]
 
 
 def seconds(duration: str) -> float:
+    """A Prometheus duration (an alert's ``for``) in seconds."""
     return parse_duration_seconds(duration)
