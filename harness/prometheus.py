@@ -139,6 +139,19 @@ class Prometheus:
         )
         if not wait_ready(self.url, self.process):
             raise RuntimeError(f"prometheus did not become ready; see {self.workdir / 'prometheus.log'}")
+        self._check_it_is_ours()
+
+    def _check_it_is_ours(self) -> None:
+        """Fail unless the server on our port reads our data directory.
+
+        Between a stop and the next start on the same port (the backfill rounds), another test's
+        server can take the port; its /-/ready would pass for ours, and every answer would be its.
+        """
+        flags = self._data("status/flags", {}, timeout=10)
+        if Path(flags.get("storage.tsdb.path", "")).resolve() != self.data.resolve():
+            raise RuntimeError(
+                f"127.0.0.1:{self.port} answers for another server (data {flags.get('storage.tsdb.path')})"
+            )
 
     def reload(self) -> None:
         """Write ``config_text`` and have the running server read it again (and its rule files)."""
@@ -189,7 +202,7 @@ class Prometheus:
         with urllib.request.urlopen(url, timeout=timeout) as r:
             body = json.load(r)
         if body.get("status") != "success":
-            raise RuntimeError(f"query failed: {params['query']}: {body}")
+            raise RuntimeError(f"{endpoint} failed: {params.get('query', '')}: {body}")
         return body["data"]
 
     def load_scenario(self, scenario: Scenario, cfg: Config, end: int) -> int:
