@@ -2,7 +2,7 @@
 
 The scenario library's report suite is backfilled (raw series, every recording rule, and the
 ALERTS series the alert oracle says fire); the report is read through the library, the CLI and
-the HTTP endpoint, and its verdicts, energy and GPU-hours compared with ``scenario.report_oracle``.
+the HTTP endpoint, and its verdicts, energy and GPU-hours compared with ``report_oracle`` (beside this file).
 """
 
 from __future__ import annotations
@@ -23,13 +23,14 @@ from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.report import document
 from gpu_execution_pack.report.figures import REQUIRED_GPU_SERIES, ExecutionFigures, GpuFigures, HostFigures
 from gpu_execution_pack.report.verdicts import CODES, judge
-from gpu_execution_pack.scenario import library, model, report_oracle
+from gpu_execution_pack.scenario import model
 from gpu_execution_pack.scenario.model import PHASES, STEP_SECONDS
 from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
 from starlette.testclient import TestClient
 
 from harness.prometheus import Prometheus
 
+from . import report_oracle
 from .conftest import REPO
 from .test_api import ESCAPED_IDS, INJECTION_IDS, closed_port
 
@@ -37,7 +38,7 @@ pytestmark = pytest.mark.usefixtures("promtool_available")
 
 # The backfill evaluates every rule every 15 s: the config says so, so samples count as 15 s each.
 CONFIG = {"rule_interval": f"{STEP_SECONDS}s", "derived_rule_interval": f"{STEP_SECONDS}s"}
-SCENARIO = library.report_suite()
+SCENARIO = report_oracle.report_suite()
 ADMIN, RESEARCH, OTHER = "admin-key-0123456789", "research-key-0123456789", "other-tenant-key-012345"
 KEYS = {ADMIN: "*", RESEARCH: "research", OTHER: "physics"}
 # Backfilled recorded series start up to two steps after the raw ones (one per rule level in the

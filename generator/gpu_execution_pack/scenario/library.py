@@ -330,38 +330,3 @@ def gap_job() -> Scenario:
     """h18's exporter is down for 10 minutes in the middle of a job, then answers again."""
     e = Execution("gap-0023", (Gpu("h18", 0),), ("compute",) * 6)
     return Scenario("a gap in telemetry", gap_job.__doc__ or "", (Host("h18", dcgm_outage=(25, 35)),), (e,))
-
-
-def merged(name: str, scenarios: list[Scenario]) -> Scenario:
-    """Several scenarios on one Prometheus: their hosts, executions and quirks side by side."""
-    return Scenario(
-        name,
-        "; ".join(s.name for s in scenarios),
-        tuple(h for s in scenarios for h in s.hosts),
-        tuple(e for s in scenarios for e in s.executions),
-        unowned_gpus=tuple(g for s in scenarios for g in s.unowned_gpus),
-        missing=frozenset().union(*(s.missing for s in scenarios)),
-        exported=frozenset().union(*(s.exported for s in scenarios)),
-        xid_events=tuple(x for s in scenarios for x in s.xid_events),
-    )
-
-
-def report_suite() -> Scenario:
-    """One execution per verdict of the report: idle, input- and I/O-bound, a leak ending in a crash, host RAM
-    exhaustion, power capping, a hot GPU, a new Xid, a telemetry gap, healthy runs, MIG, two hosts."""
-    return merged(
-        "report verdicts",
-        [
-            training(),
-            waste(),
-            oom_crash(),
-            host_oom(),
-            power_capped(),
-            hot(),
-            xid(),
-            dcgm_lost(),
-            gap_job(),
-            mig(),
-            idle_job(),
-        ],
-    )

@@ -1,5 +1,7 @@
 """What the execution report should say about a scenario's executions: the report tests' oracle.
 
+``report_suite`` is the scenario they run: one execution per verdict.
+
 Figures are computed from the scenario's own model on its sample grid, and each verdict's rule is
 restated here over them (throttling through the alert oracle's own conditions), so a wrong
 threshold, comparison or figure in ``gpu_execution_pack.report`` makes the tests fail.
@@ -14,7 +16,56 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.scenario import alerting, model
+from gpu_execution_pack.scenario.library import (
+    dcgm_lost,
+    gap_job,
+    host_oom,
+    hot,
+    idle_job,
+    mig,
+    oom_crash,
+    power_capped,
+    training,
+    waste,
+    xid,
+)
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Scenario
+
+
+def merged(name: str, scenarios: list[Scenario]) -> Scenario:
+    """Several scenarios on one Prometheus: their hosts, executions and quirks side by side."""
+    return Scenario(
+        name,
+        "; ".join(s.name for s in scenarios),
+        tuple(h for s in scenarios for h in s.hosts),
+        tuple(e for s in scenarios for e in s.executions),
+        unowned_gpus=tuple(g for s in scenarios for g in s.unowned_gpus),
+        missing=frozenset().union(*(s.missing for s in scenarios)),
+        exported=frozenset().union(*(s.exported for s in scenarios)),
+        xid_events=tuple(x for s in scenarios for x in s.xid_events),
+    )
+
+
+def report_suite() -> Scenario:
+    """One execution per verdict of the report: idle, input- and I/O-bound, a leak ending in a crash, host RAM
+    exhaustion, power capping, a hot GPU, a new Xid, a telemetry gap, healthy runs, MIG, two hosts."""
+    return merged(
+        "report verdicts",
+        [
+            training(),
+            waste(),
+            oom_crash(),
+            host_oom(),
+            power_capped(),
+            hot(),
+            xid(),
+            dcgm_lost(),
+            gap_job(),
+            mig(),
+            idle_job(),
+        ],
+    )
+
 
 GAP_MINUTES = 5  # samples missing for this long (Prometheus' lookback) make a gap
 
