@@ -42,6 +42,8 @@ from gpu_execution_pack.scenario.render import CUSTOM_COUNTERS, DCGM_SIGNALS, Re
 from harness.alertmanager import Alertmanager, Loopback, amtool
 from harness.prometheus import Prometheus
 
+pytestmark = pytest.mark.e2e
+
 T = TypeVar("T")
 PACK_ROUTE = f'alertname=~"{ALERT_PREFIX}.*"'  # the pack's route: every alert named with the pack's prefix
 

@@ -28,7 +28,7 @@ from harness.prometheus import Prometheus
 from .conftest import EXECUTION, REPO
 from .test_catalog import CONTRACT, CONTRACT_UNITS
 
-pytestmark = pytest.mark.usefixtures("promtool_available")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("promtool_available")]
 
 ADMIN = "admin-key-0123456789"
 RESEARCH = "research-key-0123456789"

@@ -24,7 +24,7 @@ from .conftest import EXECUTION
 from .test_api import ADMIN, KEYS, RESEARCH, client_for, get
 from .test_serve import metrics_path
 
-pytestmark = pytest.mark.usefixtures("promtool_available")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("promtool_available")]
 SHARED_ID = "shared-0001"
 
 

@@ -30,7 +30,7 @@ from .conftest import EXECUTION
 from .test_api import ADMIN, KEYS, RESEARCH, client_for, get
 from .test_serve import metrics_path
 
-pytestmark = pytest.mark.usefixtures("promtool_available")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("promtool_available")]
 PIECE_CHUNK_POINTS = 7  # 165 points: 24 pieces per entry
 
 

@@ -19,7 +19,7 @@ from harness.upstreams import Proxy
 from .conftest import EXECUTION
 from .test_api import ADMIN, RESEARCH, client_for, get
 
-pytestmark = pytest.mark.usefixtures("promtool_available")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("promtool_available")]
 
 
 def test_a_path_in_prometheus_url_reaches_a_prometheus_under_a_route_prefix(tmp_path: Path):

@@ -61,6 +61,7 @@ def test_the_linter_reports_each_broken_rule(change, problem):
     assert any(problem in p for p in dashboard_lint.lint("fleet", dashboard)), dashboard_lint.lint("fleet", dashboard)
 
 
+@pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_every_panel_query_parses_once_variables_are_substituted():
     exprs = [
@@ -208,6 +209,7 @@ def empty_queries(server: Prometheus, queries: list[tuple[str, str, str]], start
     return [f"{d}: {t}: {q}" for d, t, q in queries if not server.query_range(q, start, end)]
 
 
+@pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_every_panel_query_returns_data_from_a_real_prometheus(prometheus):
     server, start, end, window = prometheus
@@ -216,6 +218,7 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(prometheus):
     assert empty_queries(server, queries, start, end) == []
 
 
+@pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_a_metric_name_typo_in_a_panel_fails_the_end_to_end_check(prometheus):
     server, start, end, window = prometheus
@@ -224,6 +227,7 @@ def test_a_metric_name_typo_in_a_panel_fails_the_end_to_end_check(prometheus):
     assert [e for e in empty_queries(server, typo, start, end) if "Power against power limit" in e]
 
 
+@pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_execution_overview_reports_the_scenarios_truth(prometheus):
     server, _, end, window = prometheus
@@ -244,6 +248,7 @@ def test_execution_overview_reports_the_scenarios_truth(prometheus):
     assert last("Cost (USD)") == pytest.approx(last("GPU-hours billed") * 3.0)  # H100 at the configured price
 
 
+@pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_count_panels_answer_zero_not_no_data_on_a_fleet_with_nothing_to_count(prometheus):
     """Hours before the scenario nothing runs, throttles or risks OOM: counts read 0, not "No data"."""

@@ -203,6 +203,7 @@ def test_openmetrics_of_the_whole_fleet_holds_every_gpu_and_host():
     }
 
 
+@pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_prometheus_holds_the_history_scrapes_the_fleet_live_records_and_stops(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -36,6 +36,7 @@ def test_committed_output_and_docs_are_current():
     assert not stale, f"stale generated files, run `make rules dashboards docs`: {stale}"
 
 
+@pytest.mark.e2e
 def test_a_users_config_generates_and_checks_only_its_own_files(tmp_path: Path):
     """Paths come from the config file's folder; with a config, the pack's own reference docs are not involved."""
     ops = tmp_path / "ops"
@@ -120,6 +121,7 @@ def test_served_series_follow_rule_interval_and_readers_of_recorded_series_the_d
             assert g.get("interval") == (fast if g["name"] in served else slow), (cfg, g["name"])
 
 
+@pytest.mark.e2e
 def test_check_of_a_users_config_wants_an_absolute_runbook_url(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     config = tmp_path / "pack.yml"
     config.write_text("alerts: {runbook_url: runbooks/gpu.md}\n")

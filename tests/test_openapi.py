@@ -50,6 +50,7 @@ def metrics_parameters(doc: dict) -> dict[str, dict]:
     return {p["name"]: p for p in doc["paths"][PATH]["get"]["parameters"]}
 
 
+@pytest.mark.e2e
 def test_the_document_declares_the_id_rule_and_the_parameters_formats(api_schema):
     params = metrics_parameters(api_schema.raw_schema)
     assert params["execution_id"]["schema"] == {
@@ -90,6 +91,7 @@ def test_the_id_pattern_follows_the_config():
     ],
     ids=str,
 )
+@pytest.mark.e2e
 def test_generated_requests_get_documented_answers_and_never_a_5xx(api_schema, path, mode, examples):
     auth = {"Authorization": f"Bearer {ADMIN}"}
 

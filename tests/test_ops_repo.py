@@ -15,6 +15,8 @@ from gpu_execution_pack.dashboards.lint import SCHEMAS_ENV
 
 from .conftest import REPO
 
+pytestmark = pytest.mark.e2e
+
 EXAMPLE = REPO / "examples" / "ops-repo"
 CONFIG = "config/gpu-pack.yml"
 

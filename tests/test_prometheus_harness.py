@@ -53,6 +53,7 @@ def test_openmetrics_drops_missing_and_stale_samples_and_ends_with_eof():
     assert "DCGM_FI_DEV_GPU_UTIL{" in text and " 1000000\n" in text
 
 
+@pytest.mark.e2e
 def test_the_server_starts_loads_answers_and_stops(tmp_path: Path):
     scenario = library.missing_optional(frozenset(), "harness")  # one execution, 2 GPUs, 15 minutes
     end = int(time.time()) // 60 * 60 - 15 * 60

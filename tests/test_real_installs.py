@@ -20,7 +20,7 @@ from gpu_execution_pack.scenario.model import FRAMEBUFFER_SIGNALS
 
 from .conftest import suite_failures
 
-pytestmark = pytest.mark.usefixtures("promtool_available")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("promtool_available")]
 
 INSTALLS = {s.hosts[0].name: s for s in library.real_installs()}
 # What an exporter without framebuffer fields leaves unrecorded: the memory series and their rollups.

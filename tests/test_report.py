@@ -34,7 +34,7 @@ from . import report_oracle
 from .conftest import REPO
 from .test_api import ESCAPED_IDS, INJECTION_IDS, closed_port
 
-pytestmark = pytest.mark.usefixtures("promtool_available")
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("promtool_available")]
 
 # The backfill evaluates every rule every 15 s: the config says so, so samples count as 15 s each.
 CONFIG = {"rule_interval": f"{STEP_SECONDS}s", "derived_rule_interval": f"{STEP_SECONDS}s"}
