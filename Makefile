@@ -7,7 +7,7 @@ CLI := $(PY) -m gpu_execution_pack
 CONFIG ?=
 CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG),)
 
-.PHONY: all venv promtool rules dashboards docs check lint test bench bench-api bench-host-map bench-report clean
+.PHONY: all venv promtool rules dashboards docs check lint test test-fast bench bench-api bench-host-map bench-report clean
 .DEFAULT_GOAL := all
 
 all: rules dashboards docs check
@@ -47,8 +47,14 @@ lint: venv
 check: venv promtool lint
 	$(CLI) check $(CONFIG_ARG)
 
+# Everything, on every core: each test file runs whole on one worker (--dist loadfile), so a module's
+# Prometheus is started once.
 test: venv promtool
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n auto --dist loadfile
+
+# The fast tier, while you work: no Prometheus, Alertmanager, server, wheel build or large promtool suite.
+test-fast: venv
+	$(VENV)/bin/pytest -m "not e2e"
 
 $(VENV)/.bench-installed: $(VENV)/.installed
 	$(VENV)/bin/pip install --quiet -e '.[bench]'
