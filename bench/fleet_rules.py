@@ -85,7 +85,7 @@ class QueryTimeRules(RuleBuilder):
     """
 
     def node_signal(self, key: str) -> Expr:
-        return self.read(catalog.SIGNALS[key].raws[0], self.cfg.selectors.node)
+        return self.read(catalog.SIGNALS[key].raws[0], *self.cfg.selectors.node_matchers)
 
 
 def first_raw_metric(series: catalog.Series) -> str:
@@ -145,8 +145,8 @@ def floor_rules(path: Path) -> int:
         rules.append({"record": f"bench_floor:series_{i:02d}", "expr": expr})
     for key in ("mem_total", "mem_available", "cpu_idle_seconds"):
         raw = catalog.SIGNALS[key].raws[0]
-        matchers = f"{{{raw.matchers}}}" if raw.matchers else ""
-        rules.append({"record": f"bench_floor:node_{key}", "expr": f"count by (job, instance) ({raw.name}{matchers})"})
+        expr = f"count by (job, instance) ({render(raw.select())})"
+        rules.append({"record": f"bench_floor:node_{key}", "expr": expr})
     path.write_text(json.dumps({"groups": [{"name": "bench-floor", "rules": rules}]}))
     return len(rules)
 

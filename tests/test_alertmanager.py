@@ -32,6 +32,7 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.config import SEVERITIES, Config, ConfigError, config_from_mapping
 from gpu_execution_pack.config.alertmanager import Alertmanager as AlertmanagerKeys
 from gpu_execution_pack.docs import runbook
+from gpu_execution_pack.promql import render_matchers
 from gpu_execution_pack.rules import routing
 from gpu_execution_pack.rules.alerts import ALERT_PREFIX, AlertBuilder
 from gpu_execution_pack.rules.files import rule_files
@@ -379,7 +380,7 @@ class Exporter:
             f'{catalog.NODE_INFO_METRIC}{{{catalog.NODE_NAME_LABEL}="{host.name}",sysname="Linux"}} 1',
             f"{catalog.SIGNALS['mem_total'].raws[0].name} {float(total)!r}",
             f"{catalog.SIGNALS['mem_available'].raws[0].name} {float(total - used)!r}",
-            f'{cpu.name}{{cpu="0",{cpu.matchers}}} {idle!r}',
+            f'{cpu.name}{{cpu="0",{render_matchers(cpu.matchers)}}} {idle!r}',
             f'{cpu.name}{{cpu="0",mode="user"}} {idle!r}',
         ]
         return "text/plain; version=0.0.4", ("\n".join(lines) + "\n").encode()

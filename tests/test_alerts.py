@@ -290,7 +290,7 @@ def test_a_gpu_reporting_without_framebuffer_fields_is_not_missing(tmp_path: Pat
     # of a reporting GPU, the framebuffer use would call h100mig1's GPUs missing for as long as they run.
     def framebuffer_only(self):
         raws = [r.name for r in catalog.SIGNALS["fb_used"].raws_for(self.cfg.dcgm.generations)]
-        return aggregate("group", ("UUID",), any_of([selector(name) for name in raws], stacked=False))
+        return aggregate("group", (catalog.UUID_LABEL,), any_of([selector(name) for name in raws], stacked=False))
 
     monkeypatch.setattr(AlertBuilder, "reporting", framebuffer_only)
     out = _run_alert_suite(tmp_path)

@@ -7,7 +7,7 @@ import re
 import pytest
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import config_from_mapping
-from gpu_execution_pack.promql import Aggregate, render, selector
+from gpu_execution_pack.promql import Aggregate, match, render, selector
 from gpu_execution_pack.rules.recording import recording_groups
 
 # The contract of issue 2 / domain-notes section 1, written out here on purpose.
@@ -94,6 +94,13 @@ def test_unit_conversions_are_the_physical_ones():
     assert render(catalog.UNITS["KB_per_second"].to_base(selector("x"))) == "x * 1024"
     assert render(catalog.UNITS["nanoseconds"].to_base(selector("x"))) == "x / 1000000000"
     assert render(catalog.UNITS["percent"].to_base(selector("x"))) == "x / 100"  # exact, unlike * 0.01
+
+
+def test_a_raw_metric_is_selected_with_its_fixed_matchers_first():
+    idle = catalog.SIGNALS["cpu_idle_seconds"].raws[0]
+    assert render(idle.select(match("job", "node"))) == 'node_cpu_seconds_total{mode="idle", job="node"}'
+    whole_gpus = catalog.GPU_UTILIZATION.formulas[0].where
+    assert whole_gpus == (match(catalog.MIG_INSTANCE_LABEL, ""),)  # DCGM_FI_DEV_GPU_UTIL is 0 on MIG instances
 
 
 def test_every_raw_metric_has_a_unit_that_converts_to_its_signals_base_unit():

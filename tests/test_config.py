@@ -9,6 +9,7 @@ import pytest
 from gpu_execution_pack import build
 from gpu_execution_pack.config import Config, ConfigError, config_from_mapping, load_config
 from gpu_execution_pack.docs import configuration as config_docs
+from gpu_execution_pack.promql import match
 from gpu_execution_pack.rules.recording import recording_groups
 
 from .conftest import REPO
@@ -35,7 +36,8 @@ def test_overrides_apply_and_keep_other_defaults(tmp_path: Path):
     cfg = load_config(path)
     assert cfg.execution_label == "hpc_job"
     assert cfg.selectors.dcgm == 'job="dcgm", cluster=~"eu-.*"'
-    assert cfg.selectors.node == ""
+    assert cfg.selectors.dcgm_matchers == (match("job", "dcgm"), match("cluster", "eu-.*", "=~"))
+    assert cfg.selectors.node == "" and cfg.selectors.node_matchers == ()
     assert cfg.dcgm.generations == ("4.8", "4.10")  # catalog order, whatever the file's order
     assert cfg.alerts.gpu_memory_high.threshold == 0.9
     assert cfg.alerts.gpu_memory_high.for_ == "1m"
@@ -61,6 +63,11 @@ BAD = [
     ({"derived_rule_interval": "1 m"}, "derived_rule_interval: '1 m' is not accepted; expected a Prometheus"),
     ({"derived_rule_interval": "1 m"}, "such as 30s, 5m or 1h30m (or empty)"),
     ({"selectors": {"dcgm": "job=dcgm"}}, "selectors.dcgm: 'job=dcgm' is not accepted; expected comma-separated label"),
+    ({"selectors": {"dcgm": "job=dcgm"}}, "(expected a value in double quotes at 'dcgm')"),
+    # Prometheus would refuse the rules: \d is no escape in a PromQL string (a regex digit is "\\d").
+    ({"selectors": {"node": 'job=~"node\\d"'}}, "selectors.node: 'job=~\"node\\\\d\"' is not accepted"),
+    ({"selectors": {"node": 'job=~"node\\d"'}}, "(unknown escape '\\\\d'"),
+    ({"attribution": {"mapping_selector": 'source="slurm",'}}, "attribution.mapping_selector: 'source=\"slurm\",' is"),
     ({"dcgm": {"generations": []}}, "dcgm.generations: expected a non-empty list"),
     ({"dcgm": {"generations": ["4.7"]}}, "dcgm.generations: '4.7' is not accepted; accepted: 3.3, 4.8, 4.9, 4.10"),
     ({"dcgm": {"violation_counter_unit": "ms"}}, "dcgm.violation_counter_unit: 'ms' is not accepted; accepted: ns, us"),
@@ -100,6 +107,12 @@ def test_bad_values_name_the_key_and_what_is_accepted(data, message):
         config_from_mapping(data, "pack.yml")
     assert str(err.value).startswith("pack.yml: ")
     assert message in str(err.value)
+
+
+def test_a_selector_set_without_the_loader_is_checked_too():
+    with pytest.raises(ConfigError) as err:
+        dataclasses.replace(Config().selectors, dcgm_targets="job=gpu")
+    assert str(err.value).startswith("selectors.dcgm_targets: 'job=gpu' is not accepted")
 
 
 def test_an_empty_derived_rule_interval_is_the_served_groups_interval():

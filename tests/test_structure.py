@@ -1,4 +1,5 @@
-"""The codebase keeps one spelling per recorded series, and the installed package stands on its own."""
+"""The codebase keeps one spelling per recorded series, builds PromQL only as trees, and the installed
+package stands on its own."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ import sys
 import venv
 from pathlib import Path
 
+import pytest
 from gpu_execution_pack import catalog
 
 from .conftest import REPO
 
-CATALOG = REPO / "generator" / "gpu_execution_pack" / "catalog"
+PACKAGE = REPO / "generator" / "gpu_execution_pack"
+CATALOG = PACKAGE / "catalog"
+PRINTER = PACKAGE / "promql" / "printer.py"  # the one place PromQL text is written
 # The contract table in test_catalog.py states the API's recorded names on purpose, independently.
 CONTRACT_TABLE = REPO / "tests" / "test_catalog.py"
 
@@ -50,6 +54,109 @@ def test_the_check_finds_a_spelled_name(tmp_path: Path):
     sample.write_text(f'QUERY = "sum({catalog.GPU_POWER.name})"\n')
     names = [s.name for s in catalog.ALL_SERIES]
     assert any(n in text for _, text in string_literals(sample) for n in names)
+
+
+# --- PromQL built from strings -----------------------------------------------------------------
+# PromQL's functions and aggregation operators (Prometheus 3): a call of one is PromQL.
+PROMQL_FUNCTIONS = """
+abs absent absent_over_time acos acosh asin asinh atan atanh avg_over_time ceil changes clamp clamp_max
+clamp_min cos cosh count_over_time day_of_month day_of_week day_of_year days_in_month deg delta deriv
+double_exponential_smoothing exp floor histogram_avg histogram_count histogram_fraction histogram_quantile
+histogram_stddev histogram_stdvar histogram_sum holt_winters hour idelta increase info irate label_join
+label_replace last_over_time ln log10 log2 mad_over_time max_over_time min_over_time minute month pi
+predict_linear present_over_time quantile_over_time rad rate resets round scalar sgn sin sinh sort
+sort_by_label sort_by_label_desc sort_desc sqrt stddev_over_time stdvar_over_time sum_over_time tan tanh time
+timestamp vector year
+avg bottomk count count_values group limit_ratio limitk max min quantile stddev stdvar sum topk
+""".split()  # noqa: SIM905 (a list of words reads best as words)
+# An f-string's replacement fields read as this character: PromQL around a field is still PromQL.
+HOLE = "\x00"
+_NAME = rf"(?:[a-zA-Z_:][a-zA-Z0-9_:]*|{HOLE})"
+_DURATION = rf"(?:(?:[0-9]+|{HOLE})(?:ms|[smhdwy]))+"
+PROMQL = {
+    # name{label="..." or {label=~%q (a Go template's printf), not a template's {{ or a Python {field}
+    "a selector with a matcher": re.compile(
+        rf"(?<!\{{){_NAME}?\{{\s*(?:[a-zA-Z_][a-zA-Z0-9_]*|{HOLE})\s*(?:=~|!~|!=|=)\s*(?:\"|'|`|%q|{HOLE})"
+    ),
+    "a range or subquery": re.compile(rf"\[{_DURATION}(?::{_DURATION}?)?\]"),
+    "a grouping or matching clause": re.compile(
+        r"(?<![\w.])(?:by|without|on|ignoring|group_left|group_right) ?\((?!\))"
+    ),
+    # not `rate()` in prose, nor a Python method or a Grafana variable
+    "a PromQL function call": re.compile(rf"(?<![\w.$])(?:{'|'.join(PROMQL_FUNCTIONS)})\((?!\))"),
+}
+
+
+def code_strings(source: str) -> list[tuple[int, str]]:
+    """The string values a Python module computes with, with their lines: constants, and f-strings whole
+    (each replacement field read as ``HOLE``); docstrings and other bare string statements, which
+    only document, are left out."""
+    tree = ast.parse(source)
+    bare = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+    found, parts = [], set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            parts.update(id(v) for v in node.values)
+            if id(node) not in bare:
+                text = "".join(v.value if isinstance(v, ast.Constant) else HOLE for v in node.values)
+                found.append((node.lineno, text))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in bare | parts:
+            found.append((node.lineno, node.value))
+    return found
+
+
+def promql_in(source: str) -> list[tuple[int, str, str]]:
+    """(line, what, text) for every string in ``source`` that reads as PromQL."""
+    hits = []
+    for line, text in code_strings(source):
+        what = next((what for what, pattern in PROMQL.items() if pattern.search(text)), None)
+        if what:
+            hits.append((line, what, text.replace(HOLE, "{…}")))
+    return hits
+
+
+def test_no_promql_is_written_as_a_string_outside_the_printer():
+    sources = sorted(p for p in PACKAGE.rglob("*.py") if p != PRINTER)
+    found = [
+        f"{path.relative_to(REPO)}:{line}: {what}: {text!r}"
+        for path in sources
+        for line, what, text in promql_in(path.read_text(encoding="utf-8"))
+    ]
+    assert len(sources) > 40
+    assert not found, "build PromQL as a promql tree and print it with promql.render:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        'Q = "sum(rate(x[5m]))"',
+        "Q = f'{metric}{{execution_id=\"{eid}\"}}'",
+        'Q = f"count_over_time({presence}[{bucket}s])"',
+        "Q = '{__name__=~\"execution_gpu:.+\"}'",
+        "Q = f'printf \"{name}{{UUID=%q}}\" $labels.UUID'",
+        "Q = 'a / on (UUID) group_left () b'",
+        'Q = f"x[5m:{step}s]"',
+        "Q = 'vector(1)'",
+    ],
+)
+def test_the_check_finds_a_planted_promql_string(planted: str):
+    assert promql_in(planted + "\n")
+
+
+@pytest.mark.parametrize(
+    "innocent",
+    [
+        'T = "GPU {{ $labels.gpu }} on {{ $labels.hostname }}"',  # a Go template, not a query
+        "T = 'job=~\".*dcgm.*\"'",  # config text as the user writes it; the loader parses it
+        "T = f'panels[{i}]'",  # a Python index in a message
+        "T = 'Window of rate() over counters'",  # prose naming a function
+        "T = '{\"name\": 1}'",
+        'def f():\n    """Reads ``sum by (job) (rate(x[5m]))``."""\n',  # a docstring documents
+    ],
+)
+def test_the_check_leaves_other_strings_alone(innocent: str):
+    assert not promql_in(innocent + "\n")
 
 
 def test_the_wheel_imports_beside_a_local_generator_folder(tmp_path: Path):

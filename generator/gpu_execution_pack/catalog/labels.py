@@ -6,12 +6,24 @@ from __future__ import annotations
 EXECUTION_LABEL = "execution_id"  # the contract's label on every recorded series
 HOST_LABEL = "hostname"  # the contract's host label on every recorded series
 
-# Labels that identify one GPU, or one MIG instance of it, on every execution_gpu: series.
-# GPU_I_ID and GPU_I_PROFILE exist only on MIG instances and stay absent elsewhere.
-GPU_IDENTITY_LABELS: tuple[str, ...] = (HOST_LABEL, "gpu", "UUID", "modelName", "GPU_I_ID", "GPU_I_PROFILE")
-# The labels a mapping metric joins on: a GPU's UUID and, on MIG, its instance id (CEEMS style).
-GPU_JOIN_LABELS: tuple[str, ...] = ("UUID", "GPU_I_ID")
+# dcgm-exporter's labels of a GPU: its index on the host, its UUID (one physical GPU), its model,
+# and on MIG instances the instance's id and profile, which stay absent elsewhere.
+GPU_INDEX_LABEL = "gpu"
+UUID_LABEL = "UUID"
 MODEL_LABEL = "modelName"
+MIG_INSTANCE_LABEL = "GPU_I_ID"
+MIG_PROFILE_LABEL = "GPU_I_PROFILE"
+# Labels that identify one GPU, or one MIG instance of it, on every execution_gpu: series.
+GPU_IDENTITY_LABELS: tuple[str, ...] = (
+    HOST_LABEL,
+    GPU_INDEX_LABEL,
+    UUID_LABEL,
+    MODEL_LABEL,
+    MIG_INSTANCE_LABEL,
+    MIG_PROFILE_LABEL,
+)
+# The labels a mapping metric joins on: a GPU's UUID and, on MIG, its instance id (CEEMS style).
+GPU_JOIN_LABELS: tuple[str, ...] = (UUID_LABEL, MIG_INSTANCE_LABEL)
 
 # Behind a ServiceMonitor with honorLabels: false (the Helm chart's and the GPU Operator's default)
 # a workload's pod labels arrive as exported_<label>, while namespace and pod name the exporter
@@ -22,10 +34,13 @@ KUBERNETES_JOIN_LABELS: tuple[str, ...] = ("namespace", "pod")
 # --- Host identity --------------------------------------------------------------------------
 # A host's name is resolved once per scrape target (job, instance), not guessed per series:
 # rules.recording records which host each dcgm-exporter and node_exporter target is on.
-TARGET_LABELS: tuple[str, ...] = ("job", "instance")
+JOB_LABEL = "job"
+INSTANCE_LABEL = "instance"  # the target's address, host:port
+TARGET_LABELS: tuple[str, ...] = (JOB_LABEL, INSTANCE_LABEL)
 # dcgm-exporter's host label: Hostname up to 4.8.2, hostname from 4.8.3; a scrape config may add
 # its own hostname beside an old exporter's Hostname (domain-notes 7).
-DCGM_HOST_LABELS: tuple[str, ...] = (HOST_LABEL, "Hostname")
+LEGACY_HOST_LABEL = "Hostname"
+DCGM_HOST_LABELS: tuple[str, ...] = (HOST_LABEL, LEGACY_HOST_LABEL)
 # kube-state-metrics' kube_pod_info names each pod's node: the dcgm-exporter pod's node is its GPUs'.
 POD_NODE_LABEL = "node"
 # The host part of a target's address ("10.0.0.7" of "10.0.0.7:9400"): dcgm-exporter and

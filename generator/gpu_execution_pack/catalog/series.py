@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_execution_pack.promql import Expr, Placeholder, Selector, aggregate, call, placeholders, selector
+from gpu_execution_pack.promql import (
+    Expr,
+    Matcher,
+    Placeholder,
+    Selector,
+    aggregate,
+    call,
+    match,
+    placeholders,
+    selector,
+)
 
 from .labels import (
     DCGM_HOST_LABELS,
@@ -16,9 +26,11 @@ from .labels import (
     GPU_IDENTITY_LABELS,
     HOST_LABEL,
     KUBERNETES_JOIN_LABELS,
+    MIG_INSTANCE_LABEL,
     MODEL_LABEL,
     NODE_TARGET_LABELS,
     TARGET_LABELS,
+    UUID_LABEL,
 )
 from .signals import SIGNALS
 
@@ -41,7 +53,7 @@ class Formula:
     """
 
     expr: Expr
-    where: str = ""
+    where: tuple[Matcher, ...] = ()
     note: str = ""
 
     @property
@@ -73,7 +85,7 @@ class Series:
     # do not place (empty: the first sentence of ``doc``).
     panel: str = ""
 
-    def select(self, *matchers: str) -> Selector:
+    def select(self, *matchers: Matcher) -> Selector:
         """A selector of this series, e.g. ``GPU_UTILIZATION.select(match(EXECUTION_LABEL, id))``."""
         return selector(self.name, *matchers)
 
@@ -87,7 +99,7 @@ GPU_UTILIZATION = _gpu(
     "execution_gpu:gpu_utilization_ratio",
     "ratio",
     "GPU utilisation, 0-1.",
-    Formula(signal("gpu_util"), where='GPU_I_ID=""', note="whole GPUs"),
+    Formula(signal("gpu_util"), where=(match(MIG_INSTANCE_LABEL, ""),), note="whole GPUs"),
     Formula(signal("gr_engine_active"), note="MIG instances, and GPUs without DCGM_FI_DEV_GPU_UTIL"),
     api=("gpuUtilizationPercent", "percent"),
 )
@@ -351,7 +363,7 @@ EXECUTION_GPU_MEMORY_USED_SUM = _execution(
 EXECUTION_GPU_POWER_SUM = _execution(
     "execution:gpu_power_watts:sum",
     "watts",
-    aggregate("sum", EXECUTION_LABELS, aggregate("max", (EXECUTION_LABEL, "UUID"), GPU_POWER.select())),
+    aggregate("sum", EXECUTION_LABELS, aggregate("max", (EXECUTION_LABEL, UUID_LABEL), GPU_POWER.select())),
     "Board power of the execution's GPUs, each physical GPU counted once.",
 )
 EXECUTION_GPU_TEMPERATURE_MAX = _execution(

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from gpu_execution_pack.promql import Matcher, Selector, match, selector
+
 from .labels import NODE_INFO_METRIC
 from .units import VIOLATION_UNIT
 
@@ -36,7 +38,11 @@ class RawMetric:
     type: Literal["gauge", "counter"] = "gauge"
     generations: tuple[str, ...] = GENERATIONS
     default_collected: bool = True
-    matchers: str = ""  # fixed label matchers, e.g. mode="idle"
+    matchers: tuple[Matcher, ...] = ()  # fixed label matchers, e.g. the idle mode of a CPU counter
+
+    def select(self, *matchers: Matcher) -> Selector:
+        """A selector of this metric: its fixed matchers, then ``matchers``."""
+        return selector(self.name, *self.matchers, *matchers)
 
 
 @dataclass(frozen=True)
@@ -254,7 +260,7 @@ SIGNALS: dict[str, Signal] = {
             "cpu_idle_seconds",
             "node",
             "seconds",
-            (RawMetric("node_cpu_seconds_total", "seconds", "counter", matchers='mode="idle"'),),
+            (RawMetric("node_cpu_seconds_total", "seconds", "counter", matchers=(match("mode", "idle"),)),),
             "Seconds each CPU spent idle.",
         ),
         Signal(

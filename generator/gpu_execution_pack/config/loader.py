@@ -15,6 +15,7 @@ from dataclasses import field
 from typing import Any, Literal
 
 from gpu_execution_pack.promql.durations import is_duration
+from gpu_execution_pack.promql.matchers import parse_matchers
 
 
 class ConfigError(ValueError):
@@ -26,8 +27,10 @@ class ConfigError(ValueError):
 LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 DNS_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+# Alertmanager's matchers (kind "matchers"); PromQL's (kind "selector") are read by promql.parse_matchers.
 _MATCHER = r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
 MATCHERS_RE = re.compile(rf"^(?:{_MATCHER}(?:,{_MATCHER})*)?$")
+SELECTOR_ACCEPTS = 'comma-separated label matchers such as job="dcgm", zone=~"eu-.*"'
 HTTP_URL_RE = re.compile(r"^https?://[^/?#\s]+(/[^?#\s]*)?\Z")
 HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # RFC 9110 token
 HEADER_VALUE_RE = re.compile(r"^[\x20-\x7e]*\Z")
@@ -39,6 +42,7 @@ Kind = Literal[
     "dns_label",
     "metric",
     "matchers",
+    "selector",
     "regex",
     "regex_any",
     "ratio",
@@ -110,6 +114,8 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         raise ConfigError(f"{where}: expected a string, got {value!r}")
     if choices and value not in choices:
         raise ConfigError(f"{where}: {value!r} is not accepted; accepted: {', '.join(choices)}")
+    if kind == "selector":
+        check_selector(value, where)
     checks = {
         "duration": (
             is_duration,
@@ -117,7 +123,7 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         ),
         "label": (LABEL_NAME_RE.match, "a label name ([a-zA-Z_][a-zA-Z0-9_]*)"),
         "metric": (METRIC_NAME_RE.match, "a metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)"),
-        "matchers": (MATCHERS_RE.match, 'comma-separated label matchers such as job="dcgm", zone=~"eu-.*"'),
+        "matchers": (MATCHERS_RE.match, SELECTOR_ACCEPTS),
         "regex": (_compiles, "a regular expression with one capture group"),
         "regex_any": (_compiles_any, "a regular expression"),
         "path": (lambda v: v.strip() != "", "a non-empty path"),
@@ -134,6 +140,21 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
             also = " (or empty)" if allow_empty else ""
             raise ConfigError(f"{where}: {value!r} is not accepted; expected {accepted}{also}")
     return value
+
+
+def check_selector(value: str, where: str) -> None:
+    """ConfigError naming ``where`` unless ``value`` is a list of PromQL label matchers."""
+    try:
+        parse_matchers(value)
+    except ValueError as err:
+        raise ConfigError(f"{where}: {value!r} is not accepted; expected {SELECTOR_ACCEPTS} ({err})") from None
+
+
+def check_selectors(obj: Any, section: str) -> None:
+    """Check every selector key of section ``obj``, also where it was built without the loader."""
+    for f in dataclasses.fields(obj):
+        if f.metadata.get("kind") == "selector":
+            check_selector(getattr(obj, f.name), f"{section}.{yaml_key(f)}")
 
 
 def _compiles_any(value: str) -> bool:

@@ -13,7 +13,8 @@ from typing import Any
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config.alertmanager import Alertmanager
-from gpu_execution_pack.config.loader import ConfigError, opt, section
+from gpu_execution_pack.config.loader import ConfigError, check_selectors, opt, section
+from gpu_execution_pack.promql import Matcher, parse_matchers
 from gpu_execution_pack.promql.durations import parse_duration_seconds
 
 SEVERITIES = ("critical", "warning", "info")
@@ -52,7 +53,7 @@ class Attribution:
         "",
         "mapping mode: label matchers added to the mapping metric's selector.",
         "Several exporters publish the mapping metric and only one is authoritative.",
-        kind="matchers",
+        kind="selector",
     )
     kubernetes_metric: str = opt(
         "kube_pod_labels",
@@ -73,8 +74,21 @@ class Attribution:
         "",
         "kubernetes mode: label matchers added to the pod-labels selector.",
         "Several kube-state-metrics instances are scraped, e.g. one per shard or cluster.",
-        kind="matchers",
+        kind="selector",
     )
+
+    def __post_init__(self) -> None:
+        check_selectors(self, "attribution")
+
+    @property
+    def mapping_matchers(self) -> tuple[Matcher, ...]:
+        """``mapping_selector`` as matchers."""
+        return parse_matchers(self.mapping_selector)
+
+    @property
+    def kubernetes_matchers(self) -> tuple[Matcher, ...]:
+        """``kubernetes_selector`` as matchers."""
+        return parse_matchers(self.kubernetes_selector)
 
 
 @dataclass(frozen=True)
@@ -84,21 +98,41 @@ class Selectors:
         'Label matchers added to every DCGM selector, e.g. `job="dcgm-exporter"`. Empty by default: '
         "DCGM metric names are specific and job names differ between installs.",
         "Another exporter publishes DCGM-named metrics, or one Prometheus holds several clusters.",
-        kind="matchers",
+        kind="selector",
     )
     node: str = opt(
         "",
         'Label matchers added to every node_exporter selector, e.g. `job="node"`.',
         "Several jobs export node_* metrics (e.g. node_exporter on hosts and in a VM image).",
-        kind="matchers",
+        kind="selector",
     )
     dcgm_targets: str = opt(
         'job=~".*dcgm.*"',
         "Label matchers that pick dcgm-exporter's scrape targets out of `up`, for the exporter-down alert. "
         "The default matches the job names of dcgm-exporter's and the GPU operator's Helm charts.",
         'Your scrape job for dcgm-exporter is named without `dcgm`, e.g. `job="gpu-metrics"`.',
-        kind="matchers",
+        kind="selector",
     )
+
+    def __post_init__(self) -> None:
+        check_selectors(self, "selectors")
+
+    # The keys hold the text the user wrote (docs and the runbook quote it); rules read the matchers,
+    # parsed once per text (parse_matchers keeps them).
+    @property
+    def dcgm_matchers(self) -> tuple[Matcher, ...]:
+        """``dcgm`` as matchers."""
+        return parse_matchers(self.dcgm)
+
+    @property
+    def node_matchers(self) -> tuple[Matcher, ...]:
+        """``node`` as matchers."""
+        return parse_matchers(self.node)
+
+    @property
+    def dcgm_targets_matchers(self) -> tuple[Matcher, ...]:
+        """``dcgm_targets`` as matchers."""
+        return parse_matchers(self.dcgm_targets)
 
 
 @dataclass(frozen=True)
@@ -569,7 +603,7 @@ class Output:
 @dataclass(frozen=True)
 class Config:
     execution_label: str = opt(
-        "execution_id",
+        catalog.EXECUTION_LABEL,
         "The label that carries the execution id where it is read: on DCGM series (label mode), on the "
         "mapping metric (mapping mode), or the pod label (kubernetes mode). Recorded series always "
         "call it `execution_id`.",

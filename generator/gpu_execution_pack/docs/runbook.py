@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import jinja2
 
-from gpu_execution_pack import __version__, catalog
+from gpu_execution_pack import __version__, catalog, promql
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.output import command
-from gpu_execution_pack.promql import parse_duration_seconds
+from gpu_execution_pack.promql import match, parse_duration_seconds
+from gpu_execution_pack.rules.alerts import AlertBuilder
 
 
 def environment() -> jinja2.Environment:
@@ -24,13 +25,30 @@ def environment() -> jinja2.Environment:
     return env
 
 
+def selected(source: catalog.Series | catalog.RawMetric, label: str) -> str:
+    """The PromQL selector of ``source`` for one value of ``label``, left for the reader to fill in (``…``)."""
+    return promql.render(source.select(match(label, "…")))
+
+
 def render_template(template: str, cfg: Config | None, regenerate: str) -> str:
-    """A docs template rendered for ``cfg`` (built-in defaults if None); its header gives ``regenerate``."""
+    """A docs template rendered for ``cfg`` (built-in defaults if None); its header gives ``regenerate``.
+
+    Queries the docs show are built as the rules are, and printed by ``promql`` (or ``selected``).
+    """
     cfg = cfg or Config()
     return (
         environment()
         .get_template(template)
-        .render(cfg=cfg, a=cfg.alerts, c=catalog, version=__version__, regenerate=regenerate)
+        .render(
+            cfg=cfg,
+            a=cfg.alerts,
+            c=catalog,
+            alerts=AlertBuilder(cfg),
+            promql=promql.render,
+            selected=selected,
+            version=__version__,
+            regenerate=regenerate,
+        )
     )
 
 

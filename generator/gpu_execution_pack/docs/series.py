@@ -22,7 +22,8 @@ def _formulas(series: catalog.Series) -> str:
     parts = []
     for f in series.formulas:
         shown = promql.render(promql.substitute(f.expr, lambda key: promql.Selector("{" + key + "}")))
-        text = f"`{shown}`" + (f" where `{f.where}`" if f.where else "") + (f" ({f.note})" if f.note else "")
+        where = f" where `{promql.render_matchers(f.where)}`" if f.where else ""
+        text = f"`{shown}`" + where + (f" ({f.note})" if f.note else "")
         parts.append(text)
     return "; else ".join(parts).replace("|", "\\|")
 
@@ -48,10 +49,9 @@ def render() -> str:
     for sig in catalog.SIGNALS.values():
         for raw in sig.raws:
             gens = ", ".join(raw.generations) if sig.exporter == "dcgm" else "any"
-            matchers = f"{{{raw.matchers}}}" if raw.matchers else ""
             default = "yes" if raw.default_collected else "no"
             out.append(
-                f"| {sig.key} | {sig.exporter} | {sig.base_unit} | `{raw.name}{matchers}` | {raw.unit} | "
+                f"| {sig.key} | {sig.exporter} | {sig.base_unit} | `{promql.render(raw.select())}` | {raw.unit} | "
                 f"{raw.type} | {gens} | {default} |\n"
             )
     out.append("\nGenerations: " + "; ".join(f"**{g}**: {n}" for g, n in catalog.GENERATION_NOTES.items()) + ".\n")

@@ -1,12 +1,16 @@
-"""PromQL for the pack: an expression tree (``tree``), its printer (``printer``) and durations."""
+"""PromQL for the pack: an expression tree (``tree``), its printer (``printer``), durations, and
+label matchers read from the config (``matchers``)."""
 
 from gpu_execution_pack.promql.durations import format_duration, is_duration, parse_duration_seconds
-from gpu_execution_pack.promql.printer import render
+from gpu_execution_pack.promql.matchers import parse_matchers
+from gpu_execution_pack.promql.printer import render, render_matchers, template_query
 from gpu_execution_pack.promql.tree import (
     Aggregate,
     Binary,
     Call,
     Expr,
+    LabelRef,
+    Matcher,
     Matching,
     Number,
     Paren,
@@ -18,6 +22,7 @@ from gpu_execution_pack.promql.tree import (
     all_of,
     any_of,
     call,
+    ignoring,
     join,
     label_copy,
     label_set,
@@ -35,6 +40,8 @@ __all__ = [
     "Binary",
     "Call",
     "Expr",
+    "LabelRef",
+    "Matcher",
     "Matching",
     "Number",
     "Paren",
@@ -47,6 +54,7 @@ __all__ = [
     "any_of",
     "call",
     "format_duration",
+    "ignoring",
     "is_duration",
     "join",
     "label_copy",
@@ -54,10 +62,13 @@ __all__ = [
     "match",
     "on",
     "parse_duration_seconds",
+    "parse_matchers",
     "placeholders",
     "quote",
     "render",
+    "render_matchers",
     "selector",
     "substitute",
+    "template_query",
     "transform",
 ]

@@ -15,8 +15,6 @@ _PART = {unit: rf"(?:(?P<{unit}>[0-9]+){unit})?" for unit in UNIT_SECONDS}
 DURATION_RE = re.compile("".join(_PART.values()))
 # The same grammar as an ECMA 262 regular expression, as OpenAPI and JSON Schema read it.
 DURATION_PATTERN = "^" + "".join(rf"([0-9]+{unit})?" for unit in UNIT_SECONDS) + "$"
-# The same grammar as an ECMA 262 regular expression, as OpenAPI and JSON Schema read it.
-DURATION_PATTERN = "^" + "".join(rf"([0-9]+{unit})?" for unit in UNIT_SECONDS) + "$"
 
 
 def parse_duration_seconds(value: str) -> float:

@@ -4,6 +4,9 @@ A node goes on one line while it fits in ``WIDTH`` characters and its operands d
 its operands are indented on lines of their own. Stacked binary operations (``or`` of
 alternatives, joins with ``on (...) group_left (...)``) always put each operand and the operator
 on lines of their own, which is how a rule's alternatives read best.
+
+``template_query`` prints a tree whose matchers take values from an alert's labels (``LabelRef``)
+as the Go template ``printf`` an alert description passes to ``query``.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from gpu_execution_pack.promql.tree import (
     Binary,
     Call,
     Expr,
+    LabelRef,
+    Matcher,
     Matching,
     Number,
     Paren,
@@ -25,32 +30,34 @@ from gpu_execution_pack.promql.tree import (
 )
 
 WIDTH = 110  # longest line laid out on one
+# Stands for a template query's label reference while it is printed; a string value holding this
+# character would be taken for one, so template_query refuses it.
+_REF = "\x00"
 
 
 def render(expr: Expr) -> str:
     """``expr`` as PromQL text."""
-    if isinstance(expr, Selector):
-        return f"{expr.metric}{{{', '.join(expr.matchers)}}}" if expr.matchers else expr.metric
-    if isinstance(expr, Number):
-        return number(expr.value)
-    if isinstance(expr, String):
-        return quote(expr.value)
-    if isinstance(expr, Paren):
-        return parenthesised(render(expr.expr))
-    if isinstance(expr, Call):
-        return _call(expr)
-    if isinstance(expr, Aggregate):
-        return _aggregate(expr)
-    if isinstance(expr, Binary):
-        return _binary(expr)
-    if isinstance(expr, Range):
-        inner = render(expr.expr)
-        if not isinstance(expr.expr, Selector):
-            inner = parenthesised(inner) if expr.expr.precedence < ATOM else inner
-        return f"{inner}[{expr.window}{':' + expr.step if expr.step is not None else ''}]"
-    if isinstance(expr, Placeholder):
-        raise ValueError(f"placeholder {{{expr.name}}} was not substituted before printing")
-    raise TypeError(f"cannot print {type(expr).__name__}")
+    return _Printer().render(expr)
+
+
+def template_query(expr: Expr) -> str:
+    """``expr`` as the argument of an alert template's ``query``: ``printf "<PromQL>" $labels.a ...``.
+
+    Each ``LabelRef`` matcher value prints as ``%q``, filled by Go's ``printf`` with the alerting
+    series' label, quoted as a PromQL string. The PromQL is a Go string in a printf format: its
+    ``%`` are doubled, its ``"`` and ``\\`` escaped.
+    """
+    printer = _Printer(refs=[])
+    parts = printer.render(expr).split(_REF)
+    if len(parts) != len(printer.refs) + 1:
+        raise ValueError(f"a template query cannot hold the character {_REF!r}")
+    escaped = (p.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%") for p in parts)
+    return " ".join([f'printf "{"%q".join(escaped)}"', *(f"$labels.{label}" for label in printer.refs)])
+
+
+def render_matchers(matchers: tuple[Matcher, ...]) -> str:
+    """Matchers as they print between a selector's braces: ``job="node", mode="idle"``."""
+    return _Printer().matchers(matchers)
 
 
 def number(value: float) -> str:
@@ -70,47 +77,94 @@ def parenthesised(text: str) -> str:
     return f"({text})"
 
 
-def _call(expr: Call) -> str:
-    args = [render(a) for a in expr.args]
-    one_line = f"{expr.function}({', '.join(args)})"
-    if not any("\n" in a for a in args) and len(one_line) <= WIDTH:
-        return one_line
-    # The first argument (the vector) on its own, the rest (parameters) together on the next line.
-    body = args[0] + (",\n" + ", ".join(args[1:]) if len(args) > 1 else "")
-    return f"{expr.function}(\n{indent(body)}\n)"
-
-
-def _aggregate(expr: Aggregate) -> str:
-    head = expr.op if expr.by is None else f"{expr.op} by ({', '.join(expr.by)})"
-    space = "" if expr.by is None else " "
-    inner = render(expr.expr)
-    param = render(expr.param) + "," if expr.param is not None else ""
-    one_line = f"{head}{space}({param + ' ' if param else ''}{inner})"
-    if "\n" not in inner and len(one_line) <= WIDTH:
-        return one_line
-    return f"{head}{space}({param}\n{indent(inner)}\n)"
-
-
-def _operand(expr: Expr, parent: Binary, right: bool) -> str:
-    """An operand, parenthesised where precedence (or right-hand associativity) needs it."""
-    text = render(expr)
-    prec, own = expr.precedence, parent.precedence
-    needs = prec < own or (prec == own and (right != (parent.op == "^")) and prec < ATOM)
-    if needs and not isinstance(expr, Paren):
-        return parenthesised(text)
-    return text
-
-
 def matching(m: Matching) -> str:
-    out = f"on ({', '.join(m.on)})"
-    if m.group_left is not None:
-        out += f" group_left ({', '.join(m.group_left)})"
+    """``on (labels)`` or ``ignoring (labels)``, with its ``group_left``/``group_right`` clause."""
+    out = f"{'ignoring' if m.ignoring else 'on'} ({', '.join(m.on)})"
+    for keyword, labels in (("group_left", m.group_left), ("group_right", m.group_right)):
+        if labels is not None:
+            out += f" {keyword} ({', '.join(labels)})"
     return out
 
 
-def _binary(expr: Binary) -> str:
-    lhs, rhs = _operand(expr.lhs, expr, right=False), _operand(expr.rhs, expr, right=True)
-    op = expr.op if expr.matching is None else f"{expr.op} {matching(expr.matching)}"
-    if expr.stacked:
-        return f"{lhs}\n{op}\n{rhs}"
-    return f"{lhs} {op} {rhs}"
+class _Printer:
+    """One printing: ``refs`` collects the labels of a template query's ``LabelRef`` values, in
+    the order they print; a plain printing (``refs`` None) refuses them."""
+
+    def __init__(self, refs: list[str] | None = None):
+        self.refs = refs
+
+    def render(self, expr: Expr) -> str:
+        if isinstance(expr, Selector):
+            return self._selector(expr)
+        if isinstance(expr, Number):
+            return number(expr.value)
+        if isinstance(expr, String):
+            return quote(expr.value)
+        if isinstance(expr, Paren):
+            return parenthesised(self.render(expr.expr))
+        if isinstance(expr, Call):
+            return self._call(expr)
+        if isinstance(expr, Aggregate):
+            return self._aggregate(expr)
+        if isinstance(expr, Binary):
+            return self._binary(expr)
+        if isinstance(expr, Range):
+            inner = self.render(expr.expr)
+            if not isinstance(expr.expr, Selector):
+                inner = parenthesised(inner) if expr.expr.precedence < ATOM else inner
+            return f"{inner}[{expr.window}{':' + expr.step if expr.step is not None else ''}]"
+        if isinstance(expr, Placeholder):
+            raise ValueError(f"placeholder {{{expr.name}}} was not substituted before printing")
+        raise TypeError(f"cannot print {type(expr).__name__}")
+
+    def _selector(self, expr: Selector) -> str:
+        return f"{expr.metric}{{{self.matchers(expr.matchers)}}}" if expr.matchers else expr.metric
+
+    def matchers(self, matchers: tuple[Matcher, ...]) -> str:
+        return ", ".join(self._matcher(m) for m in matchers)
+
+    def _matcher(self, m: Matcher) -> str:
+        if not isinstance(m.value, LabelRef):
+            return f"{m.label}{m.op}{quote(m.value)}"
+        if self.refs is None:
+            raise ValueError(
+                f"{m.label}{m.op}$labels.{m.value.label}: a label reference is filled in by an alert template; "
+                "print it with template_query"
+            )
+        self.refs.append(m.value.label)
+        return f"{m.label}{m.op}{_REF}"
+
+    def _call(self, expr: Call) -> str:
+        args = [self.render(a) for a in expr.args]
+        one_line = f"{expr.function}({', '.join(args)})"
+        if not any("\n" in a for a in args) and len(one_line) <= WIDTH:
+            return one_line
+        # The first argument (the vector) on its own, the rest (parameters) together on the next line.
+        body = args[0] + (",\n" + ", ".join(args[1:]) if len(args) > 1 else "")
+        return f"{expr.function}(\n{indent(body)}\n)"
+
+    def _aggregate(self, expr: Aggregate) -> str:
+        head = expr.op if expr.by is None else f"{expr.op} by ({', '.join(expr.by)})"
+        space = "" if expr.by is None else " "
+        inner = self.render(expr.expr)
+        param = self.render(expr.param) + "," if expr.param is not None else ""
+        one_line = f"{head}{space}({param + ' ' if param else ''}{inner})"
+        if "\n" not in inner and len(one_line) <= WIDTH:
+            return one_line
+        return f"{head}{space}({param}\n{indent(inner)}\n)"
+
+    def _operand(self, expr: Expr, parent: Binary, right: bool) -> str:
+        """An operand, parenthesised where precedence (or right-hand associativity) needs it."""
+        text = self.render(expr)
+        prec, own = expr.precedence, parent.precedence
+        needs = prec < own or (prec == own and (right != (parent.op == "^")) and prec < ATOM)
+        if needs and not isinstance(expr, Paren):
+            return parenthesised(text)
+        return text
+
+    def _binary(self, expr: Binary) -> str:
+        lhs, rhs = self._operand(expr.lhs, expr, right=False), self._operand(expr.rhs, expr, right=True)
+        op = expr.op if expr.matching is None else f"{expr.op} {matching(expr.matching)}"
+        if expr.stacked:
+            return f"{lhs}\n{op}\n{rhs}"
+        return f"{lhs} {op} {rhs}"

@@ -11,6 +11,7 @@ must keep their Python meaning.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields, replace
 from typing import Union
@@ -37,7 +38,8 @@ PRECEDENCE: dict[str, int] = {
     "^": 6,
 }
 ATOM = 10  # selectors, calls, aggregations, literals, parentheses, ranges
-SET_OPERATORS = frozenset({"or", "and", "unless"})
+MATCH_OPERATORS = ("=", "!=", "=~", "!~")
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 
 def lift(value: Operand) -> Expr:
@@ -83,9 +85,6 @@ class Expr:
 
     def gt(self, other: Operand) -> Binary:
         return Binary(">", self, lift(other))
-
-    def le(self, other: Operand) -> Binary:
-        return Binary("<=", self, lift(other))
 
     def lt(self, other: Operand) -> Binary:
         return Binary("<", self, lift(other))
@@ -144,16 +143,45 @@ class String(Expr):
 
 
 @dataclass(frozen=True)
+class LabelRef:
+    """A matcher value an alert template fills in: the alerting series' value of ``label``.
+
+    Only ``printer.template_query`` prints it (as ``%q``, with ``$labels.<label>`` as its argument).
+    """
+
+    label: str
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """A label matcher ``label op "value"``; the printer quotes and escapes the value."""
+
+    label: str
+    op: str
+    value: str | LabelRef
+
+    def __post_init__(self) -> None:
+        if self.op not in MATCH_OPERATORS:
+            raise ValueError(f"not a label matcher operator: {self.op!r}; accepted: {', '.join(MATCH_OPERATORS)}")
+        if not LABEL_NAME.fullmatch(self.label):
+            raise ValueError(f"not a label name: {self.label!r}")
+
+
+@dataclass(frozen=True)
 class Selector(Expr):
-    """``metric{matchers}``; each matcher is PromQL text such as ``job="node"`` (see ``match``)."""
+    """``metric{matchers}``; ``metric`` may be empty where a matcher names the metric (``__name__``)."""
 
     metric: str
-    matchers: tuple[str, ...] = ()
+    matchers: tuple[Matcher, ...] = ()
 
-    def where(self, *matchers: str) -> Selector:
-        """The selector with further matchers; empty ones are skipped."""
-        extra = tuple(m.strip() for m in matchers if m and m.strip())
-        return replace(self, matchers=self.matchers + extra)
+    def __post_init__(self) -> None:
+        for m in self.matchers:
+            if not isinstance(m, Matcher):
+                raise TypeError(f"a selector's matchers are Matcher nodes (see match), not {m!r}")
+
+    def where(self, *matchers: Matcher) -> Selector:
+        """The selector with further matchers."""
+        return replace(self, matchers=self.matchers + matchers)
 
 
 @dataclass(frozen=True)
@@ -176,10 +204,17 @@ class Aggregate(Expr):
 
 @dataclass(frozen=True)
 class Matching:
-    """Vector matching of a binary operation: ``on (labels)`` and ``group_left (labels)``."""
+    """Vector matching of a binary operation: ``on (labels)`` or, with ``ignoring``, ``ignoring (labels)``;
+    then ``group_left (labels)`` or ``group_right (labels)`` for a many-to-one match."""
 
     on: tuple[str, ...]
     group_left: tuple[str, ...] | None = None
+    ignoring: bool = False
+    group_right: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.group_left is not None and self.group_right is not None:
+            raise ValueError("a vector match groups one side: group_left or group_right, not both")
 
 
 @dataclass(frozen=True)
@@ -223,14 +258,14 @@ class Placeholder(Expr):
 # --- Builders ---------------------------------------------------------------------------------
 
 
-def selector(metric: str, *matchers: str) -> Selector:
-    """``metric{m1, m2}`` from matcher texts; empty ones are skipped."""
-    return Selector(metric).where(*matchers)
+def selector(metric: str, *matchers: Matcher) -> Selector:
+    """``metric{m1, m2}``."""
+    return Selector(metric, matchers)
 
 
-def match(label: str, value: str, op: str = "=") -> str:
-    """A label matcher with ``value`` quoted and escaped, e.g. ``match("job", "node")``."""
-    return f"{label}{op}{quote(value)}"
+def match(label: str, value: str | LabelRef, op: str = "=") -> Matcher:
+    """A label matcher, e.g. ``match("job", "node")`` or ``match("hostname", "", "!=")``."""
+    return Matcher(label, op, value)
 
 
 def quote(value: str) -> str:
@@ -258,8 +293,22 @@ def label_set(expr: Expr, label: str, value: str) -> Call:
     return call("label_replace", expr, label, value, "", "")
 
 
-def on(labels: Iterable[str], group_left: Iterable[str] | None = None) -> Matching:
-    return Matching(tuple(labels), None if group_left is None else tuple(group_left))
+def on(
+    labels: Iterable[str], group_left: Iterable[str] | None = None, group_right: Iterable[str] | None = None
+) -> Matching:
+    """``on (labels)``, then ``group_left (labels)`` or ``group_right (labels)`` where given."""
+    return Matching(tuple(labels), _labels(group_left), group_right=_labels(group_right))
+
+
+def ignoring(
+    labels: Iterable[str], group_left: Iterable[str] | None = None, group_right: Iterable[str] | None = None
+) -> Matching:
+    """``ignoring (labels)``, then ``group_left (labels)`` or ``group_right (labels)`` where given."""
+    return Matching(tuple(labels), _labels(group_left), ignoring=True, group_right=_labels(group_right))
+
+
+def _labels(labels: Iterable[str] | None) -> tuple[str, ...] | None:
+    return None if labels is None else tuple(labels)
 
 
 def join(lhs: Expr, op: str, matching: Matching, rhs: Expr) -> Binary:

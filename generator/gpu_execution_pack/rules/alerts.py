@@ -1,7 +1,7 @@
 """Alert rules: throttling, OOM risk, waste, missing telemetry and Xid errors, per execution.
 
 Alerts read the recorded ``execution_gpu:`` / ``execution_node:`` / ``execution:`` series, so
-they carry ``execution_id`` and name the GPU or host; only the two telemetry alerts look at raw
+they carry the execution label and name the GPU or host; only the two telemetry alerts look at raw
 exporter data, because they are about its absence. Thresholds, ``for`` durations and severities
 come from ``cfg.alerts``; docs/runbook.md has a section per alert, named by the alert.
 
@@ -14,24 +14,39 @@ is not the one worth reading (the host CPU of an underused execution, say).
 from __future__ import annotations
 
 from gpu_execution_pack import catalog
-from gpu_execution_pack.catalog import EXECUTION_LABEL, GPU_IDENTITY_LABELS, Series
+from gpu_execution_pack.catalog import (
+    EXECUTION_LABEL,
+    GPU_IDENTITY_LABELS,
+    GPU_INDEX_LABEL,
+    GPU_JOIN_LABELS,
+    HOST_LABEL,
+    MIG_INSTANCE_LABEL,
+    MODEL_LABEL,
+    UUID_LABEL,
+    Series,
+)
 from gpu_execution_pack.config import Config, PredictAlert
 from gpu_execution_pack.promql import (
     Binary,
     Expr,
+    LabelRef,
     Paren,
+    Selector,
     aggregate,
     all_of,
     any_of,
     call,
     join,
+    match,
     on,
     parse_duration_seconds,
     selector,
+    template_query,
 )
 from gpu_execution_pack.rules.groups import AlertRule, RuleGroup
 
 ALERT_PREFIX = "GpuExecution"
+UP = "up"  # Prometheus' own series: 1 where a target's last scrape succeeded
 GROUP_NAME = "gpu-execution-pack.alerts"
 GROUP_FILE = "alerts"
 
@@ -40,30 +55,37 @@ GROUP_FILE = "alerts"
 POWER_REASON_BITS = {0x4: "SW power cap", 0x80: "HW power brake"}
 THERMAL_REASON_BITS = {0x20: "SW thermal slowdown", 0x40: "HW thermal slowdown"}
 
+# One GPU or MIG instance of one execution, as the per-GPU series and alerts name it.
+GPU_OF_EXECUTION: tuple[str, ...] = (EXECUTION_LABEL, *GPU_JOIN_LABELS)
+
 # --- Template snippets ------------------------------------------------------------------------
-# Go templates, rendered by Prometheus at each evaluation. A per-GPU alert's $labels are
-# execution_id, the tenant label and the GPU's identity; GPU_I_ID is empty on whole GPUs,
-# which a selector reads as "label absent".
+# Go templates, rendered by Prometheus at each evaluation. A per-GPU alert's $labels are the
+# execution label, the tenant label and the GPU's identity; the MIG instance id is empty on whole
+# GPUs, which a selector reads as "label absent".
+
+
+def label_value(label: str) -> str:
+    """The alert's value of ``label``, as a description prints it."""
+    return f"{{{{ $labels.{label} }}}}"
+
 
 GPU_NAME = (
-    "GPU {{ $labels.gpu }}{{ if $labels.GPU_I_ID }} (MIG instance {{ $labels.GPU_I_ID }}){{ end }}"
-    " ({{ $labels.modelName }}, {{ $labels.UUID }}) on {{ $labels.hostname }}"
+    f"GPU {label_value(GPU_INDEX_LABEL)}"
+    f"{{{{ if $labels.{MIG_INSTANCE_LABEL} }}}} (MIG instance {label_value(MIG_INSTANCE_LABEL)}){{{{ end }}}}"
+    f" ({label_value(MODEL_LABEL)}, {label_value(UUID_LABEL)}) on {label_value(HOST_LABEL)}"
 )
-EXECUTION = "Execution {{ $labels.execution_id }}"
+EXECUTION = f"Execution {label_value(EXECUTION_LABEL)}"
+
+
+def alerts_own(series: Series, labels: tuple[str, ...]) -> Selector:
+    """``series`` where ``labels`` have the alert's own values (filled in when the template renders)."""
+    return series.select(*(match(label, LabelRef(label)) for label in labels))
 
 
 def gpu_value(series: Series, humanize: str, before: str = "", after: str = "") -> str:
     """``before value after`` with the alerting GPU's current value of ``series``; empty if it has none."""
-    query = (
-        f'printf "{series.name}{{execution_id=%q, UUID=%q, GPU_I_ID=%q}}" $labels.execution_id $labels.UUID '
-        "$labels.GPU_I_ID"
-    )
+    query = template_query(alerts_own(series, GPU_OF_EXECUTION))
     return f"{{{{ with {query} | query }}}}{before}{{{{ . | first | value | {humanize} }}}}{after}{{{{ end }}}}"
-
-
-def execution_query(expr: str) -> str:
-    """A Go template ``printf`` that fills the alert's execution id into ``expr`` at its ``%q``."""
-    return f'printf "{expr}" $labels.execution_id'
 
 
 def bit_set(expr: Expr, bit: int) -> Expr:
@@ -141,7 +163,7 @@ class AlertBuilder:
             catalog.NODE_RAM_UTILIZATION.select().ge(a.threshold),
             a.severity,
             "A host an execution runs on is nearly out of RAM; the kernel's OOM killer may end the job.",
-            f"Host {{{{ $labels.hostname }}}}, where execution {{{{ $labels.execution_id }}}} runs, has used "
+            f"Host {label_value(HOST_LABEL)}, where execution {label_value(EXECUTION_LABEL)} runs, has used "
             f"{{{{ $value | humanizePercentage }}}} of its RAM for {a.for_} (threshold {percent(a.threshold)}).",
             a.for_,
         )
@@ -156,7 +178,7 @@ class AlertBuilder:
             expr,
             a.severity,
             "A host an execution runs on is predicted to run out of RAM.",
-            f"Host {{{{ $labels.hostname }}}}, where execution {{{{ $labels.execution_id }}}} runs, has used "
+            f"Host {label_value(HOST_LABEL)}, where execution {label_value(EXECUTION_LABEL)} runs, has used "
             f"{{{{ $value | humanizePercentage }}}} of its RAM, and {clause}.",
             a.for_,
         )
@@ -219,8 +241,9 @@ class AlertBuilder:
     # -- waste -------------------------------------------------------------------------------
     def gpu_underutilized(self) -> AlertRule:
         a = self.a.gpu_underutilized
-        cpu = execution_query(f"max({catalog.NODE_CPU_UTILIZATION.name}{{execution_id=%q}})")
-        gpus = execution_query(f"{catalog.EXECUTION_GPU_COUNT.name}{{execution_id=%q}}")
+        execution = (EXECUTION_LABEL,)
+        cpu = template_query(aggregate("max", None, alerts_own(catalog.NODE_CPU_UTILIZATION, execution)))
+        gpus = template_query(alerts_own(catalog.EXECUTION_GPU_COUNT, execution))
         cpu_clause = (
             f"{{{{ with {cpu} | query }}}}{{{{ $cpu := . | first | value }}}}"
             f"{{{{ if ge $cpu {a.cpu_saturated} }}}}Its host CPU is saturated ({{{{ $cpu | humanizePercentage }}}}):"
@@ -249,22 +272,27 @@ class AlertBuilder:
         held = aggregate("group", labels, call("last_over_time", catalog.GPU_PRESENCE.select().range(a.window)))
         return self.rule(
             "TelemetryMissing",
-            join(held, "unless", on(("UUID",)), self.reporting()),
+            join(held, "unless", on((UUID_LABEL,)), self.reporting()),
             a.severity,
             "A GPU an execution holds stopped reporting to DCGM; its metrics and billing are incomplete.",
-            f"{GPU_NAME}, held by execution {{{{ $labels.execution_id }}}}, has reported nothing to dcgm-exporter "
+            f"{GPU_NAME}, held by execution {label_value(EXECUTION_LABEL)}, has reported nothing to dcgm-exporter "
             f"for {a.for_}.",
             a.for_,
         )
 
     def reporting(self) -> Expr:
         """The GPUs DCGM reports on now, by UUID: any presence signal (catalog.PRESENCE_SIGNALS) of theirs."""
-        raws = [selector(r.name, self.cfg.selectors.dcgm) for r in catalog.presence_raws(self.cfg.dcgm.generations)]
-        return aggregate("group", ("UUID",), any_of(raws, stacked=False))
+        dcgm = self.cfg.selectors.dcgm_matchers
+        raws = [r.select(*dcgm) for r in catalog.presence_raws(self.cfg.dcgm.generations)]
+        return aggregate("group", (UUID_LABEL,), any_of(raws, stacked=False))
+
+    def targets_down(self) -> Expr:
+        """The dcgm-exporter targets whose last scrape failed (``selectors.dcgm_targets`` picks them)."""
+        return selector(UP, *self.cfg.selectors.dcgm_targets_matchers).eq(0)
 
     def dcgm_exporter_down(self) -> AlertRule:
         a = self.a.dcgm_exporter_down
-        down = selector("up", self.cfg.selectors.dcgm_targets).eq(0)
+        down = self.targets_down()
         # The host the target was last seen on (its host map within telemetry_missing.window), so
         # Alertmanager can silence that host's GPU alerts; a target never seen up alerts without it.
         last_seen = call("last_over_time", catalog.GPU_EXPORTER_HOST.select().range(self.a.telemetry_missing.window))
@@ -275,8 +303,8 @@ class AlertBuilder:
             Binary("or", named, down, on(catalog.TARGET_LABELS), stacked=True),
             a.severity,
             "A dcgm-exporter target is down; its GPUs cannot be attributed to executions.",
-            "dcgm-exporter target {{ $labels.instance }} of job {{ $labels.job }} has been down for "
-            f"{a.for_}: executions on its GPUs have no GPU metrics.",
+            f"dcgm-exporter target {label_value(catalog.INSTANCE_LABEL)} of job {label_value(catalog.JOB_LABEL)} "
+            f"has been down for {a.for_}: executions on its GPUs have no GPU metrics.",
             a.for_,
         )
 

@@ -18,10 +18,19 @@ with one row per host is the "one" side, so several executions on one host never
 from __future__ import annotations
 
 from gpu_execution_pack import catalog
-from gpu_execution_pack.catalog import EXECUTION_LABEL, GPU_IDENTITY_LABELS, HOST_LABEL, Formula, Series, Signal
+from gpu_execution_pack.catalog import (
+    EXECUTION_LABEL,
+    GPU_IDENTITY_LABELS,
+    HOST_LABEL,
+    LEGACY_HOST_LABEL,
+    Formula,
+    Series,
+    Signal,
+)
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import (
     Expr,
+    Matcher,
     Paren,
     Selector,
     aggregate,
@@ -76,9 +85,9 @@ class Attribution:
         return self.identity
 
     @property
-    def raw_matchers(self) -> str:
+    def raw_matchers(self) -> tuple[Matcher, ...]:
         """In label mode, a GPU without an execution label yields no series."""
-        return f'{self.source}!=""' if self.mode == "label" else ""
+        return (labelled(self.source),) if self.mode == "label" else ()
 
     @property
     def label_aliases(self) -> tuple[tuple[str, str], ...]:
@@ -102,14 +111,14 @@ class Attribution:
         return self.mode != "label"
 
     def attribute(self, expr: Expr) -> Expr:
-        """A normalised per-GPU expression labelled with ``execution_id`` (its host still to be named)."""
+        """A normalised per-GPU expression labelled with the execution label (its host still to be named)."""
         if self.mode == "label":
             if self.source == EXECUTION_LABEL:
                 return expr
             return label_copy(Paren(expr), EXECUTION_LABEL, self.source)
         a = self.cfg.attribution
         if self.mode == "mapping":
-            mapping: Expr = selector(a.mapping_metric, f'{self.source}!=""', a.mapping_selector)
+            mapping: Expr = selector(a.mapping_metric, labelled(self.source), *a.mapping_matchers)
             if self.source != EXECUTION_LABEL:
                 mapping = label_copy(mapping, EXECUTION_LABEL, self.source)
             for tenant in self.tenant:  # the scheduler exporter may sit behind a ServiceMonitor too
@@ -119,7 +128,7 @@ class Attribution:
             return join(owners, "*", on(catalog.GPU_JOIN_LABELS, group_left=copied), expr)
         # kubernetes: the pod-labels side is made unique per pod, as kubernetes-mixin does.
         pods: Expr = label_copy(
-            selector(a.kubernetes_metric, f'{self.source}!=""', a.kubernetes_selector), EXECUTION_LABEL, self.source
+            selector(a.kubernetes_metric, labelled(self.source), *a.kubernetes_matchers), EXECUTION_LABEL, self.source
         )
         for target in catalog.KUBERNETES_JOIN_LABELS:
             pods = label_copy(pods, target, catalog.EXPORTED_PREFIX + target)
@@ -154,10 +163,10 @@ class RuleBuilder:
             return catalog.UNITS[catalog.VIOLATION_UNITS[self.cfg.dcgm.violation_counter_unit]]
         return catalog.UNITS[raw.unit]
 
-    def read(self, raw: catalog.RawMetric, *matchers: str, cumulative: bool = False) -> Expr:
+    def read(self, raw: catalog.RawMetric, *matchers: Matcher, cumulative: bool = False) -> Expr:
         """A raw metric selected and in its base unit; counters are read as rates (``rate``) unless
         ``cumulative`` (their running total is recorded)."""
-        expr: Expr = selector(raw.name, raw.matchers, *matchers)
+        expr: Expr = raw.select(*matchers)
         if raw.type == "counter" and not cumulative:
             expr = self.rate(expr)
         return self.unit_of(raw).to_base(expr)
@@ -175,13 +184,12 @@ class RuleBuilder:
         )
 
     # -- per-GPU ---------------------------------------------------------------------------
-    def normalised(self, signal: Signal, where: str) -> Expr:
+    def normalised(self, signal: Signal, where: tuple[Matcher, ...]) -> Expr:
         """One signal in its base unit, one series per GPU identity, newest exporter name first."""
         branches = []
+        matchers = (*self.cfg.selectors.dcgm_matchers, *self.attribution.raw_matchers, *where)
         for raw in signal.raws_for(self.cfg.dcgm.generations):
-            expr = self.read(
-                raw, self.cfg.selectors.dcgm, self.attribution.raw_matchers, where, cumulative=signal.cumulative
-            )
+            expr = self.read(raw, *matchers, cumulative=signal.cumulative)
             if self.attribution.per_branch:
                 for target, source in self.attribution.label_aliases:
                     expr = label_copy(expr, target, source)
@@ -233,7 +241,7 @@ class RuleBuilder:
         averaged over rate_window, and nothing while an implausible rate lies within it."""
         raw = catalog.SIGNALS[key].raws[0]
         if raw.type != "counter":
-            return self.read(raw, self.cfg.selectors.node)
+            return self.read(raw, *self.cfg.selectors.node_matchers)
         rate, _ = catalog.NODE_COUNTER_RATES[key]
         window = rate.select().range(self.cfg.rate_window)
         averaged = call("avg_over_time", window)
@@ -250,7 +258,7 @@ class RuleBuilder:
         of each one's rate between its last two samples within rate_window_fallback."""
         rate, _ = catalog.NODE_COUNTER_RATES[key]
         raw = catalog.SIGNALS[key].raws[0]
-        counter = selector(raw.name, raw.matchers, self.cfg.selectors.node)
+        counter = raw.select(*self.cfg.selectors.node_matchers)
         last_rate = self.unit_of(raw).to_base(call("irate", counter.range(self.cfg.rate_window_fallback)))
         return RecordingRule(rate.name, substitute(rate.formulas[0].expr, lambda _: last_rate))
 
@@ -265,7 +273,7 @@ class RuleBuilder:
         name alike, so a short name and its FQDN agree.
         """
         presence = catalog.presence_raws(self.cfg.dcgm.generations)
-        raw = any_of([selector(r.name, self.cfg.selectors.dcgm) for r in presence], stacked=False)
+        raw = any_of([r.select(*self.cfg.selectors.dcgm_matchers) for r in presence], stacked=False)
         labels = catalog.DCGM_TARGET_LABELS
         return (
             RecordingRule(labels.name, aggregate("group", labels.labels, raw)),
@@ -281,16 +289,18 @@ class RuleBuilder:
 
     @staticmethod
     def _address(expr: Expr) -> Expr:
-        return label_copy(expr, ADDRESS, "instance", catalog.ADDRESS_REGEX)
+        return label_copy(expr, ADDRESS, catalog.INSTANCE_LABEL, catalog.ADDRESS_REGEX)
 
     def own_names(self) -> Expr:
         """What each dcgm-exporter target calls its host: hostname, else Hostname, else its address."""
         labels, placeholder = catalog.DCGM_TARGET_LABELS, self.cfg.node.placeholder_nodenames
         return self.firsts(
             [
-                self._named(HOST_LABEL, labels.select(f'{HOST_LABEL}!=""', match(HOST_LABEL, placeholder, "!~"))),
-                self._named("Hostname", labels.select('Hostname!=""', match("Hostname", placeholder, "!~"))),
-                self._named("instance", labels.select(), catalog.ADDRESS_REGEX),
+                *(
+                    self._named(label, labels.select(labelled(label), match(label, placeholder, "!~")))
+                    for label in catalog.DCGM_HOST_LABELS
+                ),
+                self._named(catalog.INSTANCE_LABEL, labels.select(), catalog.ADDRESS_REGEX),
             ]
         )
 
@@ -298,7 +308,7 @@ class RuleBuilder:
         """Each node_exporter target's host: its nodename, or for a placeholder nodename the name of the
         dcgm-exporter at the same address, else that address."""
         targets, placeholder = catalog.TARGET_LABELS, self.cfg.node.placeholder_nodenames
-        uname = selector(catalog.NODE_INFO_METRIC, self.cfg.selectors.node)
+        uname = selector(catalog.NODE_INFO_METRIC, *self.cfg.selectors.node_matchers)
         real = self._named(catalog.NODE_NAME_LABEL, uname.where(match(catalog.NODE_NAME_LABEL, placeholder, "!~")))
         unnamed = self._address(
             aggregate("group", targets, uname.where(match(catalog.NODE_NAME_LABEL, placeholder, "=~")))
@@ -321,7 +331,7 @@ class RuleBuilder:
         pods = aggregate(
             "group",
             (*catalog.KUBERNETES_JOIN_LABELS, catalog.POD_NODE_LABEL),
-            selector(a.pod_info_metric, a.kubernetes_selector),
+            selector(a.pod_info_metric, *a.kubernetes_matchers),
         )
         exporter_pods = aggregate("group", (*targets, *catalog.KUBERNETES_JOIN_LABELS), labels.select())
         pod_nodes = join(
@@ -335,8 +345,8 @@ class RuleBuilder:
             nodes_by_address,
         )
         candidates = {
-            "hostname label": if_known(self._named(HOST_LABEL, labels.select(f'{HOST_LABEL}!=""'))),
-            "Hostname label": if_known(self._named("Hostname", labels.select('Hostname!=""'))),
+            "hostname label": if_known(self._named(HOST_LABEL, labels.select(labelled(HOST_LABEL)))),
+            "Hostname label": if_known(self._named(LEGACY_HOST_LABEL, labels.select(labelled(LEGACY_HOST_LABEL)))),
             "exporter pod's node": if_known(self._named(catalog.POD_NODE_LABEL, pod_nodes)),
             "node_exporter at the same address": aggregate("group", (*targets, HOST_LABEL), at_address),
             "own label": self.own_names(),
@@ -434,6 +444,11 @@ def current(host_map: Series) -> Expr:
     5 minutes, and a join on two would fail for every GPU of the rule."""
     newest = aggregate("topk", catalog.TARGET_LABELS, call("timestamp", host_map.select()), param=1)
     return newest * 0 + 1
+
+
+def labelled(label: str) -> Matcher:
+    """``label!=""``: series that carry ``label``."""
+    return match(label, "", "!=")
 
 
 def verbatim_rule(series: Series) -> RecordingRule:

@@ -43,16 +43,14 @@ from pathlib import Path
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import SEVERITIES, Config
 from gpu_execution_pack.output import command, yaml_document
-from gpu_execution_pack.rules.alerts import ALERT_PREFIX, AlertBuilder, alert_rules
+from gpu_execution_pack.rules.alerts import ALERT_PREFIX, GPU_OF_EXECUTION, AlertBuilder, alert_rules
 from gpu_execution_pack.rules.files import SOURCE
 from gpu_execution_pack.rules.groups import AlertRule
 
 ALERTMANAGER_FILE = "alertmanager.yml"
 SEVERITY_LABEL = "severity"  # the label every pack alert carries (rules.files writes it)
 # TelemetryMissing asks whether anything reports on a physical GPU: its `unless on (UUID)`.
-PHYSICAL_GPU_LABEL = "UUID"
-# One GPU or MIG instance of one execution, as the per-GPU series name it.
-GPU_OF_EXECUTION: tuple[str, ...] = (catalog.EXECUTION_LABEL, *catalog.GPU_JOIN_LABELS)
+PHYSICAL_GPU_LABEL = catalog.UUID_LABEL
 HOST_OF_EXECUTION: tuple[str, ...] = catalog.NODE_LABELS
 
 

@@ -11,8 +11,9 @@ from typing import Any
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.promql import format_duration
-from gpu_execution_pack.scenario import expected, render
+from gpu_execution_pack.promql import call, format_duration, match, render, selector
+from gpu_execution_pack.scenario import expected, model
+from gpu_execution_pack.scenario import render as scenario_render
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Scenario
 
 # Series whose value is a mean or sum of fractions: Prometheus 2.x accumulates means
@@ -35,8 +36,19 @@ def rounded(value: float) -> float:
     return math.floor(value * inverse + 0.5) / inverse
 
 
+# Every per-GPU recorded series, by name: a GPU nobody holds must have none.
+PER_GPU_NAMES = "execution_gpu:.+"
+
+
 def _labels(name: str, labels: dict[str, str]) -> str:
-    return name + "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items())) + "}"
+    """A sample's series as promtool's ``exp_samples`` spell it, ``name{label="value", ...}``."""
+    return render(selector(name, *(match(k, v) for k, v in sorted(labels.items()))))
+
+
+def unowned(gpu: model.Gpu) -> str:
+    """A selector of every per-GPU recorded series of ``gpu`` (its MIG instance, if it is one)."""
+    instance = [match(catalog.MIG_INSTANCE_LABEL, gpu.mig_instance)] if gpu.mig_instance else []
+    return render(selector("", match("__name__", PER_GPU_NAMES, "=~"), match(catalog.UUID_LABEL, gpu.uuid), *instance))
 
 
 def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
@@ -63,7 +75,7 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
                 exp = [{"labels": _labels("", s.labels), "value": rounded(s.value)} for s in samples]
                 checks.append(
                     {
-                        "expr": f"round({record}, {ROUND_TO})",
+                        "expr": render(call("round", selector(record), ROUND_TO)),
                         "eval_time": format_duration(minute * 60),
                         "exp_samples": exp,
                     }
@@ -86,10 +98,9 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
             }
         )
         for gpu in scenario.unowned_gpus:  # a GPU nobody holds has no execution_gpu: series
-            instance = f', GPU_I_ID="{gpu.mig_instance}"' if gpu.mig_instance else ""
             checks.append(
                 {
-                    "expr": f'{{__name__=~"execution_gpu:.+", UUID="{gpu.uuid}"{instance}}}',
+                    "expr": unowned(gpu),
                     "eval_time": format_duration(minute * 60),
                     "exp_samples": [],
                 }
@@ -97,7 +108,7 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
     return {
         "name": scenario.name,
         "interval": f"{STEP_SECONDS}s",
-        "input_series": render.input_series(scenario, cfg),
+        "input_series": scenario_render.input_series(scenario, cfg),
         "promql_expr_test": checks,
     }
 

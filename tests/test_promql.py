@@ -1,0 +1,131 @@
+"""The PromQL tree and its printer: matchers, vector matching, template queries, and matchers read from text."""
+
+from __future__ import annotations
+
+import pytest
+from gpu_execution_pack.promql import (
+    LabelRef,
+    Matcher,
+    Matching,
+    Selector,
+    aggregate,
+    call,
+    ignoring,
+    join,
+    match,
+    on,
+    parse_matchers,
+    render,
+    render_matchers,
+    selector,
+    template_query,
+)
+
+
+def test_a_matcher_prints_its_value_quoted_and_escaped():
+    assert match("job", "node") == Matcher("job", "=", "node")
+    assert render(selector("up", match("job", "node"), match("hostname", "", "!="))) == 'up{job="node", hostname!=""}'
+    assert render(selector("x", match("path", 'a\\b"c\nd', "=~"))) == 'x{path=~"a\\\\b\\"c\\nd"}'
+    assert render(selector("", match("__name__", "execution_gpu:.+", "=~"))) == '{__name__=~"execution_gpu:.+"}'
+    assert render(selector("x")) == "x"
+
+
+@pytest.mark.parametrize("label, op", [("job", "=="), ("job", "~"), ("1job", "="), ("a-b", "=")])
+def test_a_matcher_refuses_what_promql_would(label: str, op: str):
+    with pytest.raises(ValueError):
+        match(label, "v", op)
+
+
+def test_a_selector_takes_matcher_nodes_not_text():
+    with pytest.raises(TypeError, match="Matcher"):
+        Selector("up", ('job="node"',))  # type: ignore[arg-type]
+    assert selector("up").where(match("job", "a"), match("zone", "b")).matchers == (
+        match("job", "a"),
+        match("zone", "b"),
+    )
+
+
+def test_on_and_group_left_print():
+    expr = join(selector("a"), "*", on(["UUID"], group_left=["hostname"]), selector("b"))
+    assert render(expr) == "a\n* on (UUID) group_left (hostname)\nb"
+
+
+def test_ignoring_prints():
+    expr = selector("a").and_(selector("b"), ignoring(["job", "instance"]))
+    assert render(expr) == "a and ignoring (job, instance) b"
+
+
+def test_group_right_prints():
+    expr = join(selector("a"), "*", on(["UUID"], group_right=["modelName"]), selector("b"))
+    assert render(expr) == "a\n* on (UUID) group_right (modelName)\nb"
+    expr = join(selector("a"), "/", ignoring(["mode"], group_right=()), selector("b"))
+    assert render(expr) == "a\n/ ignoring (mode) group_right ()\nb"
+
+
+def test_a_match_groups_one_side_only():
+    with pytest.raises(ValueError, match="group_left or group_right"):
+        Matching(("UUID",), group_left=(), group_right=())
+
+
+def test_a_template_query_fills_label_references_from_the_alerts_labels():
+    own = selector("x:ratio", match("execution_id", LabelRef("execution_id")), match("UUID", LabelRef("UUID")))
+    assert template_query(own) == 'printf "x:ratio{execution_id=%q, UUID=%q}" $labels.execution_id $labels.UUID'
+    wrapped = aggregate("max", None, own)
+    assert template_query(wrapped).startswith('printf "max(x:ratio{execution_id=%q, UUID=%q})" ')
+
+
+def test_a_template_query_escapes_its_go_string_and_printf_format():
+    expr = (selector("x", match("job", 'a"b\\c'), match("gpu", LabelRef("gpu"))) % 100).gt(50)
+    expected = 'printf "x{job=\\"a\\\\\\"b\\\\\\\\c\\", gpu=%q} %% 100 > 50" $labels.gpu'
+    assert template_query(expr) == expected
+
+
+def test_a_label_reference_only_prints_in_a_template_query():
+    with pytest.raises(ValueError, match="template_query"):
+        render(selector("x", match("gpu", LabelRef("gpu"))))
+    with pytest.raises(ValueError, match="cannot hold"):
+        template_query(call("label_replace", selector("x", match("gpu", LabelRef("gpu"))), "a", "\x00", "b", ""))
+
+
+@pytest.mark.parametrize(
+    "text, matchers",
+    [
+        ("", ()),
+        ("  ", ()),
+        ('job="dcgm"', (Matcher("job", "=", "dcgm"),)),
+        (' job = "dcgm" ,zone=~"eu-.*"', (Matcher("job", "=", "dcgm"), Matcher("zone", "=~", "eu-.*"))),
+        ('a!="", b!~"x|y"', (Matcher("a", "!=", ""), Matcher("b", "!~", "x|y"))),
+        (r'path=~"C:\\\\tmp\\.x"', (Matcher("path", "=~", r"C:\\tmp\.x"),)),
+        (r'q="say \"hi\"\n\t\u00e9\x41\101"', (Matcher("q", "=", 'say "hi"\n\téAA'),)),
+    ],
+)
+def test_matchers_are_read_from_text(text: str, matchers: tuple[Matcher, ...]):
+    assert parse_matchers(text) == matchers
+
+
+def test_read_matchers_print_as_written_in_canonical_spacing():
+    text = 'job="dcgm-exporter", cluster=~"eu-.*", path!~"a\\\\.b\\"c"'
+    assert render_matchers(parse_matchers(text)) == text
+
+
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("job=dcgm", "expected a value in double quotes at 'dcgm'"),
+        ("job='dcgm'", "expected a value in double quotes"),
+        ('job="a" zone="b"', "expected a comma before the next matcher"),
+        ('job="a",', "expected a label name ([a-zA-Z_][a-zA-Z0-9_]*) at the end"),
+        ('1job="a"', "expected a label name"),
+        ('job=="a"', "expected a value in double quotes"),
+        ('job~"a"', "expected =, !=, =~ or !~ after job"),
+        ('job="a', "has no closing quote"),
+        (r'job=~"dcgm\d+"', r"unknown escape '\\d'"),  # Prometheus refuses it when it loads the rules
+        ('job="a\nb"', "a line break in the value"),
+        (r'job="\xff"', "a byte above ASCII"),
+        (r'job="\ud800"', "is not a character"),
+    ],
+)
+def test_bad_matcher_text_is_refused_with_the_reason(text: str, problem: str):
+    with pytest.raises(ValueError) as err:
+        parse_matchers(text)
+    assert problem in str(err.value)
