@@ -247,6 +247,7 @@ def _run_alert_suite(tmp_path: Path) -> str:
     return out
 
 
+@pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_predicting_exhaustion_without_the_level_guard_fails_the_tests(tmp_path: Path, monkeypatch):
     original = AlertBuilder.predicted_exhaustion
@@ -264,6 +265,7 @@ def test_predicting_exhaustion_without_the_level_guard_fails_the_tests(tmp_path:
     assert "alertname: GpuExecutionGpuMemoryFillingUp" in out and 'execution_id="train-0002"' in out
 
 
+@pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_alerting_on_the_sticky_xid_gauge_fails_the_tests(tmp_path: Path, monkeypatch):
     original = AlertBuilder.xid_errors
@@ -277,6 +279,7 @@ def test_alerting_on_the_sticky_xid_gauge_fails_the_tests(tmp_path: Path, monkey
     assert "alertname: GpuExecutionXidError" in out and 'UUID="GPU-h16-0001"' in out  # the Xid from before the job
 
 
+@pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_power_at_the_limit_without_clock_confirmation_fails_the_tests(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(alerts, "POWER_REASON_BITS", {})  # also drops the reasons-only fallback
@@ -284,6 +287,7 @@ def test_power_at_the_limit_without_clock_confirmation_fails_the_tests(tmp_path:
     assert "alertname: GpuExecutionPowerThrottling" in out and "nolimit-0013" in out
 
 
+@pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_a_gpu_reporting_without_framebuffer_fields_is_not_missing(tmp_path: Path, monkeypatch):
     # MIG-enabled H100s publish no DCGM_FI_DEV_FB_* (dcgm-exporter #380, #512): read as the only sign

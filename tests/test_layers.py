@@ -27,8 +27,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"", "promql"}),  # the version, and PromQL as a tree with its printer
     frozenset({"catalog"}),  # the domain model: signals, units, recorded series
     frozenset({"config", "output", "promtool"}),  # the user's config; writing files; running promtool
-    frozenset({"rules", "dashboards", "docs", "scenario", "query"}),  # what the pack generates; test truth; reads
-    frozenset({"testsuites", "report"}),  # promtool suites from scenarios; the report from queries
+    frozenset({"rules", "dashboards", "scenario", "query"}),  # what the pack generates; test truth; reads
+    frozenset({"testsuites", "report", "docs"}),  # promtool suites; the report from queries; docs of rules
     frozenset({"api"}),  # the HTTP layer over query and report
     frozenset({"build", "testing"}),  # `make`'s steps; the real-process harnesses the tests and bench share
     frozenset({"cli"}),  # the command line

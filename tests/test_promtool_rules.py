@@ -24,6 +24,7 @@ def test_committed_rule_files_pass_promtool_check():
     assert result.output.count("SUCCESS") == len(files)
 
 
+@pytest.mark.e2e
 def test_the_test_command_builds_every_suite_and_promtool_passes_them(capsys: pytest.CaptureFixture[str]):
     """`make test` builds the suites into build/promtool (as `gpu-execution-pack test` does) and runs them."""
     build = REPO / "build" / "promtool"
@@ -52,12 +53,14 @@ def _replace_gpu_series(monkeypatch: pytest.MonkeyPatch, series: catalog.Series,
     monkeypatch.setattr(catalog, "GPU_SERIES", replaced)
 
 
+@pytest.mark.e2e
 def test_a_wrong_unit_conversion_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(catalog.UNITS, "MiB", Unit("MiB", "bytes", "*", 1_000_000))
     out = _run_default_suite(tmp_path)
     assert f'expr: "{catalog.GPU_MEMORY_USED.name}"' in out
 
 
+@pytest.mark.e2e
 def test_reading_gpu_util_on_mig_instances_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # Without GPU_I_ID="" the 0 that MIG instances report for GPU_UTIL wins over engine activity.
     _replace_gpu_series(
@@ -69,6 +72,7 @@ def test_reading_gpu_util_on_mig_instances_fails_the_tests(tmp_path: Path, monke
     assert 'execution_id="mig-0003"' in out
 
 
+@pytest.mark.e2e
 def test_counting_mig_power_per_instance_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     per_instance = Formula(aggregate("sum", catalog.EXECUTION_LABELS, catalog.GPU_POWER.select()))
     rollups = tuple(

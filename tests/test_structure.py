@@ -159,6 +159,7 @@ def test_the_check_leaves_other_strings_alone(innocent: str):
     assert not promql_in(innocent + "\n")
 
 
+@pytest.mark.e2e
 def test_the_wheel_imports_beside_a_local_generator_folder(tmp_path: Path):
     """Installed from a wheel, the package is found by its own name even where a `generator/` folder shadows one."""
     wheels = tmp_path / "wheels"

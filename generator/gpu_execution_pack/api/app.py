@@ -20,14 +20,12 @@ from gpu_execution_pack.api.metrics import respond
 from gpu_execution_pack.api.openapi import FLEET_PATH, PATH, SUMMARY_PATH, openapi_document
 from gpu_execution_pack.api.responses import Document, HeaderLimit, answer, error
 from gpu_execution_pack.config import Config, ConfigError
-from gpu_execution_pack.promql import call, render
 from gpu_execution_pack.query.execution import ExecutionMetrics
 from gpu_execution_pack.query.params import RequestError
-from gpu_execution_pack.query.prometheus import PrometheusClient, PrometheusError
+from gpu_execution_pack.query.prometheus import READY_QUERY, PrometheusClient, PrometheusError
 from gpu_execution_pack.report import document
 
 READY_TIMEOUT_SECONDS = 2.0  # /readyz: how long Prometheus may take to answer READY_QUERY
-READY_QUERY = render(call("vector", 1))  # `vector(1)`: answered without reading any series
 log = logging.getLogger("gpu_execution_pack.api")
 
 

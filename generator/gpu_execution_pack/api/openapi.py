@@ -16,6 +16,7 @@ from gpu_execution_pack.api.responses import MAX_HEADER_BYTES
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql.durations import DURATION_PATTERN
 from gpu_execution_pack.query.params import DEFAULT_STEP, MAX_ID_LENGTH, MAX_STEP, MIN_STEP, TIME_EXAMPLE
+from gpu_execution_pack.query.prometheus import READY_QUERY
 from gpu_execution_pack.report.document import MAX_FLEET_TOP
 
 PATH = "/api/v2/external/execution/{execution_id}/metrics"
@@ -121,7 +122,7 @@ ROUTES: dict[str, Operation] = {
         "Liveness: the process is up (Prometheus is not asked)", {"200": ('{"status": "ok"}', "Status")}, public=True
     ),
     "/readyz": Operation(
-        "Readiness: Prometheus answers the instant query `vector(1)` in time",
+        f"Readiness: Prometheus answers the instant query `{READY_QUERY}` in time",
         {
             "200": ('{"status": "ready"}', "Status"),
             "503": ('Prometheus unreachable, failing or too slow: {"status": "not ready"}', "Status"),

@@ -121,11 +121,6 @@ class Expr:
         """The metric names this expression selects: what a rule built from it reads."""
         return frozenset(n.metric for n in self.walk() if isinstance(n, Selector))
 
-    def __str__(self) -> str:
-        from gpu_execution_pack.promql.printer import render
-
-        return render(self)
-
 
 @dataclass(frozen=True, eq=True)
 class Number(Expr):

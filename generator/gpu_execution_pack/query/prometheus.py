@@ -18,8 +18,11 @@ import httpx
 import orjson
 
 from gpu_execution_pack.config.schema import Api
+from gpu_execution_pack.promql import call, render
 
 T = TypeVar("T")
+# What a readiness probe asks: an instant query Prometheus answers without reading any series.
+READY_QUERY = render(call("vector", 1))
 
 # Answers longer than this are parsed in a worker thread, so that other requests (a 401, /healthz)
 # are not held behind a long range's JSON (512 KiB: about 15,000 samples, some 10 ms to read and
