@@ -90,7 +90,7 @@ def endpoint_section(api: dict) -> list[str]:
     share = best[1][5] / api["bare"][1][5]
     lines += [
         "",
-        "| target (issue 15) | measured | met |",
+        "| target | measured | met |",
         "|---|---|---|",
         f"| serial p50 within {SERIAL_P50_RATIO_TARGET:g}x of bare Prometheus | {serial:.1f}x | "
         f"{'yes' if serial <= SERIAL_P50_RATIO_TARGET else 'no'} |",
@@ -352,7 +352,7 @@ def rule_checks(gpus: int, r: dict) -> list[Check]:
             " and ".join(f"{100 * p['share']:.1f} %, {p['missed']:.0f} missed" for p in packs),
         ),
         (
-            f"served groups within {SERVED_FLOOR_RATIO_TARGET}x of the floor rules (issue 15)",
+            f"served groups within {SERVED_FLOOR_RATIO_TARGET}x of the floor rules",
             max(served) <= SERVED_FLOOR_RATIO_TARGET * floor_share,
             " and ".join(f"{100 * s:.1f} %" for s in served)
             + f" against {100 * floor_share:.1f} % ("

@@ -290,7 +290,7 @@ def test_power_at_the_limit_without_clock_confirmation_fails_the_tests(tmp_path:
 @pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_a_gpu_reporting_without_framebuffer_fields_is_not_missing(tmp_path: Path, monkeypatch):
-    # MIG-enabled H100s publish no DCGM_FI_DEV_FB_* (dcgm-exporter #380, #512): read as the only sign
+    # MIG-enabled H100s publish no DCGM_FI_DEV_FB_* (see catalog.PRESENCE_SIGNALS): read as the only sign
     # of a reporting GPU, the framebuffer use would call h100mig1's GPUs missing for as long as they run.
     def framebuffer_only(self):
         raws = [r.name for r in catalog.SIGNALS["fb_used"].raws_for(self.cfg.dcgm.generations)]

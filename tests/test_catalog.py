@@ -1,4 +1,4 @@
-"""The catalog is consistent and says what domain-notes sections 1 and 2 say."""
+"""The catalog is consistent and says what the API contract and the exporters' own field lists say."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from gpu_execution_pack.config import config_from_mapping
 from gpu_execution_pack.promql import Aggregate, match, render, selector
 from gpu_execution_pack.rules.recording import recording_groups
 
-# The contract of issue 2 / domain-notes section 1, written out here on purpose.
+# The API contract (README: the per-execution metrics endpoint), written out here on purpose.
 CONTRACT = {
     "gpuUtilizationPercent": "execution_gpu:gpu_utilization_ratio",
     "gpuMemoryUtilizationPercent": "execution_gpu:gpu_memory_utilization_ratio",
@@ -42,7 +42,7 @@ CONTRACT_UNITS = {
     "systemCpuUsagePercent": "percent",
 }
 
-# Raw names and units from domain-notes 2.1, 2.4 and 3 (dcgm-exporter's counters files).
+# Raw names and units from dcgm-exporter's counters files (default-counters.csv, dcp-metrics-included.csv) per release.
 KNOWN_RAW = {
     "DCGM_FI_DEV_GPU_UTIL": "percent",
     "DCGM_FI_DEV_GPU_UTIL_RATIO": "ratio",

@@ -1,7 +1,7 @@
 """Correct on real installs: host identity, tenant, legacy exporter fields, robust CPU.
 
 The scenario library's real-install scenarios (``library.real_installs``) render the label sets
-and quirks of real deployments (domain-notes 7); the promtool suites check every recorded series
+and quirks of real deployments; the promtool suites check every recorded series
 on them. Each test here brings one of the nine known failures back and shows the suite catches it.
 """
 

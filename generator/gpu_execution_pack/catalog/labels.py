@@ -27,7 +27,7 @@ GPU_JOIN_LABELS: tuple[str, ...] = (UUID_LABEL, MIG_INSTANCE_LABEL)
 
 # Behind a ServiceMonitor with honorLabels: false (the Helm chart's and the GPU Operator's default)
 # a workload's pod labels arrive as exported_<label>, while namespace and pod name the exporter
-# itself (domain-notes 2.3, 7): a label is read from exported_<label> where that is present.
+# itself: a label is read from exported_<label> where that is present.
 EXPORTED_PREFIX = "exported_"
 KUBERNETES_JOIN_LABELS: tuple[str, ...] = ("namespace", "pod")
 
@@ -38,7 +38,7 @@ JOB_LABEL = "job"
 INSTANCE_LABEL = "instance"  # the target's address, host:port
 TARGET_LABELS: tuple[str, ...] = (JOB_LABEL, INSTANCE_LABEL)
 # dcgm-exporter's host label: Hostname up to 4.8.2, hostname from 4.8.3; a scrape config may add
-# its own hostname beside an old exporter's Hostname (domain-notes 7).
+# its own hostname beside an old exporter's Hostname.
 LEGACY_HOST_LABEL = "Hostname"
 DCGM_HOST_LABELS: tuple[str, ...] = (HOST_LABEL, LEGACY_HOST_LABEL)
 # kube-state-metrics' kube_pod_info names each pod's node: the dcgm-exporter pod's node is its GPUs'.

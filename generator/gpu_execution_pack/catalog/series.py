@@ -213,7 +213,8 @@ GPU_SM_CLOCK_PEAK = _gpu(
 GPU_CLOCKS_EVENT_REASONS = _gpu(
     "execution_gpu:gpu_clocks_event_reasons",
     "bitmask",
-    "Why the clocks are held down, as DCGM's bitmask (domain-notes 2.1).",
+    "Why the clocks are held down, as DCGM's bitmask "
+    "(0x4 SW power cap, 0x20 SW thermal, 0x40 HW thermal, 0x80 HW power brake).",
     Formula(signal("clocks_event_reasons")),
 )
 GPU_POWER_VIOLATION = _gpu(
@@ -452,7 +453,7 @@ NODE_CPU_IDLE_RATE = Series(
 )
 # The most a per-CPU rate of each node counter can really be (idle seconds per second: 1), with 10 %
 # for scrape timing jitter. irate() reads a counter that went down as a reset worth its whole value:
-# one CPU's idle seconds stepping back (node_exporter before 1.1, #1686) lifts its target's average
+# one CPU's idle seconds stepping back (node_exporter before 1.1 on some kernels) lifts its target's average
 # far above this (a counter of 200 s over a 15 s scrape on a 128-CPU host already adds 0.1), and the
 # host series have no value while such a sample lies within rate_window. A real reset (a reboot)
 # reads as at most the seconds since boot, and passes.

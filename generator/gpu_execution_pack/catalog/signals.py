@@ -16,7 +16,7 @@ from .labels import NODE_INFO_METRIC
 from .units import VIOLATION_UNIT
 
 # --- Exporter generations -------------------------------------------------------------------
-# dcgm-exporter renamed fields and changed units twice (domain-notes 2.4). A generation is
+# dcgm-exporter renamed fields and changed units twice (GENERATION_NOTES says how). A generation is
 # named by the first release that emits its names; "4.8" stands for every release up to 4.8.x.
 GENERATIONS: tuple[str, ...] = ("3.3", "4.8", "4.9", "4.10")
 GENERATION_NOTES: dict[str, str] = {
@@ -179,7 +179,7 @@ SIGNALS: dict[str, Signal] = {
         ),
         # PCIe profiling fields are gauges of bytes per second, not counters; RX is host to device.
         # The oldest exporters' default counters held NVML's PCIe throughput instead: typed counter in
-        # their CSV, but a per-second gauge (domain-notes 7).
+        # their CSV, but a per-second gauge in KB/s.
         _dcgm(
             "pcie_rx",
             "bytes_per_second",
@@ -199,7 +199,8 @@ SIGNALS: dict[str, Signal] = {
         _dcgm(
             "clocks_event_reasons",
             "bitmask",
-            "Why clocks are held down (bits in domain-notes 2.1).",
+            "Why clocks are held down: DCGM's bitmask "
+            "(0x4 SW power cap, 0x20 SW thermal, 0x40 HW thermal, 0x80 HW power brake).",
             RawMetric("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "bitmask", default_collected=False),
             RawMetric("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "bitmask", generations=_OLD, default_collected=False),
             device_wide=True,
@@ -276,8 +277,9 @@ SIGNALS: dict[str, Signal] = {
 # The signals that say a dcgm-exporter target reports a GPU entry: a target's host labels
 # (rules.recording) and whether a held GPU still reports (the TelemetryMissing alert) are read from
 # any of them. Framebuffer use is in every release's default counters, but dcgm-exporter publishes no
-# DCGM_FI_DEV_FB_* field for MIG-enabled H100s or their instances (dcgm-exporter #380, #434, #512);
-# the temperature, device-wide, is repeated on every instance.
+# DCGM_FI_DEV_FB_* field for MIG-enabled H100s or their instances; the temperature, device-wide,
+# is repeated on every instance. Reported upstream: https://github.com/NVIDIA/dcgm-exporter/issues/380
+# and https://github.com/NVIDIA/dcgm-exporter/issues/512.
 PRESENCE_SIGNALS: tuple[str, ...] = ("fb_used", "gpu_temp")
 
 

@@ -17,7 +17,20 @@ from gpu_execution_pack.catalog import Series
 from gpu_execution_pack.config import Alerts, Config
 from gpu_execution_pack.dashboards import house
 from gpu_execution_pack.dashboards.house import Query, Section, stat, timeseries
-from gpu_execution_pack.promql import Binary, Expr, Range, Selector, aggregate, any_of, call, join, match, on, selector
+from gpu_execution_pack.promql import (
+    Binary,
+    Expr,
+    Matcher,
+    Range,
+    Selector,
+    aggregate,
+    any_of,
+    call,
+    join,
+    match,
+    on,
+    selector,
+)
 
 # The dashboard's Grafana variable. Its name is also the URL parameter (var-execution_id) that links
 # from outside (bookmarks, a scheduler's job page) carry, so it stays fixed even were the recorded
@@ -70,7 +83,7 @@ def gpu_hours(expr: Expr, by: Iterable[str] | None = None) -> Expr:
 JOULES_PER_KWH = 3_600_000
 
 
-def energy_kwh(by: Iterable[str] | None, *matchers: str) -> Expr:
+def energy_kwh(by: Iterable[str] | None, *matchers: Matcher) -> Expr:
     """kWh over the time range, summed ``by`` the labels given: each physical GPU once (MIG instances repeat
     the device's fields), from the energy counter's rise where it is recorded, else board power integrated
     per minute. docs/report.md defines the same figure for the report."""
@@ -92,7 +105,7 @@ def priced(expr: Expr) -> Expr:
     return join(expr, "*", on([catalog.MODEL_LABEL], group_left=()), catalog.PRICE.select())
 
 
-def billed_cost(by: Iterable[str] | None, *matchers: str) -> Expr:
+def billed_cost(by: Iterable[str] | None, *matchers: Matcher) -> Expr:
     """What the GPUs held over the time range cost, at each model's price, summed ``by`` the labels given."""
     return aggregate("sum", by, priced(gpu_minutes(catalog.MODEL_GPU_COUNT.select(*matchers)) / 60))
 

@@ -19,7 +19,17 @@ from typing import Any
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.promql import Expr, aggregate, call, match, on, parse_duration_seconds, render, selector
+from gpu_execution_pack.promql import (
+    Expr,
+    Matcher,
+    aggregate,
+    call,
+    match,
+    on,
+    parse_duration_seconds,
+    render,
+    selector,
+)
 from gpu_execution_pack.promql.durations import duration_text
 from gpu_execution_pack.query.params import (
     Params,
@@ -132,7 +142,7 @@ class ExecutionMetrics:
         # Spans of finished executions, by (id, tenant): 3 round trips saved per repeated request.
         self.finished: OrderedDict[tuple[str, str | None], tuple[Span, float]] = OrderedDict()
 
-    def selector(self, series: catalog.Series, execution_id: str, tenant: str | None, *matchers: str) -> str:
+    def selector(self, series: catalog.Series, execution_id: str, tenant: str | None, *matchers: Matcher) -> str:
         """The query for one series of the execution, scoped to ``tenant`` (None: every tenant).
 
         Per-GPU series carry the tenant label. Host series do not (a host is shared): they are
@@ -148,7 +158,7 @@ class ExecutionMetrics:
         execution_id: str,
         tenant: str | None,
         read: Callable[[Expr], Expr],
-        *matchers: str,
+        *matchers: Matcher,
     ) -> Expr:
         """``read(selector)`` of one series of the execution, scoped to ``tenant`` as ``selector`` says.
 

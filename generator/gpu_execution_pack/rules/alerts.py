@@ -50,8 +50,8 @@ UP = "up"  # Prometheus' own series: 1 where a target's last scrape succeeded
 GROUP_NAME = "gpu-execution-pack.alerts"
 GROUP_FILE = "alerts"
 
-# Clock event reason bits (domain-notes 2.1). PromQL has no bit operators: bit k of x is set
-# where floor(x / 2^k) % 2 == 1.
+# Bits of DCGM's clock event reasons (DCGM_FI_DEV_CLOCKS_EVENT_REASONS). PromQL has no bit
+# operators: bit k of x is set where floor(x / 2^k) % 2 == 1.
 POWER_REASON_BITS = {0x4: "SW power cap", 0x80: "HW power brake"}
 THERMAL_REASON_BITS = {0x20: "SW thermal slowdown", 0x40: "HW thermal slowdown"}
 
