@@ -101,7 +101,6 @@ def test_every_served_series_is_plotted_on_the_execution_dashboard_in_its_unit()
     for series in catalog.API_SERIES:
         panel = exprs[promql.render(execution.selected(series))]
         assert panel["fieldConfig"]["defaults"]["unit"] == execution.unit_of(series) != "none", series.name
-    assert not execution.served_plots()  # every one has its place in a row: no row of leftovers
 
 
 def test_a_new_served_series_gets_a_panel_with_its_unit_and_legend_by_itself(monkeypatch: pytest.MonkeyPatch):

@@ -17,7 +17,7 @@ from starlette.routing import Route
 
 from gpu_execution_pack.api.auth import ALL_TENANTS, INSECURE_FLAG, load_keys, no_keys_message, tenant_for
 from gpu_execution_pack.api.metrics import respond
-from gpu_execution_pack.api.openapi import FLEET_PATH, PATH, SUMMARY_PATH, openapi_document
+from gpu_execution_pack.api.openapi import FLEET_PATH, ID, PATH, SUMMARY_PATH, openapi_document
 from gpu_execution_pack.api.responses import Document, HeaderLimit, answer, error
 from gpu_execution_pack.config import Config, ConfigError
 from gpu_execution_pack.query.execution import ExecutionMetrics
@@ -106,7 +106,7 @@ class Routes:
 
     async def metrics(self, request: Request) -> Response:
         """GET PATH: the execution's series (``metrics.respond``: a document, or a stream for a long window)."""
-        q, execution_id = request.query_params, request.path_params["execution_id"]
+        q, execution_id = request.query_params, request.path_params[ID]
         timeout = self.cfg.api.timeout_seconds
         return await self.serve(
             request,
@@ -117,7 +117,7 @@ class Routes:
 
     async def execution_summary(self, request: Request) -> Response:
         """GET SUMMARY_PATH: the execution's report."""
-        q, execution_id = request.query_params, request.path_params["execution_id"]
+        q, execution_id = request.query_params, request.path_params[ID]
         return await self.serve(
             request,
             lambda tenant: document.execution_summary(

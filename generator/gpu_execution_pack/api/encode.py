@@ -1,7 +1,8 @@
 """The metrics document in the API's shape and units, from Prometheus' answers.
 
-The document holds the 12 API series under their API names, in the API's units, one entry per
-GPU (GPU series) or per host (system series), each entry's values on the window's step grid.
+The document holds the served series (catalog.API_SERIES) under their API names, in the API's
+units, one entry per GPU (GPU series) or per host (system series), each entry's values on the
+window's step grid.
 """
 
 from __future__ import annotations

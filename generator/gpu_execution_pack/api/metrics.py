@@ -1,4 +1,4 @@
-"""The metrics route's answer: one execution's 12 API series, built in memory or streamed.
+"""The metrics route's answer: one execution's served series (catalog.API_SERIES), built in memory or streamed.
 
 A window of at most STREAM_POINTS points per series is answered from one query per level (GPU,
 host) and chunk, the document built in memory (``encode.assemble``). A longer one is streamed

@@ -19,10 +19,10 @@ from gpu_execution_pack.query.params import DEFAULT_STEP, MAX_ID_LENGTH, MAX_STE
 from gpu_execution_pack.query.prometheus import READY_QUERY
 from gpu_execution_pack.report.document import MAX_FLEET_TOP
 
-PATH = "/api/v2/external/execution/{execution_id}/metrics"
-SUMMARY_PATH = "/api/v2/external/execution/{execution_id}/summary"
+ID = "execution_id"  # the path parameter that carries the execution id, whose pattern the config sets
+PATH = f"/api/v2/external/execution/{{{ID}}}/metrics"
+SUMMARY_PATH = f"/api/v2/external/execution/{{{ID}}}/summary"
 FLEET_PATH = "/api/v2/external/executions/summary"
-ID = "execution_id"  # in a route's parameters: the id, whose pattern the config sets
 
 ERRORS = {  # what each error status means, on every route that answers it
     "400": "A parameter is not accepted; the message names it",
@@ -247,7 +247,7 @@ def operation(route: Operation, cfg: Config) -> dict[str, Any]:
 def id_parameter(cfg: Config) -> dict[str, Any]:
     """The ``execution_id`` path parameter: the whole id matches the configured pattern."""
     return {
-        "name": "execution_id",
+        "name": ID,
         "in": "path",
         "required": True,
         "schema": {"type": "string", "pattern": cfg.api.execution_id_pattern, "maxLength": MAX_ID_LENGTH},
