@@ -37,17 +37,17 @@ LAYERS: tuple[frozenset[str], ...] = (
 MAX_FUNCTION_LINES = 80
 
 
-def module_name(path: Path) -> str:
+def module_name(path: Path, root: Path = SOURCE) -> str:
     """``gpu_execution_pack.rules.alerts`` for generator/gpu_execution_pack/rules/alerts.py."""
-    parts = list(path.relative_to(SOURCE).with_suffix("").parts)
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def modules() -> dict[str, Path]:
-    """Every module of the package, by its dotted name."""
-    return {module_name(p): p for p in sorted((SOURCE / PACKAGE).rglob("*.py"))}
+def modules(root: Path = SOURCE, package: str = PACKAGE) -> dict[str, Path]:
+    """Every module of a package under ``root``, by its dotted name."""
+    return {module_name(p, root): p for p in sorted((root / package).rglob("*.py"))}
 
 
 def imports_of(name: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
@@ -68,8 +68,9 @@ def imports_of(name: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
         yield from (t for t in targets if t in known and t != name)
 
 
-def import_graph() -> dict[str, set[str]]:
-    known = modules()
+def import_graph(known: dict[str, Path] | None = None) -> dict[str, set[str]]:
+    """Who imports whom among ``known`` modules (the package's by default)."""
+    known = modules() if known is None else known
     return {name: set(imports_of(name, path, known)) for name, path in known.items()}
 
 
@@ -141,6 +142,13 @@ def test_every_import_runs_down_the_layers():
 
 def test_no_modules_import_each_other():
     assert not cycles(import_graph()), cycles(import_graph())
+
+
+@pytest.mark.parametrize("folder", ["bench", "harness"])
+def test_the_benchmark_and_the_harnesses_have_no_import_cycles(folder: str):
+    graph = import_graph(modules(REPO, folder))
+    assert len(graph) > 2 and any(graph.values())  # the folder's imports were really read
+    assert not cycles(graph), cycles(graph)
 
 
 def test_the_checks_find_an_upward_import_and_a_cycle():
