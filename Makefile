@@ -7,7 +7,7 @@ CLI := $(PY) -m gpu_execution_pack
 CONFIG ?=
 CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG),)
 
-.PHONY: all venv promtool rules dashboards docs check lint test test-fast bench bench-api bench-host-map bench-report clean
+.PHONY: all venv promtool prometheus3 rules dashboards docs check lint test test-fast bench bench-api bench-host-map bench-report clean
 .DEFAULT_GOAL := all
 
 all: rules dashboards docs check
@@ -47,10 +47,34 @@ lint: venv
 check: venv promtool lint
 	$(CLI) check $(CONFIG_ARG)
 
-# Everything, on every core: each test file runs whole on one worker (--dist loadfile), so a module's
-# Prometheus is started once.
-test: venv promtool
+# Prometheus 3 beside the system's 2.x: Debian unstable's prometheus and promtool packages (they need
+# only libc6), fetched with a private apt configuration and unpacked into $(PROMETHEUS3_DIR); nothing
+# is installed. Or point PROMETHEUS3_DIR at a folder holding usr/bin/prometheus and usr/bin/promtool 3.x.
+PROMETHEUS3_DIR ?= build/prometheus3
+PROMETHEUS3_SUITE ?= unstable
+PROMETHEUS3_BIN := $(abspath $(PROMETHEUS3_DIR))/usr/bin
+APT3 := $(abspath build/apt3)
+APT3_OPTS = -o Dir::Etc::sourcelist=$(APT3)/sources.list -o Dir::Etc::sourceparts=/dev/null \
+  -o Dir::State::lists=$(APT3)/lists -o Dir::Cache::archives=$(APT3)/archives -o Dir::State::status=/dev/null \
+  -o APT::Sandbox::User=root
+
+prometheus3: $(PROMETHEUS3_BIN)/prometheus
+
+$(PROMETHEUS3_BIN)/prometheus:
+	@command -v apt-get >/dev/null 2>&1 || { echo "Prometheus 3 is fetched from Debian's $(PROMETHEUS3_SUITE) suite with apt-get; elsewhere set PROMETHEUS3_DIR to a folder with usr/bin/prometheus and usr/bin/promtool 3.x" >&2; exit 1; }
+	rm -rf $(APT3) && mkdir -p $(APT3)/lists/partial $(APT3)/archives/partial $(PROMETHEUS3_DIR)
+	echo "deb http://deb.debian.org/debian $(PROMETHEUS3_SUITE) main" > $(APT3)/sources.list
+	apt-get $(APT3_OPTS) -qq update
+	cd $(APT3) && apt-get $(APT3_OPTS) -qq download prometheus promtool
+	for deb in $(APT3)/*.deb; do dpkg-deb -x $$deb $(PROMETHEUS3_DIR); done
+	$(PROMETHEUS3_BIN)/prometheus --version | head -1
+
+# Everything, on every core (each test file runs whole on one worker, --dist loadfile, so a module's
+# Prometheus is started once), with the system's Prometheus 2.x; then the end-to-end tier again with
+# Prometheus 3 (its promtool and server first on PATH; conftest.py checks they are 3.x).
+test: venv promtool prometheus3
 	$(VENV)/bin/pytest -n auto --dist loadfile
+	PATH=$(PROMETHEUS3_BIN):$$PATH GPU_PACK_EXPECT_PROMETHEUS=3 $(VENV)/bin/pytest -n auto --dist loadfile -m e2e
 
 # The fast tier, while you work: no Prometheus, Alertmanager, server, wheel build or large promtool suite.
 test-fast: venv

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import re
+import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -15,6 +18,26 @@ REPO = Path(__file__).resolve().parent.parent
 def _in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
     """Commands resolve rules/ and docs/ against the repository, wherever pytest is started."""
     monkeypatch.chdir(REPO)
+
+
+def major_version(binary: str) -> int:
+    """The major version ``binary --version`` prints (prometheus and promtool: "..., version 3.5.3 ...")."""
+    path = shutil.which(binary)
+    assert path, f"{binary} is not on PATH"
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
+    found = re.search(r"version (\d+)\.", out.stdout + out.stderr)
+    assert found, f"{path} --version printed no version: {out.stdout + out.stderr!r}"
+    return int(found.group(1))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _the_prometheus_asked_for() -> None:
+    """With GPU_PACK_EXPECT_PROMETHEUS=3 (make test's second pass), the servers and promtool these tests
+    start are Prometheus 3: a PATH that still finds 2.x fails the run instead of testing 2.x twice."""
+    expected = os.environ.get("GPU_PACK_EXPECT_PROMETHEUS")
+    if expected:
+        for binary in ("prometheus", "promtool"):
+            assert major_version(binary) == int(expected), f"{binary} is not Prometheus {expected}"
 
 
 @pytest.fixture

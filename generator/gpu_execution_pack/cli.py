@@ -100,6 +100,8 @@ def cmd_test(args: argparse.Namespace) -> int:
     tests = testsuites.suite_test_paths(files)
     handwritten = sorted(Path(args.rules_dir, "tests").glob("*.test.yml")) if not args.config else []
     print(promtool.test_rules(tests + handwritten).output.strip())
+    # Named here, not left to promtool's output, whose format differs between Prometheus 2 and 3.
+    print("\n".join(f"passed: {path}" for path in tests + handwritten))
     print(f"{len(tests)} generated suites in {build_dir}/ and {len(handwritten)} hand-written suites pass")
     return 0
 
