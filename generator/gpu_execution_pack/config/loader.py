@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from gpu_execution_pack.promql.durations import is_duration
 from gpu_execution_pack.promql.matchers import parse_matchers
+from gpu_execution_pack.promql.tree import LABEL_NAME
 
 
 class ConfigError(ValueError):
@@ -24,11 +25,11 @@ class ConfigError(ValueError):
 
 # --- Field helpers ------------------------------------------------------------------------
 
-LABEL_NAME_RE = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+LABEL_NAME_RE = re.compile(rf"^{LABEL_NAME.pattern}$")
 METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 DNS_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 # Alertmanager's matchers (kind "matchers"); PromQL's (kind "selector") are read by promql.parse_matchers.
-_MATCHER = r'\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
+_MATCHER = rf'\s*{LABEL_NAME.pattern}\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
 MATCHERS_RE = re.compile(rf"^(?:{_MATCHER}(?:,{_MATCHER})*)?$")
 SELECTOR_ACCEPTS = 'comma-separated label matchers such as job="dcgm", zone=~"eu-.*"'
 HTTP_URL_RE = re.compile(r"^https?://[^/?#\s]+(/[^?#\s]*)?\Z")
@@ -121,7 +122,7 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
             is_duration,
             "a Prometheus duration above zero such as 30s, 5m or 1h30m",
         ),
-        "label": (LABEL_NAME_RE.match, "a label name ([a-zA-Z_][a-zA-Z0-9_]*)"),
+        "label": (LABEL_NAME_RE.match, f"a label name ({LABEL_NAME.pattern})"),
         "metric": (METRIC_NAME_RE.match, "a metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)"),
         "matchers": (MATCHERS_RE.match, SELECTOR_ACCEPTS),
         "regex": (_compiles, "a regular expression with one capture group"),

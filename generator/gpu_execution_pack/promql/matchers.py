@@ -12,10 +12,9 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from gpu_execution_pack.promql.tree import Matcher
+from gpu_execution_pack.promql.tree import LABEL_NAME, Matcher
 
 _SPACE = re.compile(r"\s*")
-_LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _OPERATOR = re.compile(r"=~|!~|!=|=")
 # One character of a double-quoted string: an escape, or anything but a quote, backslash or newline.
 _ESCAPE = re.compile(r"\\(?:[abfnrtv\\\"]|x[0-9a-fA-F]{2}|[0-7]{3}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8})")
@@ -49,9 +48,9 @@ def _skip(text: str, pos: int) -> int:
 
 
 def _matcher(text: str, pos: int) -> tuple[Matcher, int]:
-    label = _LABEL.match(text, pos)
+    label = LABEL_NAME.match(text, pos)
     if label is None:
-        raise ValueError(f"expected a label name ([a-zA-Z_][a-zA-Z0-9_]*) at {_rest(text, pos)}")
+        raise ValueError(f"expected a label name ({LABEL_NAME.pattern}) at {_rest(text, pos)}")
     pos = _skip(text, label.end())
     op = _OPERATOR.match(text, pos)
     if op is None:

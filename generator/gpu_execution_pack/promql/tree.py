@@ -39,7 +39,7 @@ PRECEDENCE: dict[str, int] = {
 }
 ATOM = 10  # selectors, calls, aggregations, literals, parentheses, ranges
 MATCH_OPERATORS = ("=", "!=", "=~", "!~")
-LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")  # PromQL's label names; the config and parser read it
 
 
 def lift(value: Operand) -> Expr:
@@ -261,6 +261,11 @@ def selector(metric: str, *matchers: Matcher) -> Selector:
 def match(label: str, value: str | LabelRef, op: str = "=") -> Matcher:
     """A label matcher, e.g. ``match("job", "node")`` or ``match("hostname", "", "!=")``."""
     return Matcher(label, op, value)
+
+
+def labelled(label: str) -> Matcher:
+    """``label!=""``: the series that carry ``label``."""
+    return Matcher(label, "!=", "")
 
 
 def quote(value: str) -> str:

@@ -28,6 +28,7 @@ from gpu_execution_pack.promql import (
     aggregate,
     call,
     format_duration,
+    labelled,
     match,
     on,
     parse_duration_seconds,
@@ -164,7 +165,7 @@ class Scope:
 
     def alerts(self) -> Expr:
         """Firing alerts of the executions; execution-wide alerts carry no tenant, GPU alerts do."""
-        executions = self.execution or [match(EXECUTION_LABEL, "", "!=")]
+        executions = self.execution or [labelled(EXECUTION_LABEL)]
         tenant = []
         if self.tenant_value is not None:
             tenant = [match(self.cfg.api.tenant_label, re.escape(self.tenant_value) + "|", "=~")]

@@ -39,6 +39,7 @@ from gpu_execution_pack.promql import (
     join,
     label_copy,
     label_set,
+    labelled,
     match,
     on,
     selector,
@@ -444,11 +445,6 @@ def current(host_map: Series) -> Expr:
     5 minutes, and a join on two would fail for every GPU of the rule."""
     newest = aggregate("topk", catalog.TARGET_LABELS, call("timestamp", host_map.select()), param=1)
     return newest * 0 + 1
-
-
-def labelled(label: str) -> Matcher:
-    """``label!=""``: series that carry ``label``."""
-    return match(label, "", "!=")
 
 
 def verbatim_rule(series: Series) -> RecordingRule:
