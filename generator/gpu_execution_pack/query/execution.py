@@ -22,6 +22,7 @@ from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import (
     Expr,
     Matcher,
+    Selector,
     aggregate,
     call,
     match,
@@ -166,26 +167,34 @@ class ExecutionMetrics:
         host series under a tenant, the hosts of the tenant's GPUs are read the same way.
         """
         execution = match(catalog.EXECUTION_LABEL, execution_id)
+        per_gpu = series.labels == catalog.GPU_LABELS
+        return self.within_tenant(series.select(execution), per_gpu, execution, tenant, read, matchers)
+
+    def within_tenant(
+        self,
+        picked: Selector,
+        per_gpu: bool,
+        execution: Matcher,
+        tenant: str | None,
+        read: Callable[[Expr], Expr] = lambda e: e,
+        matchers: tuple[Matcher, ...] = (),
+    ) -> Expr:
+        """``read(picked)`` narrowed by ``matchers``, scoped to ``tenant`` (None: every tenant): per-GPU series
+        by their tenant label, host series to the hosts of the tenant's GPUs of the ``execution``."""
         if tenant is None:
-            return read(series.select(execution, *matchers))
+            return read(picked.where(*matchers))
         scoped = match(self.api.tenant_label, tenant)
-        if series.labels == catalog.GPU_LABELS:
-            return read(series.select(execution, scoped, *matchers))
+        if per_gpu:
+            return read(picked.where(scoped, *matchers))
         hosts = aggregate("group", catalog.NODE_LABELS, read(catalog.GPU_PRESENCE.select(execution, scoped)))
-        return read(series.select(execution, *matchers)).and_(hosts, on(catalog.NODE_LABELS))
+        return read(picked.where(*matchers)).and_(hosts, on(catalog.NODE_LABELS))
 
     def by_name(self, level: tuple[str, ...], execution_id: str, tenant: str | None) -> str:
         """One query for every API series of a level (``catalog.GPU_LABELS`` or ``NODE_LABELS``), by name."""
         names = [s.name for s in catalog.API_SERIES if s.labels == level]
         execution = match(catalog.EXECUTION_LABEL, execution_id)
         picked = selector("", match("__name__", "|".join(re.escape(n) for n in names), "=~"), execution)
-        if tenant is None:
-            return render(picked)
-        scoped = match(self.api.tenant_label, tenant)
-        if level == catalog.GPU_LABELS:
-            return render(picked.where(scoped))
-        hosts = aggregate("group", catalog.NODE_LABELS, catalog.GPU_PRESENCE.select(execution, scoped))
-        return render(picked.and_(hosts, on(catalog.NODE_LABELS)))
+        return render(self.within_tenant(picked, level == catalog.GPU_LABELS, execution, tenant))
 
     async def span(self, execution_id: str, tenant: str | None) -> Span:
         """First and last sample of the execution's GPU series, and whether it still reports; 404 if none.
@@ -214,8 +223,7 @@ class ExecutionMetrics:
         return Span(min(firsts), end, now - end < LOOKBACK_SECONDS)  # within Prometheus' lookback: it reports
 
     async def window(self, execution_id: str, params: Params, tenant: str | None) -> Window:
-        """The grid a request for ``execution_id`` is answered on (its span read from Prometheus)."""
-        check_execution_id(execution_id, self.id_pattern)
+        """The grid a request for ``execution_id`` (already checked) is answered on (its span read from Prometheus)."""
         span = await self.cached_span(execution_id, tenant)
         return resolve_window(params, span, self.api.max_points, time.time())
 
