@@ -194,29 +194,22 @@ def gpu_idle(case: Case, cfg: Config) -> Verdict | None:
     )
 
 
-def underutilized_input_bound(case: Case, cfg: Config) -> Verdict | None:
-    """Underutilised long enough while the host CPU was saturated: the GPUs waited on the CPU."""
+def gpu_underutilized(case: Case, cfg: Config) -> Verdict | None:
+    """Underutilised long enough: input bound while the host CPU was saturated (the GPUs waited on the
+    CPU), else I/O bound (they waited on data); neither without a host CPU figure."""
     f, waste = case.figures, cfg.alerts.gpu_underutilized
     low_seconds = low_utilization_seconds(f, cfg)
     cpu = f.cpu_during_low_util
-    if low_seconds is None or cpu is None or not cpu_bound(cpu, cfg):
+    if low_seconds is None or cpu is None:
         return None
-    return Verdict(
-        "gpu_underutilized_input_bound",
-        waste.severity,
-        f"GPUs waited on the host CPU: {low_phrase(low_seconds, cfg)}, while the host CPU was {percent(cpu)} busy.",
-        "Pre-processing on the CPU starves the GPUs: use more data-loader workers or CPUs, move "
-        "augmentation to the GPU (DALI), or pre-process the data set once, offline.",
-    )
-
-
-def underutilized_io_bound(case: Case, cfg: Config) -> Verdict | None:
-    """Underutilised long enough while the host CPU was not saturated: the GPUs waited on data."""
-    f, waste = case.figures, cfg.alerts.gpu_underutilized
-    low_seconds = low_utilization_seconds(f, cfg)
-    cpu = f.cpu_during_low_util
-    if low_seconds is None or cpu is None or cpu_bound(cpu, cfg):
-        return None
+    if cpu_bound(cpu, cfg):
+        return Verdict(
+            "gpu_underutilized_input_bound",
+            waste.severity,
+            f"GPUs waited on the host CPU: {low_phrase(low_seconds, cfg)}, while the host CPU was {percent(cpu)} busy.",
+            "Pre-processing on the CPU starves the GPUs: use more data-loader workers or CPUs, move "
+            "augmentation to the GPU (DALI), or pre-process the data set once, offline.",
+        )
     return Verdict(
         "gpu_underutilized_io_bound",
         waste.severity,
@@ -270,7 +263,7 @@ def thermal_throttled(case: Case, cfg: Config) -> Verdict | None:
 
 def telemetry_incomplete(case: Case, cfg: Config) -> Verdict | None:
     """Inputs missing (``missing_inputs``), or no host CPU while utilisation was low enough for the
-    input-or-I/O-bound rules, which then cannot tell which."""
+    underutilisation rule, which then cannot tell input from I/O bound."""
     f = case.figures
     missing = missing_inputs(f, case.expected_samples)
     if low_utilization_seconds(f, cfg) is not None and f.cpu_during_low_util is None:
@@ -292,14 +285,14 @@ HEALTHY = Verdict(
     "No problem found: the GPUs were used, memory stayed under its limits and nothing throttled.",
     "Nothing to do.",
 )
-# The rules, in the order of CODES (``healthy`` is what none of them finding anything says).
+# The rules, in the order of CODES (``healthy`` is what none of them finding anything says); one rule
+# gives either underutilisation verdict, since the host CPU decides which.
 RULES: tuple[Rule, ...] = (
     gpu_oom,
     host_oom,
     xid_errors,
     gpu_idle,
-    underutilized_input_bound,
-    underutilized_io_bound,
+    gpu_underutilized,
     power_throttled,
     thermal_throttled,
     telemetry_incomplete,
