@@ -9,11 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.output import command, yaml_document
+from gpu_execution_pack.output import KUBERNETES_DIR, command, yaml_document
 
 SOURCE = "gpu_execution_pack/dashboards/provisioning.py"
 GRAFANA_DIR = "provisioning"
-KUBERNETES_DIR = "kubernetes"
 
 
 def grafana_files(cfg: Config, dashboards_dir: Path, regenerate: str = command("dashboards")) -> dict[Path, str]:

@@ -11,11 +11,10 @@ from pathlib import Path
 import yaml
 
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.output import command, yaml_document
+from gpu_execution_pack.output import KUBERNETES_DIR, command, yaml_document
 from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX
 
 SOURCE = "gpu_execution_pack/rules/kubernetes.py"
-KUBERNETES_DIR = "kubernetes"
 
 
 def kubernetes_rules(
