@@ -24,6 +24,9 @@ GPU_IDENTITY_LABELS: tuple[str, ...] = (
 )
 # The labels a mapping metric joins on: a GPU's UUID and, on MIG, its instance id (CEEMS style).
 GPU_JOIN_LABELS: tuple[str, ...] = (UUID_LABEL, MIG_INSTANCE_LABEL)
+# One GPU (or MIG instance) whoever holds it: under time-slicing or MPS dcgm-exporter publishes it
+# once per pod that holds it, so several executions' series carry the same device labels.
+DEVICE_LABELS: tuple[str, ...] = (HOST_LABEL, UUID_LABEL, MIG_INSTANCE_LABEL)
 
 # Behind a ServiceMonitor with honorLabels: false (the Helm chart's and the GPU Operator's default)
 # a workload's pod labels arrive as exported_<label>, while namespace and pod name the exporter

@@ -15,13 +15,16 @@ from gpu_execution_pack.promql import (
     Selector,
     aggregate,
     call,
+    join,
     match,
+    on,
     placeholders,
     selector,
 )
 
 from .labels import (
     DCGM_HOST_LABELS,
+    DEVICE_LABELS,
     EXECUTION_LABEL,
     GPU_IDENTITY_LABELS,
     HOST_LABEL,
@@ -84,14 +87,18 @@ class Series:
     # The title of its own panel on the Execution dashboard, for a served series the dashboard's rows
     # do not place (empty: the first sentence of ``doc``).
     panel: str = ""
+    # Served only where the endpoint's ``series`` parameter names it; the default answer is the rest.
+    api_optional: bool = False
 
     def select(self, *matchers: Matcher) -> Selector:
         """A selector of this series, e.g. ``GPU_UTILIZATION.select(match(EXECUTION_LABEL, id))``."""
         return selector(self.name, *matchers)
 
 
-def _gpu(name: str, unit: str, doc: str, *formulas: Formula, api: tuple[str, str] = ("", "")) -> Series:
-    return Series(name, unit, GPU_LABELS, formulas, doc, api[0], api[1])
+def _gpu(
+    name: str, unit: str, doc: str, *formulas: Formula, api: tuple[str, str] = ("", ""), api_optional: bool = False
+) -> Series:
+    return Series(name, unit, GPU_LABELS, formulas, doc, api[0], api[1], api_optional=api_optional)
 
 
 # Per-GPU series, in evaluation order: a formula may read series recorded above it.
@@ -176,6 +183,56 @@ GPU_PCIE_TX = _gpu(
     Formula(signal("pcie_tx")),
     api=("gpuPcieThroughputTxBytesPerSec", "bytes_per_second"),
 )
+# What the GPU's engines really did. GPU_UTIL counts time with *a* kernel resident, so a job
+# spinning in a hung NCCL collective reads 100 %; the profiling fields count active cycles.
+GPU_GRAPHICS_ENGINE_ACTIVE = _gpu(
+    "execution_gpu:gpu_graphics_engine_active_ratio",
+    "ratio",
+    "Graphics/compute engine activity, 0-1: the share of time the engines worked.",
+    Formula(signal("gr_engine_active")),
+    api=("gpuGraphicsEngineActivePercent", "percent"),
+    api_optional=True,
+)
+GPU_TENSOR_ACTIVE = _gpu(
+    "execution_gpu:gpu_tensor_active_ratio",
+    "ratio",
+    "Tensor-pipe activity, 0-1: near 0 on a job that does its matrix maths without tensor cores.",
+    Formula(signal("tensor_active")),
+    api=("gpuTensorActivePercent", "percent"),
+    api_optional=True,
+)
+GPU_DRAM_ACTIVE = _gpu(
+    "execution_gpu:gpu_dram_active_ratio",
+    "ratio",
+    "Device-memory interface activity, 0-1: memory bandwidth in use.",
+    Formula(signal("dram_active")),
+    api=("gpuDramActivePercent", "percent"),
+    api_optional=True,
+)
+GPU_SM_ACTIVE = _gpu(
+    "execution_gpu:gpu_sm_active_ratio",
+    "ratio",
+    "SM activity, 0-1: the share of cycles an SM had a warp resident (with the DCP counters file).",
+    Formula(signal("sm_active")),
+    api=("gpuSmActivePercent", "percent"),
+    api_optional=True,
+)
+GPU_SM_OCCUPANCY = _gpu(
+    "execution_gpu:gpu_sm_occupancy_ratio",
+    "ratio",
+    "SM occupancy, 0-1: resident warps as a share of the maximum (with the DCP counters file).",
+    Formula(signal("sm_occupancy")),
+    api=("gpuSmOccupancyPercent", "percent"),
+    api_optional=True,
+)
+GPU_ACTIVITY_SERIES: tuple[Series, ...] = (
+    GPU_GRAPHICS_ENGINE_ACTIVE,
+    GPU_TENSOR_ACTIVE,
+    GPU_DRAM_ACTIVE,
+    GPU_SM_ACTIVE,
+    GPU_SM_OCCUPANCY,
+)
+
 GPU_SERIES: tuple[Series, ...] = (
     GPU_UTILIZATION,
     GPU_MEMORY_USED,
@@ -242,6 +299,36 @@ GPU_ENERGY = _gpu(
     "Energy the GPU consumed since its driver loaded (device-wide on MIG): take increase() over a span.",
     Formula(signal("energy")),
 )
+# A GPU held by several executions at once (time-slicing, MPS): dcgm-exporter publishes its series
+# once per pod with identical values, and NVML cannot tell whose work they are. Each holder is
+# given an equal share at each moment, so sums over executions count the GPU once.
+GPU_SHARE = _gpu(
+    "execution_gpu:gpu_share_ratio",
+    "ratio",
+    "The execution's share of the GPU (or MIG instance): 1, or 1/N while N executions hold it at once.",
+    Formula(
+        join(
+            GPU_UTILIZATION.select() * 0,
+            "+",
+            on(DEVICE_LABELS, group_left=()),
+            1 / aggregate("count", DEVICE_LABELS, GPU_UTILIZATION.select()),
+        )
+    ),
+)
+GPU_WORKED = _gpu(
+    "execution_gpu:gpu_worked_ratio",
+    "ratio",
+    "Utilisation times the execution's share of the GPU: integrated over time, its GPU-hours of work.",
+    Formula(GPU_UTILIZATION.select() * GPU_SHARE.select()),
+)
+GPU_POWER_ATTRIBUTED = _gpu(
+    "execution_gpu:gpu_power_attributed_watts",
+    "watts",
+    "Board power times the execution's share of the GPU: what its energy and cost are counted from.",
+    Formula(GPU_POWER.select() * GPU_SHARE.select()),
+)
+GPU_SHARE_SERIES: tuple[Series, ...] = (GPU_SHARE, GPU_WORKED, GPU_POWER_ATTRIBUTED)
+
 GPU_HEALTH_SERIES: tuple[Series, ...] = (
     GPU_POWER_TO_LIMIT,
     GPU_SM_CLOCK_PEAK,
@@ -364,14 +451,24 @@ EXECUTION_GPU_MEMORY_USED_SUM = _execution(
 EXECUTION_GPU_POWER_SUM = _execution(
     "execution:gpu_power_watts:sum",
     "watts",
-    aggregate("sum", EXECUTION_LABELS, aggregate("max", (EXECUTION_LABEL, UUID_LABEL), GPU_POWER.select())),
-    "Board power of the execution's GPUs, each physical GPU counted once.",
+    aggregate("sum", EXECUTION_LABELS, aggregate("max", (EXECUTION_LABEL, UUID_LABEL), GPU_POWER_ATTRIBUTED.select())),
+    "Board power of the execution's GPUs, each physical GPU counted once and a shared one in its share.",
 )
 EXECUTION_GPU_TEMPERATURE_MAX = _execution(
     "execution:gpu_temperature_celsius:max",
     "celsius",
     _by_execution("max", GPU_TEMPERATURE),
     "Hottest of the execution's GPUs.",
+)
+# Mean activity over the execution's GPUs (or MIG instances): each is held once, so each counts once.
+EXECUTION_ACTIVITY_SERIES: tuple[Series, ...] = tuple(
+    _execution(
+        f"execution:{series.name.split(':')[1]}:avg",
+        "ratio",
+        _by_execution("avg", series),
+        f"Mean over the execution's GPUs of: {series.doc[0].lower()}{series.doc[1:]}",
+    )
+    for series in GPU_ACTIVITY_SERIES
 )
 EXECUTION_SERIES: tuple[Series, ...] = (
     EXECUTION_GPU_COUNT,
@@ -381,23 +478,27 @@ EXECUTION_SERIES: tuple[Series, ...] = (
     EXECUTION_GPU_MEMORY_USED_SUM,
     EXECUTION_GPU_POWER_SUM,
     EXECUTION_GPU_TEMPERATURE_MAX,
+    *EXECUTION_ACTIVITY_SERIES,
 )
 
 # What cost attribution needs, per execution and GPU model: GPU-hours are the allocated count
-# integrated over time, GPU-hours of work the summed utilisation integrated over time.
+# integrated over time, GPU-hours of work the summed utilisation integrated over time; a GPU
+# several executions hold at once counts in each one's share (GPU_SHARE).
 MODEL_GPU_COUNT = Series(
     "execution_model:gpu_count",
     "count",
     MODEL_LABELS,
-    (Formula(aggregate("count", MODEL_LABELS, GPU_PRESENCE.select())),),
-    "GPUs or MIG instances of each model the execution holds: integrated over time, the GPU-hours billed.",
+    (Formula(aggregate("sum", MODEL_LABELS, GPU_SHARE.select())),),
+    "GPUs or MIG instances of each model the execution holds, a shared one in its share: integrated over "
+    "time, the GPU-hours billed.",
 )
 MODEL_GPU_UTILIZATION_SUM = Series(
     "execution_model:gpu_utilization_ratio:sum",
     "ratio",
     MODEL_LABELS,
-    (Formula(aggregate("sum", MODEL_LABELS, GPU_UTILIZATION.select())),),
-    "Busy GPU-equivalents of each model: integrated over time, the GPU-hours of actual work.",
+    (Formula(aggregate("sum", MODEL_LABELS, GPU_WORKED.select())),),
+    "Busy GPU-equivalents of each model, a shared GPU in its share: integrated over time, the GPU-hours of "
+    "actual work.",
 )
 COST_SERIES: tuple[Series, ...] = (MODEL_GPU_COUNT, MODEL_GPU_UTILIZATION_SUM)
 # The price of a GPU-hour per model, recorded from the config (dashboards.price_per_gpu_hour);
@@ -468,6 +569,8 @@ HOST_SERIES: tuple[Series, ...] = (
 ALL_SERIES: tuple[Series, ...] = (
     *HOST_SERIES,
     *GPU_SERIES,
+    *GPU_SHARE_SERIES,
+    *GPU_ACTIVITY_SERIES,
     *GPU_HEALTH_SERIES,
     *GPU_CONDITION_SERIES,
     NODE_GPU_COUNT,
@@ -477,5 +580,7 @@ ALL_SERIES: tuple[Series, ...] = (
     *COST_SERIES,
     PRICE,
 )
-# Every series the endpoint serves, wherever its group puts it (a derived one comes after its inputs).
-API_SERIES: tuple[Series, ...] = tuple(s for s in ALL_SERIES if s.api_name)
+# Every series the endpoint can serve, wherever its group puts it (a derived one comes after its inputs).
+SERVABLE_SERIES: tuple[Series, ...] = tuple(s for s in ALL_SERIES if s.api_name)
+# Its default answer (the contract's series); the rest only where the ``series`` parameter names them.
+API_SERIES: tuple[Series, ...] = tuple(s for s in SERVABLE_SERIES if not s.api_optional)

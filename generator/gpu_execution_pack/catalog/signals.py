@@ -88,9 +88,42 @@ SIGNALS: dict[str, Signal] = {
         _dcgm(
             "gr_engine_active",
             "ratio",
-            "Graphics/compute engine activity; the utilisation of a MIG instance.",
+            "Share of time the graphics/compute engine was active (work, where GPU_UTIL counts any resident "
+            "kernel); the utilisation of a MIG instance.",
             RawMetric("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "ratio", generations=_OLD),
             RawMetric("DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", "ratio", generations=_NEW),
+        ),
+        # The profiling (DCP) activity fields, ratios 0-1 in every release. DCGM 4.7 renamed them
+        # *_UTIL_RATIO (same field ids); dcgm-exporter 4.9 publishes the new names. GR_ENGINE,
+        # TENSOR and DRAM are default counters since dcgm-exporter 4.0; SM activity and occupancy
+        # come with the DCP counters file. On MIG instances they are the instance's own.
+        _dcgm(
+            "tensor_active",
+            "ratio",
+            "Share of cycles any tensor pipe was active; 0 on a job that never uses tensor cores.",
+            RawMetric("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "ratio", generations=_OLD),
+            RawMetric("DCGM_FI_PROF_TENSOR_UTIL_RATIO", "ratio", generations=_NEW),
+        ),
+        _dcgm(
+            "dram_active",
+            "ratio",
+            "Share of cycles the device memory interface was sending or receiving data.",
+            RawMetric("DCGM_FI_PROF_DRAM_ACTIVE", "ratio", generations=_OLD),
+            RawMetric("DCGM_FI_PROF_DRAM_UTIL_RATIO", "ratio", generations=_NEW),
+        ),
+        _dcgm(
+            "sm_active",
+            "ratio",
+            "Share of cycles at least one warp was resident on an SM, averaged over the SMs.",
+            RawMetric("DCGM_FI_PROF_SM_ACTIVE", "ratio", generations=_OLD, default_collected=False),
+            RawMetric("DCGM_FI_PROF_SM_UTIL_RATIO", "ratio", generations=_NEW, default_collected=False),
+        ),
+        _dcgm(
+            "sm_occupancy",
+            "ratio",
+            "Resident warps as a share of the SMs' maximum, averaged over the SMs.",
+            RawMetric("DCGM_FI_PROF_SM_OCCUPANCY", "ratio", generations=_OLD, default_collected=False),
+            RawMetric("DCGM_FI_PROF_SM_OCCUPANCY_RATIO", "ratio", generations=_NEW, default_collected=False),
         ),
         _dcgm(
             "fb_used",

@@ -77,6 +77,9 @@ class Expr:
     def __truediv__(self, other: Operand) -> Binary:
         return Binary("/", self, lift(other))
 
+    def __rtruediv__(self, other: Operand) -> Binary:
+        return Binary("/", lift(other), self)
+
     def __mod__(self, other: Operand) -> Binary:
         return Binary("%", self, lift(other))
 

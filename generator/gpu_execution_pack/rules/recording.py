@@ -397,7 +397,14 @@ class RuleBuilder:
             RuleGroup(
                 f"{GROUP_PREFIX}.execution_gpu",
                 "execution-gpu",
-                self.gpu_rules(catalog.GPU_SERIES),
+                self.gpu_rules((*catalog.GPU_SERIES, *catalog.GPU_SHARE_SERIES)),
+                interval,
+            ),
+            # The profiling fields: how much the engines really worked.
+            RuleGroup(
+                f"{GROUP_PREFIX}.execution_gpu_activity",
+                "execution-gpu",
+                self.gpu_rules(catalog.GPU_ACTIVITY_SERIES),
                 interval,
             ),
             # Alert inputs, after the series they read; same file as the per-GPU series.

@@ -107,18 +107,29 @@ def expected(scenario: Scenario, minute: float) -> dict[str, list[Sample]]:
             out[catalog.EXECUTION_GPU_MEMORY_USED_SUM.name].append(
                 Sample(ex, sum(t[catalog.GPU_MEMORY_USED] for t in memory))
             )
-        # One physical GPU counts once, however many of its MIG instances the execution holds.
-        devices = {g.device_key: model.device_power(scenario, g, minute) for g in e.gpus}
+        # One physical GPU counts once, however many of its MIG instances the execution holds; one it
+        # shares with other executions at this minute, in its share.
+        devices = {
+            g.device_key: model.device_power(scenario, g, minute) / len(model.holders(scenario, g, minute))
+            for g in e.gpus
+        }
         out[catalog.EXECUTION_GPU_POWER_SUM.name].append(Sample(ex, float(sum(devices.values()))))
+        for gpu_series, execution_series in zip(
+            catalog.GPU_ACTIVITY_SERIES, catalog.EXECUTION_ACTIVITY_SERIES, strict=True
+        ):
+            if active := [t[gpu_series] for t in truths if gpu_series in t]:
+                out[execution_series.name].append(Sample(ex, sum(active) / len(active)))
         out[catalog.EXECUTION_GPU_TEMPERATURE_MAX.name].append(
             Sample(ex, max(t[catalog.GPU_TEMPERATURE] for t in truths))
         )
         for gpu_model in sorted({g.model for g in e.gpus}):
             of_model = [t for g, t in per_gpu if g.model == gpu_model and t]
             labels = {EXECUTION_LABEL: e.id, "modelName": gpu_model}
-            out[catalog.MODEL_GPU_COUNT.name].append(Sample(labels, float(len(of_model))))
+            # A GPU held by N executions at once is billed 1/N to each.
+            shares = [1 / len(model.holders(scenario, g, minute)) for g in e.gpus if g.model == gpu_model]
+            out[catalog.MODEL_GPU_COUNT.name].append(Sample(labels, float(sum(shares))))
             out[catalog.MODEL_GPU_UTILIZATION_SUM.name].append(
-                Sample(labels, sum(t[catalog.GPU_UTILIZATION] for t in of_model))
+                Sample(labels, sum(t[catalog.GPU_UTILIZATION] * s for t, s in zip(of_model, shares, strict=True)))
             )
     return out
 

@@ -212,12 +212,13 @@ def default_suite() -> list[Scenario]:
             "no power limit at all: no power limit series, others intact",
         ),
         *real_installs(),
+        *work_suite(),
     ]
 
 
 def attribution_suite() -> list[Scenario]:
     """Scenarios every attribution mode is tested on."""
-    return [training_in("4.8"), mig(), real_install("helm1"), real_install("gpuop4")]
+    return [training_in("4.8"), mig(), real_install("helm1"), real_install("gpuop4"), mps_shared()]
 
 
 # --- Alert scenarios ----------------------------------------------------------------------
@@ -330,3 +331,60 @@ def gap_job() -> Scenario:
     """h18's exporter is down for 10 minutes in the middle of a job, then answers again."""
     e = Execution("gap-0023", (Gpu("h18", 0),), ("compute",) * 6)
     return Scenario("a gap in telemetry", gap_job.__doc__ or "", (Host("h18", dcgm_outage=(25, 35)),), (e,))
+
+
+# --- Work truth: activity, and GPUs held by several executions ----------------------------------
+
+
+def hung_collective() -> Scenario:
+    """A job whose NCCL collective hangs for 30 minutes (GPU_UTIL 98 %, engines at 2 %), beside a
+    healthy job on the tensor cores."""
+    hung = Execution("hung-0024", (Gpu("h19", 0), Gpu("h19", 1)), ("loading", "compute", "hung"), util_offsets=(0, -1))
+    tensor = Execution("tensor-0025", (Gpu("h19", 2),), ("loading", "tensor", "tensor"))
+    return Scenario("a hung collective", hung_collective.__doc__ or "", (Host("h19"),), (hung, tensor))
+
+
+def fp32_job() -> Scenario:
+    """A job that keeps its engines busy in FP32 with the tensor pipes idle; SM fields exported."""
+    e = Execution("fp32-0026", (Gpu("h20", 0),), ("loading", "fp32", "fp32"))
+    exported = frozenset({"sm_active", "sm_occupancy"})
+    return Scenario("FP32 on tensor-core GPUs", fp32_job.__doc__ or "", (Host("h20", "4.10"),), (e,), exported=exported)
+
+
+def mig_activity_only() -> Scenario:
+    """MIG instances of an H100 on dcgm-exporter 4.9 with no GPU_UTIL at all: utilisation and activity
+    come from the profiling fields alone (dcgm-exporter #430)."""
+
+    def instance(gi: str) -> Gpu:
+        return _h100_instance("m2", 0, gi)
+
+    e = Execution("migact-0027", (instance("1"),), ("loading", "tensor"))
+    f = Execution("migact-0028", (instance("2"),), ("loading", "fp32"), start_minute=5)
+    return Scenario(
+        "MIG with activity fields only",
+        mig_activity_only.__doc__ or "",
+        (Host("m2", "4.9"),),
+        (e, f),
+        missing=frozenset({"gpu_util"}),
+    )
+
+
+def time_sliced() -> Scenario:
+    """Two pods time-slice one GPU for their whole run: each is published with the GPU's own values."""
+    gpu = Gpu("h21", 0)
+    a = Execution("slice-0029", (gpu,), ("compute", "compute", "compute"), namespace="team-a")
+    b = Execution("slice-0030", (gpu,), ("compute", "compute", "compute"), namespace="team-b")
+    return Scenario("a time-sliced pair", time_sliced.__doc__ or "", (Host("h21"),), (a, b))
+
+
+def mps_shared() -> Scenario:
+    """MPS: mps-0031 holds GPUs 0 and 1 for 50 minutes; mps-0032 shares GPU 0 with it from minute 10 to 40."""
+    g0, g1 = Gpu("h22", 0), Gpu("h22", 1)
+    a = Execution("mps-0031", (g0, g1), ("compute",) * 5)
+    b = Execution("mps-0032", (g0,), ("tensor",), start_minute=10)
+    return Scenario("MPS sharing part of a run", mps_shared.__doc__ or "", (Host("h22"),), (a, b))
+
+
+def work_suite() -> list[Scenario]:
+    """Scenarios for the activity figures and verdicts and for shared GPUs."""
+    return [hung_collective(), fp32_job(), mig_activity_only(), time_sliced(), mps_shared()]

@@ -46,6 +46,14 @@ class GpuLoad:
     mem_clock_mhz: int
     pcie_rx_bytes_per_second: int
     pcie_tx_bytes_per_second: int
+    # Profiling activity (percent of cycles) on whole GPUs. Unset: the engines are active half the
+    # time GPU_UTIL counts (so a rule that read them for utilisation would fail); on MIG instances
+    # always as much as the utilisation, which is read from them. Tensor pipes unset: half the
+    # engines; memory interface: a quarter of the utilisation; SM activity as the engines, SM
+    # occupancy a quarter of them.
+    engine_active_percent: float | None = None
+    tensor_active_percent: float | None = None
+    dram_active_percent: float | None = None
     # Throttle evidence, published only where a scenario exports those optional fields.
     clock_event_reasons: int = 0
     power_violation_share: float = 0.0  # of wall time, held down by the power limit
@@ -253,6 +261,60 @@ PHASES: dict[str, Phase] = {
             HostLoad(cpu_busy=0.25, ram_used_bytes=24 * 1024**3),
         ),
         Phase(
+            "hung",  # a deadlocked NCCL collective: kernels resident (GPU_UTIL high), the engines idle
+            30,
+            GpuLoad(
+                util_percent=98,
+                mem_used_mib=61440,
+                power_watts=160,
+                temp_celsius=48,
+                sm_clock_mhz=1980,
+                mem_clock_mhz=2619,
+                pcie_rx_bytes_per_second=0,
+                pcie_tx_bytes_per_second=0,
+                engine_active_percent=2,
+                tensor_active_percent=0,
+                dram_active_percent=1,
+            ),
+            HostLoad(cpu_busy=0.125, ram_used_bytes=48 * 1024**3),
+        ),
+        Phase(
+            "fp32",  # busy engines doing FP32 maths: the tensor pipes idle
+            30,
+            GpuLoad(
+                util_percent=96,
+                mem_used_mib=61440,
+                power_watts=580,
+                temp_celsius=66,
+                sm_clock_mhz=1980,
+                mem_clock_mhz=2619,
+                pcie_rx_bytes_per_second=400_000_000,
+                pcie_tx_bytes_per_second=200_000_000,
+                engine_active_percent=88,
+                tensor_active_percent=0,
+                dram_active_percent=40,
+            ),
+            HostLoad(cpu_busy=0.25, ram_used_bytes=48 * 1024**3),
+        ),
+        Phase(
+            "tensor",  # busy engines on the tensor cores (mixed precision)
+            30,
+            GpuLoad(
+                util_percent=96,
+                mem_used_mib=61440,
+                power_watts=660,
+                temp_celsius=70,
+                sm_clock_mhz=1980,
+                mem_clock_mhz=2619,
+                pcie_rx_bytes_per_second=400_000_000,
+                pcie_tx_bytes_per_second=200_000_000,
+                engine_active_percent=90,
+                tensor_active_percent=45,
+                dram_active_percent=50,
+            ),
+            HostLoad(cpu_busy=0.25, ram_used_bytes=48 * 1024**3),
+        ),
+        Phase(
             "cpu_bound",  # pre-processing saturates the host CPU
             40,
             GpuLoad(
@@ -427,18 +489,58 @@ class Scenario:
         return replace(self, name=name, hosts=hosts)
 
     def all_gpus(self) -> list[Gpu]:
-        return [g for e in self.executions for g in e.gpus] + list(self.unowned_gpus)
+        """Every GPU (or MIG instance) once, however many executions hold it."""
+        return list(dict.fromkeys([g for e in self.executions for g in e.gpus] + list(self.unowned_gpus)))
+
+
+def holders(scenario: Scenario, gpu: Gpu, minute: float) -> list[Execution]:
+    """The executions running on ``gpu`` (a GPU or MIG instance) at ``minute``, in the scenario's order:
+    more than one where it is time-sliced or shared through MPS."""
+    return [e for e in scenario.executions if gpu in e.gpus and e.phase_at(minute) is not None]
+
+
+def activity(load: GpuLoad, util: float, mig: bool) -> dict[str, float]:
+    """The profiling activity signals (ratios) of a GPU running ``load`` at utilisation ``util``."""
+
+    def given(percent: float | None, otherwise: float) -> float:
+        return otherwise if percent is None else percent / PERCENT_PER_RATIO
+
+    # A MIG instance has no GPU_UTIL: its utilisation is its engine activity, whatever the load says.
+    engine = util if mig else given(load.engine_active_percent, util / 2)
+    return {
+        "gr_engine_active": engine,
+        "tensor_active": given(load.tensor_active_percent, engine / 2),
+        "dram_active": given(load.dram_active_percent, util / 4),
+        "sm_active": engine,
+        "sm_occupancy": engine / 4,
+    }
+
+
+# The activity series and the signal each reads; SM activity and occupancy only where exported.
+ACTIVITY_TRUTHS: dict[Series, str] = {
+    catalog.GPU_GRAPHICS_ENGINE_ACTIVE: "gr_engine_active",
+    catalog.GPU_TENSOR_ACTIVE: "tensor_active",
+    catalog.GPU_DRAM_ACTIVE: "dram_active",
+    catalog.GPU_SM_ACTIVE: "sm_active",
+    catalog.GPU_SM_OCCUPANCY: "sm_occupancy",
+}
+OPTIONAL_ACTIVITY = frozenset({"sm_active", "sm_occupancy"})
 
 
 def gpu_truth(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float) -> dict[Series, float] | None:
-    """What each per-GPU recorded series should be, in base units; None when the execution is not running."""
-    phase = execution.phase_at(minute)
-    if phase is None:
+    """What each per-GPU recorded series should be, in base units; None when the execution is not running.
+
+    A GPU several executions hold at once publishes one set of values for all of them (the first
+    running holder's load here), and each is given an equal share of it.
+    """
+    if execution.phase_at(minute) is None:
         return None
-    load = phase.gpu
+    on_gpu = holders(scenario, gpu, minute)
+    lead = on_gpu[0]
+    load = lead.phase_at(minute).gpu  # type: ignore[union-attr]
     device = device_load(scenario, gpu, minute)  # temperature and clocks are device-wide on MIG
-    util = (load.util_percent + execution.util_offset(gpu)) / PERCENT_PER_RATIO
-    used_mib = mem_used_mib(execution, gpu, minute)
+    util = (load.util_percent + lead.util_offset(gpu)) / PERCENT_PER_RATIO
+    used_mib = mem_used_mib(lead, gpu, minute)
     out = {
         catalog.GPU_UTILIZATION: util,
         catalog.GPU_MEMORY_USED: used_mib * BYTES_PER_MIB,
@@ -465,7 +567,14 @@ def gpu_truth(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float)
         out[catalog.GPU_POWER_VIOLATION] = device.power_violation_share
     if "thermal_violation" in scenario.exported:
         out[catalog.GPU_THERMAL_VIOLATION] = device.thermal_violation_share
+    share = 1 / len(on_gpu)
+    out[catalog.GPU_SHARE] = share
+    out[catalog.GPU_WORKED] = util * share
+    out[catalog.GPU_POWER_ATTRIBUTED] = out[catalog.GPU_POWER] * share
     missing = scenario.missing_on(gpu.host)
+    for series, key in ACTIVITY_TRUTHS.items():
+        if key not in missing and (key not in OPTIONAL_ACTIVITY or key in scenario.exported):
+            out[series] = activity(load, util, bool(gpu.mig_instance))[key]
     if "pcie_rx" in missing:
         del out[catalog.GPU_PCIE_RX]
     if "pcie_tx" in missing:
@@ -482,10 +591,12 @@ def gpu_publishes(scenario: Scenario, gpu: Gpu, owner: Execution | None, minute:
     The one definition of a GPU's exporter values: the generic renderer and the fleet's both read
     it. ``owner`` is the execution holding the GPU, whether or not it runs at ``minute``.
     """
-    phase = owner.phase_at(minute) if owner is not None else None
-    running = owner is not None and phase is not None
-    util = (phase.gpu.util_percent + owner.util_offset(gpu)) / PERCENT_PER_RATIO if running else 0.0
-    used_mib = mem_used_mib(owner, gpu, minute) if running else PHASES["idle"].gpu.mem_used_mib
+    # A GPU time-sliced between executions publishes the same values on each one's series.
+    lead = next(iter(holders(scenario, gpu, minute)), owner)
+    phase = lead.phase_at(minute) if lead is not None else None
+    running = lead is not None and phase is not None
+    util = (phase.gpu.util_percent + lead.util_offset(gpu)) / PERCENT_PER_RATIO if running else 0.0
+    used_mib = mem_used_mib(lead, gpu, minute) if running else PHASES["idle"].gpu.mem_used_mib
     used, total = used_mib * BYTES_PER_MIB, gpu.mem_total_mib * BYTES_PER_MIB
     device = device_load(scenario, gpu, minute)  # temperature and clocks are device-wide on MIG
     own = phase.gpu if running else PHASES["idle"].gpu  # PCIe traffic is the instance's own
@@ -493,7 +604,7 @@ def gpu_publishes(scenario: Scenario, gpu: Gpu, owner: Execution | None, minute:
         # On MIG instances GPU_UTIL reads 0 and the engine activity carries the utilisation;
         # on whole GPUs the engine activity differs, to prove GPU_UTIL is preferred.
         "gpu_util": 0.0 if gpu.mig_instance else util,
-        "gr_engine_active": util if gpu.mig_instance else util / 2,
+        **activity(own, util, bool(gpu.mig_instance)),
         "fb_used": float(used),
         "fb_free": float(total - used),
         "fb_reserved": float(RESERVED_MIB * BYTES_PER_MIB),

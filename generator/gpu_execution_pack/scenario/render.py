@@ -124,7 +124,11 @@ class Renderer:
 
     # -- DCGM ----------------------------------------------------------------------------
     def owner(self, gpu: Gpu) -> Execution | None:
-        return next((e for e in self.s.executions if gpu in e.gpus), None)
+        return next(iter(self.owners(gpu)), None)
+
+    def owners(self, gpu: Gpu) -> list[Execution]:
+        """Every execution that holds ``gpu``: more than one where it is time-sliced or shared through MPS."""
+        return [e for e in self.s.executions if gpu in e.gpus]
 
     def gpu_labels(self, host: Host, gpu: Gpu, owner: Execution | None) -> dict[str, str]:
         old = host.generation in ("3.3", "4.8")
@@ -188,17 +192,21 @@ class Renderer:
         without them before and after; in mapping mode the raw series never carry them.
         Nothing is published while the host's exporter is down.
         """
-        owner = self.owner(gpu)
+        owners = self.owners(gpu)
         alive = partial(self.dcgm_alive, host)
-        if owner is None or self.mode == "mapping":
-            return [(self.gpu_labels(host, gpu, owner), alive)]
+        if not owners or self.mode == "mapping":
+            return [(self.gpu_labels(host, gpu, next(iter(owners), None)), alive)]
 
-        def running(m: float) -> bool:
+        def running(owner: Execution, m: float) -> bool:
             return owner.start_minute <= m < owner.end_minute
 
+        # A GPU several pods hold at once (time-slicing, MPS) is published once per pod.
         return [
-            (self.gpu_labels(host, gpu, owner), lambda m: running(m) and alive(m)),
-            (self.gpu_labels(host, gpu, None), lambda m: not running(m) and alive(m)),
+            *(
+                (self.gpu_labels(host, gpu, owner), lambda m, owner=owner: running(owner, m) and alive(m))
+                for owner in owners
+            ),
+            (self.gpu_labels(host, gpu, None), lambda m: not any(running(o, m) for o in owners) and alive(m)),
         ]
 
     def dcgm_series(self) -> Iterator[RenderedSeries]:

@@ -23,7 +23,12 @@ from gpu_execution_pack.scenario.model import STEP_SECONDS, Scenario
 # The host CPU is a mean of rates, which rate()'s extrapolation leaves a bit off where scrapes are sparse.
 AVERAGED = frozenset(
     s.name
-    for s in (catalog.EXECUTION_GPU_UTILIZATION_AVG, catalog.MODEL_GPU_UTILIZATION_SUM, catalog.NODE_CPU_UTILIZATION)
+    for s in (
+        catalog.EXECUTION_GPU_UTILIZATION_AVG,
+        catalog.MODEL_GPU_UTILIZATION_SUM,
+        catalog.NODE_CPU_UTILIZATION,
+        *catalog.EXECUTION_ACTIVITY_SERIES,
+    )
 )
 ROUND_TO = 1e-9
 # Host series read RAM and a CPU rate: checked only where the host's load is steady over the rate window.
