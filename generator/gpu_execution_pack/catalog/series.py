@@ -356,7 +356,28 @@ GPU_THERMAL_THROTTLED = Series(
     (),
     "1 while the ThermalThrottling alert's condition holds for the GPU, else 0.",
 )
-GPU_CONDITION_SERIES: tuple[Series, ...] = (GPU_POWER_THROTTLED, GPU_THERMAL_THROTTLED)
+GPU_STALLED = Series(
+    "execution_gpu:gpu_stalled",
+    "bool",
+    GPU_LABELS,
+    (),
+    "1 while the Stalled alert's condition holds for the GPU (kernels resident, engines idle), else 0.",
+)
+# Where the tensor pipes idle while the engines work: read by the report's tensor_cores_unused.
+GPU_TENSOR_CORES_UNUSED = Series(
+    "execution_gpu:gpu_tensor_cores_unused",
+    "bool",
+    GPU_LABELS,
+    (),
+    "1 while the graphics engine is busy (report.tensor_engine_busy) and the tensor pipes under "
+    "report.tensor_active_threshold, 0 while it has activity figures otherwise.",
+)
+GPU_CONDITION_SERIES: tuple[Series, ...] = (
+    GPU_POWER_THROTTLED,
+    GPU_THERMAL_THROTTLED,
+    GPU_STALLED,
+    GPU_TENSOR_CORES_UNUSED,
+)
 
 # The series that says which GPUs an execution holds: present for every attributed GPU.
 GPU_PRESENCE = GPU_UTILIZATION

@@ -299,6 +299,30 @@ class UnderuseAlert:
 
 
 @dataclass(frozen=True)
+class StallAlert:
+    util_threshold: float = opt(
+        0.8,
+        "GPU utilisation (DCGM_FI_DEV_GPU_UTIL, ratio 0-1) at or above which kernels count as resident.",
+        "Jobs that stall with a lower GPU_UTIL (several processes on one GPU): lower it.",
+        kind="ratio",
+    )
+    engine_threshold: float = opt(
+        0.1,
+        "Graphics-engine activity (DCGM_FI_PROF_GR_ENGINE_ACTIVE, ratio 0-1) below which the engines count as "
+        "idle while kernels are resident: a hung collective or a spin-wait.",
+        "Latency-bound jobs (small kernels, batch 1 inference) run this low when healthy: lower it.",
+        kind="ratio",
+    )
+    for_: str = for_duration(
+        "15m",
+        "How long the GPU must stay stalled before the alert fires (and, in total, before the report says so); "
+        "NCCL's own watchdog times out after 10 minutes by default.",
+        "Jobs with long synchronous checkpoints or barriers: make it longer.",
+    )
+    severity: str = severity("warning")
+
+
+@dataclass(frozen=True)
 class MissingAlert:
     window: str = opt(
         "1h",
@@ -371,6 +395,11 @@ class Alerts:
     gpu_underutilized: UnderuseAlert = section(
         UnderuseAlert,
         "Execution holds GPUs it barely uses (Princeton jobstats flags 15 % and 25 %).",
+    )
+    gpu_stalled: StallAlert = section(
+        StallAlert,
+        "Kernels resident (GPU_UTIL high) while the graphics engine idles: a hung collective or a spin-wait "
+        "that GPU_UTIL alone reports as a busy GPU.",
     )
     telemetry_missing: MissingAlert = section(
         MissingAlert,
@@ -552,6 +581,26 @@ class Report:
         "Mean GPU utilisation (ratio 0-1) over the whole execution below which it did not use its GPUs "
         "(verdict gpu_idle).",
         "Jobs that only touch the GPU for a few kernels count as users for you: lower it.",
+        kind="ratio",
+    )
+    tensor_engine_busy: float = opt(
+        0.5,
+        "Graphics-engine activity (ratio 0-1) at or above which a GPU counts as busy for the tensor-core check "
+        "(verdict tensor_cores_unused).",
+        "Only flag the busiest jobs: raise it.",
+        kind="ratio",
+    )
+    tensor_active_threshold: float = opt(
+        0.01,
+        "Tensor-pipe activity (ratio 0-1) under which a busy GPU's tensor cores count as unused.",
+        "Jobs with a little mixed precision still count as unused for you: raise it to 0.05.",
+        kind="ratio",
+    )
+    tensor_unused_share: float = opt(
+        0.5,
+        "Share of the GPU's samples that must be busy with the tensor pipes unused for verdict "
+        "tensor_cores_unused (most of the span).",
+        "Flag jobs with shorter FP32 phases too: lower it.",
         kind="ratio",
     )
     heavy_phase_memory_share: float = opt(

@@ -263,6 +263,45 @@ class AlertBuilder:
             a.for_,
         )
 
+    def stalled_condition(self) -> Expr:
+        """Per GPU, the Stalled condition: kernels resident (GPU_UTIL high) while the engines idle.
+
+        GPU_UTIL is the share of time a kernel was resident; a collective spinning on a dead peer
+        keeps it at 100 % while the graphics engine does nothing. A GPU without engine activity
+        (before dcgm-exporter 4.0, or a profiling lock held by Nsight) never matches.
+        """
+        a = self.a.gpu_stalled
+        return all_of(
+            [
+                catalog.GPU_UTILIZATION.select().ge(a.util_threshold),
+                catalog.GPU_GRAPHICS_ENGINE_ACTIVE.select().lt(a.engine_threshold),
+            ]
+        )
+
+    def gpu_stalled(self) -> AlertRule:
+        a = self.a.gpu_stalled
+        return self.rule(
+            "GpuStalled",
+            self.stalled_condition(),
+            a.severity,
+            "An execution's GPU looks busy but does no work: kernels are resident while its engines idle.",
+            f"{EXECUTION}: {GPU_NAME} has had kernels resident {{{{ $value | humanizePercentage }}}} of the time "
+            f"for {a.for_}"
+            + gpu_value(catalog.GPU_GRAPHICS_ENGINE_ACTIVE, "humanizePercentage", ", its graphics engine active only ")
+            + f" (threshold {percent(a.engine_threshold)}): a hung collective or a spin-wait.",
+            a.for_,
+        )
+
+    def tensor_cores_unused_condition(self) -> Expr:
+        """Per GPU, the engines busy while the tensor pipes idle (the report's tensor_cores_unused)."""
+        r = self.cfg.report
+        return all_of(
+            [
+                catalog.GPU_GRAPHICS_ENGINE_ACTIVE.select().ge(r.tensor_engine_busy),
+                catalog.GPU_TENSOR_ACTIVE.select().lt(r.tensor_active_threshold),
+            ]
+        )
+
     # -- telemetry ---------------------------------------------------------------------------
     def telemetry_missing(self) -> AlertRule:
         a = self.a.telemetry_missing
@@ -330,6 +369,7 @@ class AlertBuilder:
             self.power_throttling(),
             self.thermal_throttling(),
             self.gpu_underutilized(),
+            self.gpu_stalled(),
             self.telemetry_missing(),
             self.dcgm_exporter_down(),
             self.xid_errors(),

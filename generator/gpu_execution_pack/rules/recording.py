@@ -365,16 +365,21 @@ class RuleBuilder:
 
     # -- alert conditions ----------------------------------------------------------------
     def condition_rules(self) -> tuple[RecordingRule, ...]:
-        """Each throttling alert's condition per GPU: 1 where it holds, 0 for every other GPU held."""
+        """Each per-GPU alert condition the report counts: 1 where it holds, else 0 for every GPU held
+        (the throttling ones) or for every GPU with engine activity (the activity ones: without it
+        nothing can be told, and the report says so)."""
         from gpu_execution_pack.rules.alerts import AlertBuilder  # alerts read this module's series
 
         alerts = AlertBuilder(self.cfg)
         held = catalog.GPU_PRESENCE.select() * 0
+        active = catalog.GPU_GRAPHICS_ENGINE_ACTIVE.select() * 0
         return tuple(
-            RecordingRule(series.name, any_of([Paren(Paren(condition) * 0 + 1), held], stacked=False))
-            for series, condition in (
-                (catalog.GPU_POWER_THROTTLED, alerts.power_throttling_condition()),
-                (catalog.GPU_THERMAL_THROTTLED, alerts.thermal_throttling_condition()),
+            RecordingRule(series.name, any_of([Paren(Paren(condition) * 0 + 1), otherwise], stacked=False))
+            for series, condition, otherwise in (
+                (catalog.GPU_POWER_THROTTLED, alerts.power_throttling_condition(), held),
+                (catalog.GPU_THERMAL_THROTTLED, alerts.thermal_throttling_condition(), held),
+                (catalog.GPU_STALLED, alerts.stalled_condition(), active),
+                (catalog.GPU_TENSOR_CORES_UNUSED, alerts.tensor_cores_unused_condition(), active),
             )
         )
 
