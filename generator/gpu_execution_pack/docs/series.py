@@ -18,6 +18,42 @@ base unit, counters read as a rate over `rate_window`.
 """
 
 
+def _name(series: catalog.Series) -> str:
+    return f"`{series.name}`"
+
+
+def work_and_sharing() -> str:
+    """Why the activity series exist, and how a GPU held by several executions is split."""
+    raws = {key: catalog.SIGNALS[key].raws[0].name for key in ("gpu_util", "gr_engine_active")}
+    return f"""\
+## Work, not just residency
+
+`{raws["gpu_util"]}` (`{catalog.GPU_UTILIZATION.api_name}`) is the share of time *a* kernel was
+resident: a job deadlocked in an NCCL collective reads 100 % while its GPU does nothing. The
+profiling fields count what the GPU really did: graphics-engine activity (`{raws["gr_engine_active"]}`),
+tensor-pipe activity and memory-interface (DRAM) activity are default counters since
+dcgm-exporter 4.0; SM activity and occupancy come with its DCP counters file. dcgm-exporter 4.9
+publishes them under DCGM 4.7's names (`*_UTIL_RATIO`). On MIG instances, which have no
+GPU_UTIL, the utilisation is the graphics-engine activity. The endpoint serves them only where its
+`series` parameter names them ("optional" below); the report compares them with GPU_UTIL
+(`gpu_stalled`, `tensor_cores_unused` in docs/report.md), and the GpuExecutionGpuStalled alert
+fires on the same condition as {_name(catalog.GPU_STALLED)}.
+
+## GPUs held by several executions
+
+Under time-slicing or MPS, dcgm-exporter publishes a shared GPU's series once per pod that holds
+it, with identical values, and NVML has no per-process utilisation or power to split them by. So
+{_name(catalog.GPU_SHARE)} gives each of the N executions holding one GPU (or MIG instance: the
+same {", ".join(f"`{label}`" for label in catalog.DEVICE_LABELS)}) at a moment 1/N of it at that
+moment. GPU-hours billed ({_name(catalog.MODEL_GPU_COUNT)}), GPU-hours of work
+({_name(catalog.MODEL_GPU_UTILIZATION_SUM)}, from {_name(catalog.GPU_WORKED)}) and power
+({_name(catalog.EXECUTION_GPU_POWER_SUM)}, from {_name(catalog.GPU_POWER_ATTRIBUTED)}), and so
+energy and cost, are counted in that share: a sum over executions counts the GPU once. The per-GPU
+series the endpoint serves stay the GPU's own readings: every holder sees what the GPU did.
+
+"""
+
+
 def _formulas(series: catalog.Series) -> str:
     parts = []
     for f in series.formulas:
@@ -29,10 +65,15 @@ def _formulas(series: catalog.Series) -> str:
 
 
 def render() -> str:
-    out = [INTRO, "## API series\n\n| API name | API unit | recorded series | unit | computed from |\n"]
+    out = [INTRO, work_and_sharing()]
+    out.append(
+        "## API series\n\nThe endpoint's default answer is every series not marked optional; its `series` parameter "
+    )
+    out.append("selects any of them.\n\n| API name | API unit | recorded series | unit | computed from |\n")
     out.append("|---|---|---|---|---|\n")
-    for s in catalog.API_SERIES:
-        out.append(f"| {s.api_name} | {s.api_unit} | `{s.name}` | {s.unit} | {_formulas(s)} |\n")
+    for s in catalog.SERVABLE_SERIES:
+        name = f"{s.api_name} (optional)" if s.api_optional else s.api_name
+        out.append(f"| {name} | {s.api_unit} | `{s.name}` | {s.unit} | {_formulas(s)} |\n")
     out.append("\n## Further recorded series\n\n| recorded series | unit | what it is | computed from |\n")
     out.append("|---|---|---|---|\n")
     for s in catalog.ALL_SERIES:
