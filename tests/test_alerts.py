@@ -171,6 +171,19 @@ def test_the_runbook_states_the_configured_thresholds():
     assert "{{" not in text and "{%" not in text
 
 
+def test_the_stalled_runbook_says_how_to_confirm_a_hang_and_when_it_is_a_false_positive():
+    text = (REPO / "docs/runbook.md").read_text()
+    section = text.split("## GpuExecutionGpuStalled", 1)[1].split("\n## ", 1)[0]
+    for needed in ("py-spy dump", "NCCL_DEBUG=INFO", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "dead", "timeout"):
+        assert needed in section, needed
+    # The false positive and its key; the field it needs, by every name the configured exporters use.
+    assert "latency-bound" in section and "`alerts.gpu_stalled.engine_threshold`" in section
+    for raw in catalog.SIGNALS["gr_engine_active"].raws_for(Config().dcgm.generations):
+        assert raw.name in section
+    assert "dcgmi profile --pause" in section and "dcgm-exporter 4.0" in section
+    assert catalog.GPU_STALLED.name in section
+
+
 # --- The promtool alert tests -----------------------------------------------------------------
 
 
