@@ -6,9 +6,10 @@ train-b one GPU of node 1 and one of node 2); a real Prometheus scraping each ho
 every second with the pack's rules, for a config of second-long ``for`` durations; a real
 Alertmanager with the generated route and inhibit rules as written, its receivers pointed at a
 webhook in the test; and the runbook, served where ``alerts.runbook_url`` says. Each test
-changes only its own GPUs (or the hosts' RAM), they run in file order, and every wait has a
-deadline. Each inhibition is checked both ways: the explained alert fires and is held back, and
-the same alert beside it, which nothing explains, is delivered.
+changes only its own GPUs (or the hosts' RAM; the last, a hang, the utilisation of every GPU),
+they run in file order, and every wait has a deadline. Each inhibition is checked both ways:
+the explained alert fires and is held back, and the same alert beside it, which nothing
+explains, is delivered.
 """
 
 from __future__ import annotations
@@ -153,7 +154,13 @@ def test_amtool_refuses_a_broken_snippet(tmp_path: Path):
 
 def test_the_inhibit_rules_silence_what_the_explaining_alert_explains():
     b = AlertBuilder(Config())
-    measured = [b.gpu_memory_high(), b.gpu_memory_exhaustion(), b.power_throttling(), b.thermal_throttling()]
+    measured = [
+        b.gpu_memory_high(),
+        b.gpu_memory_exhaustion(),
+        b.power_throttling(),
+        b.thermal_throttling(),
+        b.gpu_stalled(),
+    ]
     assert routing.inhibit_rules(Config()) == [
         {
             "source_matchers": [f'alertname="{b.telemetry_missing().alert}"'],
@@ -175,6 +182,12 @@ def test_the_inhibit_rules_silence_what_the_explaining_alert_explains():
             "source_matchers": [f'alertname="{b.dcgm_exporter_down().alert}"', 'hostname=~".+"'],
             "target_matchers": [f'alertname=~"{"|".join(r.alert for r in [*measured, b.telemetry_missing()])}"'],
             "equal": ["hostname"],
+        },
+        # A stalled GPU explains its execution's underuse (a hang with the other ranks idle).
+        {
+            "source_matchers": [f'alertname="{b.gpu_stalled().alert}"'],
+            "target_matchers": [f'alertname="{b.gpu_underutilized().alert}"'],
+            "equal": ["execution_id"],
         },
     ]
     rules_text = json.dumps(routing.inhibit_rules(Config()))
@@ -258,6 +271,9 @@ def e2e_config(runbook_url: str) -> Config:
                 "host_memory_exhaustion": {"lookback": "10s", "min_level": 0.9, "for": "4s"},
                 "thermal_throttling": {"for": "8s"},
                 "power_throttling": {"for": "8s", "severity": "warning"},
+                "gpu_stalled": {"for": "2s"},
+                # Over every GPU's resting 80 %: a stalled GPU beside an idle one pulls the mean under it.
+                "gpu_underutilized": {"for": "2s", "threshold": 0.6},
                 "telemetry_missing": {"window": "2m", "for": "2s", "severity": "critical"},
                 # As severe as what it silences: an inhibition never hides a more severe alert.
                 "dcgm_exporter_down": {"for": "2s", "severity": "critical"},
@@ -278,6 +294,8 @@ class GpuState:
     memory: float = 0.5  # share of the usable framebuffer in use when the state was set
     memory_rise: float = 0.0  # bytes per second from then on
     temperature: float = 60.0
+    util: float = 0.8  # GPU_UTIL: share of time a kernel was resident
+    engine: float = 0.8  # graphics-engine activity
     power: float = 500.0  # watts, against a 700 W limit
     sm_clock: float = 1.98e9
     # False: DCGM returns blanks for the fields that say a GPU reports (catalog.PRESENCE_SIGNALS), the
@@ -326,8 +344,10 @@ class Exporter:
         usable = gpu.mem_total_mib * MIB
         used = min(state.memory * usable + state.memory_rise * (now - state.since), 0.999 * usable)
         values = {
-            "gpu_util": 0.8,
-            "gr_engine_active": 0.8,
+            "gpu_util": state.util,
+            "gr_engine_active": state.engine,
+            "tensor_active": state.engine / 2,
+            "dram_active": state.engine / 4,
             "fb_used": used,
             "fb_free": usable - used,
             "fb_reserved": 512.0 * MIB,
@@ -672,3 +692,33 @@ def test_an_exporter_down_silences_the_missing_telemetry_of_its_host(stack: Stac
         assert stack.notified(missing, TRAIN_B.id) == []
     finally:
         stack.loop.routes[path] = served
+
+
+def test_a_stalled_gpu_silences_its_executions_underuse(stack: Stack):
+    """A hang: train-a's first GPU spins in a collective (kernels resident, engine idle) while its
+    other GPU idles, so its mean utilisation falls under the threshold too. GpuStalled is delivered
+    and its execution's GpuUnderutilized held back; train-b, idle with nothing stalled, is told."""
+    stalled, under = stack.b.gpu_stalled().alert, stack.b.gpu_underutilized().alert
+    spinning, idle = TRAIN_A.gpus
+    stack.exporter.set_gpu(spinning, util=0.98, engine=0.02)
+    stack.exporter.set_gpu(idle, util=0.0, engine=0.0)
+    for gpu in TRAIN_B.gpus:
+        stack.exporter.set_gpu(gpu, util=0.0, engine=0.0)
+
+    [note] = stack.eventually(f"{stalled} for {TRAIN_A.id}", lambda: stack.notified(stalled, TRAIN_A.id))
+    assert note["receiver"] == CHAT  # a warning
+    assert [a["labels"]["UUID"] for a in note["alerts"]] == [spinning.uuid]
+    assert_runbooks_open(note)
+    [idle_note] = stack.eventually(f"{under} for {TRAIN_B.id}", lambda: stack.notified(under, TRAIN_B.id))
+    assert [a["labels"][catalog.EXECUTION_LABEL] for a in idle_note["alerts"]] == [TRAIN_B.id]
+    assert stack.notified(stalled, TRAIN_B.id) == []
+
+    own = {catalog.EXECUTION_LABEL: TRAIN_A.id}
+    stack.eventually(f"{under} firing for {TRAIN_A.id}", lambda: stack.firing_in_prometheus(under, **own))
+    stack.eventually(
+        f"{under} of {TRAIN_A.id} inhibited by its {stalled}",
+        lambda: stack.inhibited_by({"alertname": under, **own}, {"alertname": stalled, **own}),
+    )
+    time.sleep(SETTLE)
+    assert stack.firing_in_prometheus(under, **own), "the underuse resolved: the test proved nothing"
+    assert stack.notified(under, TRAIN_A.id) == []

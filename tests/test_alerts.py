@@ -12,11 +12,11 @@ import pytest
 import yaml
 from gpu_execution_pack import catalog, cli, testsuites
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.promql import Call, aggregate, any_of, selector, transform
+from gpu_execution_pack.promql import Call, aggregate, all_of, any_of, selector, transform
 from gpu_execution_pack.rules import alerts
 from gpu_execution_pack.rules import lint as alert_lint
 from gpu_execution_pack.rules.alerts import AlertBuilder
-from gpu_execution_pack.scenario import library
+from gpu_execution_pack.scenario import library, model
 from gpu_execution_pack.scenario.alerting import predict_linear
 from gpu_execution_pack.scenario.humanize import go_value, humanize, humanize_percentage
 from gpu_execution_pack.testsuites.alerts import alert_suite
@@ -31,6 +31,7 @@ ALERT_NAMES = {
     "GpuExecutionPowerThrottling",
     "GpuExecutionThermalThrottling",
     "GpuExecutionGpuUnderutilized",
+    "GpuExecutionGpuStalled",
     "GpuExecutionTelemetryMissing",
     "GpuExecutionDcgmExporterDown",
     "GpuExecutionXidError",
@@ -62,6 +63,20 @@ def test_the_shipped_alerts_are_the_ones_the_issue_asks_for_and_follow_the_conve
     assert {r["alert"] for r in committed_alerts()} == ALERT_NAMES
     files = sorted((REPO / "rules").rglob("*.rules.yml"))
     assert alert_lint.lint(((p, p.read_text()) for p in files), (REPO / "docs/runbook.md").read_text()) == []
+
+
+def test_the_stalled_alert_reads_recorded_utilisation_and_engine_activity_with_the_configured_keys():
+    """The issue's condition (GPU_UTIL >= 80 % while the graphics engine is under 10 %, for 15m, a
+    warning) on the recorded per-GPU series, its numbers those of alerts.gpu_stalled."""
+    cfg = Config().alerts.gpu_stalled
+    assert (cfg.util_threshold, cfg.engine_threshold, cfg.for_, cfg.severity) == (0.8, 0.1, "15m", "warning")
+    [rule] = [r for r in committed_alerts() if r["alert"] == "GpuExecutionGpuStalled"]
+    assert (rule["for"], rule["labels"]) == (cfg.for_, {"severity": cfg.severity})
+    util, engine = catalog.GPU_UTILIZATION.name, catalog.GPU_GRAPHICS_ENGINE_ACTIVE.name
+    assert rule["expr"].split() == [util, ">=", "0.8", "and", engine, "<", "0.1"]
+    description = rule["annotations"]["description"]
+    assert "{{ $labels.execution_id }}" in description and "{{ $labels.UUID }}" in description
+    assert "for 15m" in description and "(threshold 10%)" in description
 
 
 def test_a_well_formed_alert_passes_the_lint():
@@ -151,7 +166,22 @@ def test_the_runbook_states_the_configured_thresholds():
     text = (REPO / "docs/runbook.md").read_text()
     assert "at least 95 % of a GPU's usable framebuffer for 2m" in text
     assert "averaged under 15 % utilisation for 30m" in text
+    assert "for 15m a GPU of the execution has had kernels resident at least 80 %" in text
+    assert "active less than 10 % of" in text and "alerts.gpu_stalled.engine_threshold" in text
     assert "{{" not in text and "{%" not in text
+
+
+def test_the_stalled_runbook_says_how_to_confirm_a_hang_and_when_it_is_a_false_positive():
+    text = (REPO / "docs/runbook.md").read_text()
+    section = text.split("## GpuExecutionGpuStalled", 1)[1].split("\n## ", 1)[0]
+    for needed in ("py-spy dump", "NCCL_DEBUG=INFO", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "dead", "timeout"):
+        assert needed in section, needed
+    # The false positive and its key; the field it needs, by every name the configured exporters use.
+    assert "latency-bound" in section and "`alerts.gpu_stalled.engine_threshold`" in section
+    for raw in catalog.SIGNALS["gr_engine_active"].raws_for(Config().dcgm.generations):
+        assert raw.name in section
+    assert "dcgmi profile --pause" in section and "dcgm-exporter 4.0" in section
+    assert catalog.GPU_STALLED.name in section
 
 
 # --- The promtool alert tests -----------------------------------------------------------------
@@ -209,7 +239,60 @@ def test_the_edge_cases_the_issue_lists_are_scenarios():
         "mig",
         "no power limit and no reasons: power throttling quiet",
         "no power limit: reasons bitmask decides",
+        "a hung collective",
+        "MIG with activity fields only",
+        "hung without profiling fields",
+        "FP32 on tensor-core GPUs",
     } <= names
+
+
+def stalled_alerts(test: dict) -> list[tuple[int, dict]]:
+    """(seconds, alert) of every GpuStalled the test expects to fire."""
+    return [
+        (seconds(c["eval_time"]), a)
+        for c in test["alert_rule_test"]
+        if c["alertname"] == "GpuExecutionGpuStalled"
+        for a in c["exp_alerts"]
+    ]
+
+
+def test_the_stalled_alert_fires_for_the_hung_jobs_gpus_only():
+    """hung-0024 hangs for 30 minutes beside tensor-0025: each of its GPUs fires once the hang has
+    lasted alerts.gpu_stalled.for, naming its utilisation and engine activity; nothing else stalls."""
+    scenario = library.hung_collective()
+    hung = next(e for e in scenario.executions if e.id == "hung-0024")
+    hang = hung.phases.index("hung")
+    start, end = hung.phase_starts[hang] * 60, hung.phase_starts[hang + 1] * 60
+    load = model.PHASES["hung"].gpu
+    utils = {g.uuid: (load.util_percent + hung.util_offset(g)) / 100 for g in hung.gpus}
+    fired: dict[str, list[int]] = {}
+    for test in alert_tests():
+        for t, alert in stalled_alerts(test):
+            labels = alert["exp_labels"]
+            assert (test["name"], labels["execution_id"]) == (scenario.name, hung.id), alert
+            fired.setdefault(labels["UUID"], []).append(t)
+            description = alert["exp_annotations"]["description"]
+            assert f"kernels resident {humanize_percentage(utils[labels['UUID']])} of the time for 15m" in description
+            assert f"graphics engine active only {load.engine_active_percent:g}% (threshold 10%)" in description
+            assert labels["severity"] == "warning"
+    assert set(fired) == set(utils)
+    for times in fired.values():
+        assert start + seconds(Config().alerts.gpu_stalled.for_) <= min(times) and max(times) < end
+
+
+def test_the_stalled_alert_is_checked_quiet_where_nothing_tells_a_stall():
+    """MIG (utilisation is the engine activity), an exporter without profiling fields and an FP32 job
+    (busy engines, idle tensor pipes): checked, never firing."""
+    for name in (
+        "mig",
+        "MIG with activity fields only",
+        "hung without profiling fields",
+        "MIG-enabled H100s: no framebuffer fields",
+        "FP32 on tensor-core GPUs",
+    ):
+        test = next(t for t in alert_tests() if t["name"] == name)
+        checks = [c for c in test["alert_rule_test"] if c["alertname"] == "GpuExecutionGpuStalled"]
+        assert len(checks) >= 3 and not stalled_alerts(test), name
 
 
 def test_the_oom_alert_fires_before_the_crash():
@@ -299,6 +382,35 @@ def test_a_gpu_reporting_without_framebuffer_fields_is_not_missing(tmp_path: Pat
     monkeypatch.setattr(AlertBuilder, "reporting", framebuffer_only)
     out = _run_alert_suite(tmp_path)
     assert "alertname: GpuExecutionTelemetryMissing" in out and 'execution_id="h100mig1-job"' in out
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_a_stall_told_without_engine_activity_fails_the_tests(tmp_path: Path, monkeypatch):
+    # "Utilisation high unless the engines are busy" reads a GPU without engine activity (an exporter
+    # before 4.0, a profiling lock) as stalled: locked-0033 would page while it computes.
+    def unless_busy(self):
+        a = self.a.gpu_stalled
+        busy = catalog.GPU_GRAPHICS_ENGINE_ACTIVE.select().ge(a.engine_threshold)
+        return catalog.GPU_UTILIZATION.select().ge(a.util_threshold).unless(busy)
+
+    monkeypatch.setattr(AlertBuilder, "stalled_condition", unless_busy)
+    out = _run_alert_suite(tmp_path)
+    assert "alertname: GpuExecutionGpuStalled" in out and 'execution_id="locked-0033"' in out
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_a_stall_read_from_the_tensor_pipes_fails_the_tests(tmp_path: Path, monkeypatch):
+    # Idle tensor pipes are FP32 work, not a stall: fp32-0026 keeps its engines at 88 %.
+    def tensor_idle(self):
+        a = self.a.gpu_stalled
+        idle = catalog.GPU_TENSOR_ACTIVE.select().lt(a.engine_threshold)
+        return all_of([catalog.GPU_UTILIZATION.select().ge(a.util_threshold), idle])
+
+    monkeypatch.setattr(AlertBuilder, "stalled_condition", tensor_idle)
+    out = _run_alert_suite(tmp_path)
+    assert "alertname: GpuExecutionGpuStalled" in out and 'execution_id="fp32-0026"' in out
 
 
 # --- The oracle's ports of Prometheus functions ----------------------------------------------

@@ -16,7 +16,7 @@ The file is a whole Alertmanager config, so ``amtool check-config`` checks it as
   never hides a page behind a warning.
 
   1. ``TelemetryMissing`` silences the alerts computed from the same GPU's measurements (memory,
-     filling up, power and thermal throttling), ``equal: [UUID]``: the alert fires per held GPU
+     filling up, power and thermal throttling, stalled), ``equal: [UUID]``: the alert fires per held GPU
      or MIG instance once no DCGM series of its UUID reports (``unless on (UUID)``), so every
      instance and every execution on that UUID is affected. ``XidError`` is not silenced: an
      Xid (79, fallen off the bus) is usually why a GPU goes silent. Note that a GPU that goes
@@ -34,6 +34,16 @@ The file is a whole Alertmanager config, so ``amtool check-config`` checks it as
      target's own series and ends when it goes down. The source also matches ``hostname=~".+"``:
      a target never seen up alerts without a host and must not match GPU alerts whose hostname
      would be empty too.
+  5. ``GpuStalled`` silences ``GpuUnderutilized`` of the same execution, ``equal: [execution_id]``.
+     A stalled GPU reads at least ``gpu_stalled.util_threshold`` utilisation, so a job whose GPUs
+     all stall never looks underused; the two meet only when a hang leaves a few ranks spinning
+     in a collective and the rest idle (their processes gone, say), enough to pull the mean
+     utilisation under ``gpu_underutilized.threshold``. Then the stall is the news and the
+     underuse its consequence, whose description would guess at I/O or CPU. Where the
+     utilisation is the engine activity (MIG instances, GPUs without GPU_UTIL) a hung job is
+     never stalled and reads as idle: GpuUnderutilized is then the only alert, and nothing
+     silences it. The stall never silences its GPU's other alerts: a GPU that is both stalled
+     and full, hot or throttled says something about each.
 """
 
 from __future__ import annotations
@@ -125,6 +135,8 @@ def inhibit_rules(cfg: Config) -> list[dict]:
             (catalog.HOST_LABEL,),
             (matcher(catalog.HOST_LABEL, "=~", ".+"),),
         ),
+        # 5. A stalled GPU explains its execution's underuse: the hang is the news.
+        *inhibition(b.gpu_stalled(), [b.gpu_underutilized()], (catalog.EXECUTION_LABEL,)),
     ]
 
 

@@ -392,6 +392,33 @@ def waste_spec(a: Alerts) -> AlertSpec:
     return AlertSpec("GpuUnderutilized", minutes(u.for_), u.severity, execution_entities, holds, describe)
 
 
+def stalled_spec(a: Alerts) -> AlertSpec:
+    """GpuStalled: kernels resident (utilisation at the threshold) while the graphics engine idles.
+
+    Only a GPU with engine activity can tell: without it (an exporter before 4.0, a profiling
+    lock) the alert stays quiet. On MIG instances the utilisation is the engine activity, so the
+    two never disagree and it never fires there.
+    """
+    s = a.gpu_stalled
+    util, engine = value(catalog.GPU_UTILIZATION), value(catalog.GPU_GRAPHICS_ENGINE_ACTIVE)
+
+    def holds(w: World, e: Entity, m: float) -> bool:
+        u, g = util(w, e, m), engine(w, e, m)
+        return u is not None and g is not None and u >= s.util_threshold and g < s.engine_threshold
+
+    def describe(w: World, e: Entity, m: float) -> str:
+        assert e.execution is not None
+        u, g = util(w, e, m), engine(w, e, m)
+        assert u is not None and g is not None
+        return (
+            f"Execution {e.execution.id}: {gpu_name(e)} has had kernels resident {humanize_percentage(u)} "
+            f"of the time for {s.for_}, its graphics engine active only {humanize_percentage(g)} "
+            f"(threshold {s.engine_threshold * 100:g}%): a hung collective or a spin-wait."
+        )
+
+    return AlertSpec("GpuStalled", minutes(s.for_), s.severity, gpu_entities, holds, describe)
+
+
 def telemetry_specs(a: Alerts) -> list[AlertSpec]:
     """TelemetryMissing (a held GPU's series stopped) and DcgmExporterDown (its exporter's target is down)."""
     tm, down = a.telemetry_missing, a.dcgm_exporter_down
@@ -453,6 +480,7 @@ def specs(cfg: Config) -> list[AlertSpec]:
         power_spec(a),
         thermal_spec(a),
         waste_spec(a),
+        stalled_spec(a),
         *telemetry_specs(a),
         xid_spec(a),
     ]

@@ -315,7 +315,22 @@ def alert_suite() -> list[Scenario]:
         xid(),
         training_in("4.8"),
         real_install("h100mig1"),  # its GPUs report, though without framebuffer fields
+        hung_collective(),  # runs on 20 minutes past the hang (tensor-0025), so the alert is seen to clear
+        fp32_job(),  # busy engines, idle tensor pipes: not stalled
+        mig_activity_only(),  # utilisation is the engine activity: never stalled
+        profiling_locked(),
     ]
+
+
+def profiling_locked() -> Scenario:
+    """A collective hangs on a host whose exporter publishes no profiling fields (dcgm-exporter
+    before 4.0, or Nsight / `dcgmi profile --pause` holding the profiling lock): nothing tells a
+    stall from work, so GpuStalled stays quiet."""
+    e = Execution("locked-0033", (Gpu("h23", 0),), ("loading", "compute", "hung"))
+    missing = frozenset({"gr_engine_active", "tensor_active", "dram_active", "pcie_rx", "pcie_tx"})
+    return Scenario(
+        "hung without profiling fields", profiling_locked.__doc__ or "", (Host("h23", missing=missing),), (e,)
+    )
 
 
 # --- Report scenarios -----------------------------------------------------------------------
