@@ -45,7 +45,12 @@ KEYS = {ADMIN: "*", RESEARCH: "research", OTHER: "physics"}
 # rounds of the backfill), per GPU at either end of the span.
 LAG_STEPS = 2
 ENERGY_TOLERANCE = 0.02
+ACTIVITY_TOLERANCE = 0.02
 PEAK_WATTS = max(p.gpu.power_watts for p in PHASES.values())
+# Backfilled series carry no stale markers: an execution's series read on for Prometheus' 5-minute lookback
+# after it ends, and it counts among a shared GPU's holders meanwhile (report_oracle.Shares): twice that,
+# since the share is recorded from the recorded utilisation, which read the raw series on already.
+READS_ON_MINUTES = 2 * 5
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +75,11 @@ def loaded(tmp_path_factory: pytest.TempPathFactory):
 def last_sample(start: int, execution_id: str) -> str:
     """Just before the scrape after the execution's last one. The report is asked up to then: backfilled series
     carry no stale markers, so they read on for Prometheus' 5-minute lookback, which a live Prometheus ends at once."""
+    return iso(last_sample_at(start, execution_id))
+
+
+def last_sample_at(start: int, execution_id: str) -> float:
+    """``last_sample`` in seconds."""
     execution = next(e for e in SCENARIO.executions if e.id == execution_id)
     scraped = [
         m
@@ -77,7 +87,7 @@ def last_sample(start: int, execution_id: str) -> str:
         if any(SCENARIO.host(g.host).dcgm_outage is None or not _down(SCENARIO.host(g.host), m) for g in execution.gpus)
     ]
     # A rule evaluated before the next scrape still reads the last one: its sample belongs to the span.
-    return iso(start + scraped[-1] * 60 + STEP_SECONDS - 1)
+    return start + scraped[-1] * 60 + STEP_SECONDS - 1
 
 
 def _down(host, minute: float) -> bool:
@@ -102,10 +112,14 @@ EXECUTIONS = [e for e in SCENARIO.executions]
 @pytest.mark.parametrize("execution", EXECUTIONS, ids=[e.id for e in EXECUTIONS])
 def test_verdicts_energy_and_gpu_hours_match_the_oracle(loaded, execution):
     server, cfg, start = loaded
-    want = report_oracle.report(SCENARIO, cfg, execution)
+    want = report_oracle.report(SCENARIO, cfg, execution, reads_on=READS_ON_MINUTES)
     got = summary_of(server, cfg, execution.id, start)
 
     assert tuple(v["code"] for v in got["verdicts"]) == want.codes, json.dumps(got["verdicts"], indent=1)
+    activity = {k: v for k, v in got["utilization"].items() if k in report_oracle.ACTIVITY}
+    assert activity.keys() == want.activity_percent.keys()  # an absent series leaves its figure out
+    for key, value in want.activity_percent.items():
+        assert activity[key] == pytest.approx(value, rel=ACTIVITY_TOLERANCE, abs=0.01), key
     assert got["gpus"]["count"] == len(execution.gpus)
     assert {h["hostname"] for h in got["hosts"]} == {g.host for g in execution.gpus}
     if resumed_after_outage(execution):
@@ -355,3 +369,105 @@ def test_a_gap_is_samples_missing_for_prometheus_lookback_not_a_missed_evaluatio
     """240 samples span an hour at 15 s: 2 missing is a missed rule evaluation, 20 (5 minutes) a gap."""
     verdicts = judge(figures_with_samples(samples), config_from_mapping(CONFIG), running=False, expected_samples=240)
     assert [v.code for v in verdicts] == codes
+
+
+# --- Work truth: activity, stalled GPUs, tensor cores, shared GPUs -----------------------------------
+
+
+def execution_named(execution_id: str):
+    return next(e for e in SCENARIO.executions if e.id == execution_id)
+
+
+def verdict(doc: dict, code: str) -> dict:
+    return next(v for v in doc["verdicts"] if v["code"] == code)
+
+
+def test_a_stalled_gpu_is_named_with_its_time_and_how_to_confirm(loaded):
+    server, cfg, start = loaded
+    got = verdict(summary_of(server, cfg, "hung-0024", start), "gpu_stalled")
+    assert got["severity"] == cfg.alerts.gpu_stalled.severity
+    assert "GPU 0 on h19" in got["summary"] and "GPU 1 on h19" in got["summary"]
+    assert "for up to 30 min" in got["summary"]  # the hung phase, recorded from its first sample
+    assert "py-spy dump" in got["advice"] and "NCCL_DEBUG=INFO" in got["advice"]
+    # Its neighbour on the tensor cores, on the same host, is told nothing.
+    assert [v["code"] for v in summary_of(server, cfg, "tensor-0025", start)["verdicts"]] == ["healthy"]
+
+
+def test_activity_figures_per_gpu_and_only_where_published(loaded):
+    server, cfg, start = loaded
+    fp32 = summary_of(server, cfg, "fp32-0026", start)["gpus"]["devices"][0]
+    # Its tensor pipes only worked a little while loading.
+    assert fp32["tensorActivePercent"] < cfg.report.tensor_active_threshold * 100
+    assert fp32["graphicsEngineActivePercent"] > cfg.report.tensor_engine_busy * 100
+    assert "tensor_cores_unused" in [v["code"] for v in summary_of(server, cfg, "fp32-0026", start)["verdicts"]]
+    blind = summary_of(server, cfg, "blind-0033", start)
+    device = blind["gpus"]["devices"][0]
+    assert "graphicsEngineActivePercent" not in device and "tensorActivePercent" in device
+    incomplete = verdict(blind, "telemetry_incomplete")["summary"]
+    assert "gpuGraphicsEngineActivePercent" in incomplete and "stalled cannot be told" in incomplete
+    # Ten minutes at high utilisation are too short for a stall: its missing engine activity is no gap.
+    short = summary_of(server, cfg, "blindshort-0034", start)
+    assert "telemetry_incomplete" not in [v["code"] for v in short["verdicts"]]
+
+
+def test_a_shared_gpu_names_the_other_executions_within_the_tenant(loaded):
+    server, cfg, start = loaded
+    mps = verdict(summary_of(server, cfg, "mps-0031", start), "gpu_shared")["summary"]
+    assert "GPU 0 on h22 with mps-0032" in mps and "GPU 1 on h22" not in mps and "1/N" in mps
+    admin = verdict(summary_of(server, cfg, "slice-0029", start), "gpu_shared")["summary"]
+    assert "slice-0030" in admin
+    # slice-0030 is team-b's: team-a's report says the GPU was shared, not with whom.
+    team_a = verdict(summary_of(server, cfg, "slice-0029", start, tenant="team-a"), "gpu_shared")["summary"]
+    assert "slice-0030" not in team_a and "outside this report's tenant" in team_a
+
+
+def test_a_time_sliced_pair_is_each_billed_half_the_gpu(loaded):
+    server, cfg, start = loaded
+    pair = [execution_named("slice-0029"), execution_named("slice-0030")]
+    hours, kwh = report_oracle.gpu_totals(SCENARIO, pair[0].gpus[0])
+    lag_hours = LAG_STEPS * STEP_SECONDS / 3600 + 1e-4
+    edge_kwh = LAG_STEPS * STEP_SECONDS * PEAK_WATTS / 3_600_000
+    for execution in pair:
+        got = summary_of(server, cfg, execution.id, start)
+        assert got["cost"]["gpuHoursBilled"] == pytest.approx(hours / 2, abs=lag_hours)
+        assert got["gpus"]["devices"][0]["gpuHoursBilled"] == got["cost"]["gpuHoursBilled"]
+        assert got["power"]["energyKwh"] == pytest.approx(kwh / 2, rel=ENERGY_TOLERANCE, abs=edge_kwh)
+
+
+def fleet_at(server: Prometheus, cfg, at: float) -> dict[str, dict]:
+    async def run() -> dict:
+        client = PrometheusClient(server.url, 30)
+        try:
+            return await document.fleet_summary(cfg, client, "1d", len(SCENARIO.executions), at=at)
+        finally:
+            await client.close()
+
+    return {row["executionId"]: row for row in asyncio.run(run())["top"]}
+
+
+@pytest.mark.parametrize(
+    ("ids", "tail_kwh"),
+    [
+        (("slice-0029", "slice-0030"), 0.0),
+        # mps-0032 ends while mps-0031 runs on: for READS_ON_MINUTES after, the backfill still counts it a
+        # holder of GPU 0 (half the GPU's energy each) while its energy counter stands still.
+        (("mps-0031", "mps-0032"), READS_ON_MINUTES * 60 / 2 * PEAK_WATTS / 3_600_000),
+    ],
+    ids=["time-sliced", "mps"],
+)
+def test_the_fleet_view_counts_a_shared_gpu_once(loaded, ids, tail_kwh):
+    """Summed over the executions that shared them, GPU-hours and energy are the GPUs' own (from the model)."""
+    server, cfg, start = loaded
+    executions = [execution_named(i) for i in ids]
+    gpus = list(dict.fromkeys(g for e in executions for g in e.gpus))
+    totals = [report_oracle.gpu_totals(SCENARIO, g) for g in gpus]
+    # Asked just before the next scrape after the last holder's last sample, so no series reads on past it.
+    rows = fleet_at(server, cfg, max(last_sample_at(start, i) for i in ids))
+    billed = sum(rows[i]["gpuHoursBilled"] for i in ids)
+    kwh = sum(rows[i]["energyKwh"] for i in ids)
+    lag_hours = len(gpus) * LAG_STEPS * STEP_SECONDS / 3600 + len(ids) * 1e-4
+    assert billed == pytest.approx(sum(h for h, _ in totals), abs=lag_hours)
+    assert billed <= sum(h for h, _ in totals) + len(ids) * 1e-4  # never more than the GPUs were held
+    edge_kwh = len(gpus) * LAG_STEPS * STEP_SECONDS * PEAK_WATTS / 3_600_000 + tail_kwh
+    assert kwh == pytest.approx(sum(k for _, k in totals), rel=ENERGY_TOLERANCE, abs=edge_kwh)
+    assert all("gpu_shared" in rows[i]["verdicts"] for i in ids)

@@ -45,8 +45,10 @@ def energy(f: fig.ExecutionFigures) -> tuple[float | None, str]:
         device = (g.labels.get(catalog.EXECUTION_LABEL, ""), g.labels.get("UUID", ""))
         if (joules := f.energy_joules(g)) is not None:
             per_device[device] = (joules, "energy_counter")
-        elif g.power_integral_joules is not None and per_device.get(device, (0, ""))[1] != "energy_counter":
-            per_device[device] = (g.power_integral_joules, "power_integral")
+        elif (integral := g.attributed_power_integral) is not None and per_device.get(device, (0, ""))[
+            1
+        ] != "energy_counter":
+            per_device[device] = (integral, "power_integral")
     if not per_device:
         return None, "none"
     sources = {source for _, source in per_device.values()}
@@ -54,11 +56,11 @@ def energy(f: fig.ExecutionFigures) -> tuple[float | None, str]:
 
 
 def cost(cfg: Config, f: fig.ExecutionFigures) -> float:
-    """GPU-hours billed at each model's price (dashboards.price_per_gpu_hour)."""
+    """GPU-hours billed at each model's price (dashboards.price_per_gpu_hour), a shared GPU's in the share."""
     d = cfg.dashboards
     prices = dict(d.price_per_gpu_hour)
     return sum(
-        g.samples
+        g.billed_samples
         * f.gpu_interval
         / 3600
         * prices.get(g.labels.get(catalog.MODEL_LABEL, ""), d.default_price_per_gpu_hour)
@@ -85,10 +87,20 @@ def cost_block(cfg: Config, f: fig.ExecutionFigures, joules: float | None) -> di
     return block
 
 
+def activity(engine: float | None, tensor: float | None, dram: float | None) -> dict[str, float]:
+    """The activity figures as percentages, each left out where its series is absent."""
+    named = {
+        "graphicsEngineActivePercent": engine,
+        "tensorActivePercent": tensor,
+        "dramActivePercent": dram,
+    }
+    return {key: value for key, ratio in named.items() if (value := pct(ratio)) is not None}
+
+
 def gpu_entry(f: fig.ExecutionFigures, g: fig.GpuFigures) -> dict[str, Any]:
     labels = g.labels
     joules = f.energy_joules(g)
-    joules = g.power_integral_joules if joules is None else joules
+    joules = g.attributed_power_integral if joules is None else joules
     return {
         "hostname": labels.get(catalog.HOST_LABEL, ""),
         "gpu": labels.get("gpu", ""),
@@ -97,6 +109,7 @@ def gpu_entry(f: fig.ExecutionFigures, g: fig.GpuFigures) -> dict[str, Any]:
         "migInstance": labels.get("GPU_I_ID", ""),
         "migProfile": labels.get("GPU_I_PROFILE", ""),
         "utilizationPercent": pct(g.util_mean),
+        **activity(g.engine_mean, g.tensor_mean, g.dram_mean),
         "heavyPhaseUtilizationPercent": pct(g.util_heavy_mean),
         "memoryPeakBytes": rounded(g.mem_peak_bytes, 0),
         "memoryPeakPercent": pct(g.mem_peak_ratio),
@@ -108,8 +121,8 @@ def gpu_entry(f: fig.ExecutionFigures, g: fig.GpuFigures) -> dict[str, Any]:
         "temperatureMaxCelsius": rounded(g.temp_max, 1),
         "xidErrors": [int(g.xid_last)] if g.xid_changes > 0 and (g.xid_last or 0) > 0 else [],
         "energyKwh": None if joules is None else rounded(joules / JOULES_PER_KWH, 4),
-        "gpuHoursBilled": rounded(g.samples * f.gpu_interval / 3600, 4),
-        "gpuHoursWorked": rounded(g.worked_samples * f.gpu_interval / 3600, 4),
+        "gpuHoursBilled": rounded(g.billed_samples * f.gpu_interval / 3600, 4),
+        "gpuHoursWorked": rounded(g.worked * f.gpu_interval / 3600, 4),
     }
 
 
@@ -139,8 +152,17 @@ def utilization_block(cfg: Config, f: fig.ExecutionFigures, end: float) -> dict[
     utils = [g.util_mean for g in f.gpus if g.util_mean is not None]
     heavy = [g.util_heavy_mean for g in f.gpus if g.util_heavy_mean is not None]
     cpus = [h.cpu_mean for h in f.hosts if h.cpu_mean is not None]
+
+    def over_gpus(ratios: list[float | None]) -> float | None:
+        return mean([r for r in ratios if r is not None])
+
     return {
         "gpuMeanPercent": pct(mean(utils)),
+        **activity(
+            over_gpus([g.engine_mean for g in f.gpus]),
+            over_gpus([g.tensor_mean for g in f.gpus]),
+            over_gpus([g.dram_mean for g in f.gpus]),
+        ),
         "heavyPhase": {
             "start": None if f.heavy_phase_start is None else iso(f.heavy_phase_start),
             "seconds": None if f.heavy_phase_start is None else round(end - f.heavy_phase_start, 3),
@@ -241,6 +263,7 @@ async def execution_summary(
     figures.heavy_phase_start, heavy = await fig.heavy_phase(cfg, prometheus, scope, start_s, end_s, step)
     for g in figures.gpus:
         g.util_heavy_mean = heavy.get(fig.key_of({**g.labels}, fig.GPU_KEY))
+    await fig.co_holders(prometheus, scope, end_s - start_s, end_s, figures)
     expected_samples = round((end_s - start_s) / figures.gpu_interval) + 1
     return summary(cfg, figures, start_s, end_s, running and end is None, expected_samples)
 

@@ -40,6 +40,7 @@ from gpu_execution_pack.query.prometheus import PrometheusClient, PrometheusErro
 GPU_KEY = (EXECUTION_LABEL, *catalog.GPU_IDENTITY_LABELS)
 HOST_KEY = (EXECUTION_LABEL, HOST_LABEL)
 PROMETHEUS_DEFAULT_INTERVAL = "1m"  # Prometheus' global evaluation_interval when its config sets none
+MAX_NAMED = 50  # executions a query names in a regex matcher, at most
 ALERTS_METRIC = "ALERTS"  # Prometheus' own series of firing and pending alerts
 # The GPU series whose absence a report names: without them a verdict cannot be given.
 REQUIRED_GPU_SERIES: tuple[Series, ...] = (
@@ -77,6 +78,52 @@ class GpuFigures:
     energy_samples: int = 0
     power_integral_joules: float | None = None  # board power summed over samples
     present: set[str] = field(default_factory=set)  # names of the REQUIRED_GPU_SERIES it has
+    # What the engines did (None: the exporter publishes no such field for the GPU).
+    engine_mean: float | None = None
+    tensor_mean: float | None = None
+    dram_mean: float | None = None
+    stalled_samples: float = 0.0  # derived-interval samples with the GpuStalled condition
+    tensor_unused_samples: float = 0.0  # derived-interval samples busy with the tensor pipes idle
+    tensor_judged_samples: int = 0  # derived-interval samples of that condition (where engine activity exists)
+    util_high_samples: int = 0  # without engine activity only: samples at or above the stall's utilisation
+    # A GPU several executions hold at once: its share summed and at its lowest, and the shared figures.
+    share_sum: float | None = None
+    share_min: float | None = None
+    worked_shared_samples: float | None = None  # utilisation times share, summed over samples
+    power_attributed_joules: float | None = None  # board power times share, summed over samples
+    co_holders: list[str] | None = None  # the executions it was shared with (None: not looked up)
+
+    @property
+    def shared(self) -> bool:
+        """Whether another execution held the GPU at the same moment at some sample."""
+        return self.share_min is not None and self.share_min < 1
+
+    @property
+    def billed_samples(self) -> float:
+        """Samples held, a shared one counted in the execution's share at each sample."""
+        return self.share_sum if self.shared and self.share_sum is not None else float(self.samples)
+
+    @property
+    def worked(self) -> float:
+        """Utilisation summed over samples, a shared GPU's in the execution's share at each sample."""
+        if self.shared and self.worked_shared_samples is not None:
+            return self.worked_shared_samples
+        return self.worked_samples
+
+    @property
+    def power_share(self) -> float:
+        """The execution's share of the GPU's energy: its attributed power over the GPU's board power,
+        summed over the same samples (so exact at each moment); 1 when not shared."""
+        if not self.shared or not self.power_attributed_joules or not self.power_integral_joules:
+            return 1.0
+        return self.power_attributed_joules / self.power_integral_joules
+
+    @property
+    def attributed_power_integral(self) -> float | None:
+        """Board power integrated over the span, a shared GPU's in the execution's share."""
+        if self.power_integral_joules is None:
+            return None
+        return self.power_integral_joules * self.power_share
 
 
 @dataclass
@@ -124,15 +171,16 @@ class ExecutionFigures:
         if rise is None:
             return None
         covered = (gpu.energy_samples - 1) * self.derived_interval
-        return rise * (gpu.samples * self.gpu_interval) / covered
+        # A GPU shared with other executions: the execution's share of the rise (GpuFigures.power_share).
+        return rise * (gpu.samples * self.gpu_interval) / covered * gpu.power_share
 
     @property
     def billed_seconds(self) -> float:
-        return sum(g.samples for g in self.gpus) * self.gpu_interval
+        return sum(g.billed_samples for g in self.gpus) * self.gpu_interval
 
     @property
     def worked_seconds(self) -> float:
-        return sum(g.worked_samples for g in self.gpus) * self.gpu_interval
+        return sum(g.worked for g in self.gpus) * self.gpu_interval
 
 
 class Scope:
@@ -261,6 +309,27 @@ def gpu_queries(cfg: Config, scope: Scope, w: Window) -> dict[str, Expr]:
     }
 
 
+def work_queries(cfg: Config, scope: Scope, w: Window) -> dict[str, Expr]:
+    """The ``GpuFigures`` fields of what the engines did and of GPUs shared between executions, by field name."""
+    window = w.window
+
+    def g(series: Series) -> Expr:
+        return scope.gpu(series)
+
+    return {
+        "engine_mean": over("avg_over_time", g(catalog.GPU_GRAPHICS_ENGINE_ACTIVE), window),
+        "tensor_mean": over("avg_over_time", g(catalog.GPU_TENSOR_ACTIVE), window),
+        "dram_mean": over("avg_over_time", g(catalog.GPU_DRAM_ACTIVE), window),
+        "stalled_samples": over("sum_over_time", g(catalog.GPU_STALLED), window),
+        "tensor_unused_samples": over("sum_over_time", g(catalog.GPU_TENSOR_CORES_UNUSED), window),
+        "tensor_judged_samples": over("count_over_time", g(catalog.GPU_TENSOR_CORES_UNUSED), window),
+        "share_sum": over("sum_over_time", g(catalog.GPU_SHARE), window),
+        "share_min": over("min_over_time", g(catalog.GPU_SHARE), window),
+        "worked_shared_samples": over("sum_over_time", g(catalog.GPU_WORKED), window),
+        "power_attributed_joules": over("sum_over_time", g(catalog.GPU_POWER_ATTRIBUTED), window) * w.gpu_interval,
+    }
+
+
 def presence_queries(scope: Scope, w: Window) -> dict[str, Expr]:
     """Which GPUs have each of the REQUIRED_GPU_SERIES, by series name."""
     return {s.name: over("count_over_time", scope.gpu(s), w.window) for s in REQUIRED_GPU_SERIES}
@@ -383,7 +452,7 @@ async def collect(
     """
     gpu_interval, derived_interval = await intervals(cfg, prometheus)
     w = Window(format_duration(max(1.0, math.ceil(window_seconds))), format_duration(gpu_interval), gpu_interval)
-    gpu, host = gpu_queries(cfg, scope, w), host_queries(scope, w)
+    gpu, host = {**gpu_queries(cfg, scope, w), **work_queries(cfg, scope, w)}, host_queries(scope, w)
     queries = {**gpu, **presence_queries(scope, w), **host, **execution_queries(cfg, scope, w)}
     asked = [(expr, at) for expr in queries.values()]
     alerts_window = format_duration(max(1.0, math.ceil(window_seconds + alerts_after)))
@@ -393,7 +462,60 @@ async def collect(
     executions = read_gpus(results, gpu, (gpu_interval, derived_interval))
     read_hosts(results, host, executions)
     read_executions(results, executions)
+    await util_high_without_engine(cfg, prometheus, scope, w, at, executions)
     return dict(sorted(executions.items()))
+
+
+async def util_high_without_engine(
+    cfg: Config,
+    prometheus: PrometheusClient,
+    scope: Scope,
+    w: Window,
+    at: float,
+    executions: dict[str, ExecutionFigures],
+) -> None:
+    """For GPUs without engine activity, how many samples had utilisation at or above the stall's threshold:
+    that long, the report cannot tell a stalled GPU from a busy one. One query, and only where such GPUs exist
+    (exporters before 4.0, a profiling lock held by Nsight)."""
+    blind = sorted({eid for eid, f in executions.items() if any(g.engine_mean is None for g in f.gpus)})
+    if not blind:
+        return
+    # Named in the query while few, so it reads only their series; beyond, the URL would grow past what
+    # proxies accept, and the scope's series are read instead (the others' answers are not used).
+    ids = [match(EXECUTION_LABEL, "|".join(re.escape(eid) for eid in blind), "=~")] if len(blind) <= MAX_NAMED else []
+    util = catalog.GPU_UTILIZATION.select(*ids, *scope.execution, *scope.tenant)
+    high = util.ge(cfg.alerts.gpu_stalled.util_threshold)
+    result = await prometheus.instant(render(call("count_over_time", Range(high, w.window, w.step))), at=at)
+    gpus = {key_of(g.labels, GPU_KEY): g for f in executions.values() for g in f.gpus if g.engine_mean is None}
+    for r in result:
+        if (target := gpus.get(key_of(r["metric"], GPU_KEY))) is not None:
+            target.util_high_samples = int(value_of(r))
+
+
+async def co_holders(
+    prometheus: PrometheusClient, scope: Scope, window_seconds: float, at: float, f: ExecutionFigures
+) -> None:
+    """Name, on each of ``f``'s shared GPUs, the other executions (within the scope's tenant) that held it at
+    the same moments as ``f`` did: those with a share under 1 while ``f``'s was."""
+    if not any(g.shared for g in f.gpus):
+        return
+    own = catalog.GPU_SHARE.select(match(EXECUTION_LABEL, f.execution_id), *scope.tenant).lt(1)
+    others = catalog.GPU_SHARE.select(*scope.tenant).lt(1).and_(own, on(catalog.DEVICE_LABELS))
+    window = format_duration(max(1.0, math.ceil(window_seconds)))
+    step = format_duration(f.gpu_interval)
+    expr = aggregate(
+        "group", (EXECUTION_LABEL, *catalog.DEVICE_LABELS), call("count_over_time", Range(others, window, step))
+    )
+    result = await prometheus.instant(render(expr), at=at)
+    for g in f.gpus:
+        if g.shared:
+            device = key_of(g.labels, catalog.DEVICE_LABELS)
+            g.co_holders = sorted(
+                eid
+                for r in result
+                if key_of(r["metric"], catalog.DEVICE_LABELS) == device
+                and (eid := r["metric"].get(EXECUTION_LABEL, "")) != f.execution_id
+            )
 
 
 async def heavy_phase(

@@ -30,6 +30,19 @@ def device(d: dict[str, Any]) -> str:
     return f"{d['hostname']} GPU {d['gpu']}" + (f"/{d['migInstance']}" if d["migInstance"] else "")
 
 
+# What the engines did, beside utilisation (which counts time with any kernel resident).
+ACTIVITY_ROWS = (
+    ("graphicsEngineActivePercent", "graphics engine active"),
+    ("tensorActivePercent", "tensor pipes active"),
+    ("dramActivePercent", "memory interface active"),
+)
+
+
+def activity_lines(utilization: dict[str, Any]) -> list[str]:
+    """The activity means over the run, for those the exporter publishes."""
+    return [f"    {label:<24} {bar(utilization[key])}" for key, label in ACTIVITY_ROWS if key in utilization]
+
+
 def render_execution(doc: dict[str, Any]) -> str:
     """One execution's report document as text."""
     gpus, u, mem, power, cost = doc["gpus"], doc["utilization"], doc["memory"], doc["power"], doc["cost"]
@@ -51,6 +64,9 @@ def render_execution(doc: dict[str, Any]) -> str:
         f"    {'mean over the run':<24} {bar(u['gpuMeanPercent'])}",
         f"    {'mean in the heavy phase':<24} {bar(heavy['gpuMeanPercent'])}",
         f"    {'host CPU':<24} {bar(u['hostCpuMeanPercent'])}",
+    ]
+    lines += activity_lines(u)
+    lines += [
         "",
         "  GPU memory (peak)",
     ]

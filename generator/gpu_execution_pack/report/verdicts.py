@@ -25,11 +25,14 @@ CODES: tuple[str, ...] = (
     "gpu_oom",
     "host_oom",
     "xid_errors",
+    "gpu_stalled",
     "gpu_idle",
     "gpu_underutilized_input_bound",
     "gpu_underutilized_io_bound",
     "power_throttled",
     "thermal_throttled",
+    "tensor_cores_unused",
+    "gpu_shared",
     "telemetry_incomplete",
     "healthy",
 )
@@ -91,6 +94,19 @@ def missing_inputs(f: ExecutionFigures, expected_samples: int | None) -> list[st
     if not f.hosts or all(h.cpu_mean is None for h in f.hosts):
         out.append("no host CPU or RAM series (node_exporter) for its hosts")
     return out
+
+
+def missing_activity(f: ExecutionFigures, cfg: Config) -> list[str]:
+    """GPUs without engine activity whose utilisation was high for the stall's ``for``: whether they
+    stalled cannot be told. Elsewhere a missing activity field is no gap: no verdict needs it."""
+    stall = cfg.alerts.gpu_stalled
+    engine = catalog.GPU_GRAPHICS_ENGINE_ACTIVE.api_name
+    return [
+        f"{gpu_name(g)} has no {engine} while its utilisation was at or above {percent(stall.util_threshold)} "
+        f"for {minutes(high)}: whether it stalled cannot be told"
+        for g in f.gpus
+        if g.engine_mean is None and (high := g.util_high_samples * f.gpu_interval) >= seconds(stall.for_)
+    ]
 
 
 @dataclass(frozen=True)
@@ -180,6 +196,32 @@ def xid_errors(case: Case, cfg: Config) -> Verdict | None:
     )
 
 
+def gpu_stalled(case: Case, cfg: Config) -> Verdict | None:
+    """A GPU with kernels resident while its graphics engine idled (the GpuStalled condition) for at least
+    the alert's ``for`` in all."""
+    f, stall = case.figures, cfg.alerts.gpu_stalled
+    held = [(g, g.stalled_samples * f.derived_interval) for g in f.gpus]
+    stalled = [(g, s) for g, s in held if s >= seconds(stall.for_)]
+    if not stalled:
+        return None
+    means = ", ".join(
+        f"{gpu_name(g)}: {percent(g.util_mean or 0)} utilisation, {percent(g.engine_mean or 0)} engine activity"
+        for g, _ in stalled
+    )
+    return Verdict(
+        "gpu_stalled",
+        stall.severity,
+        f"{', '.join(gpu_name(g) for g, _ in stalled)} looked busy but did no work for up to "
+        f"{minutes(max(s for _, s in stalled))}: GPU_UTIL at or above {percent(stall.util_threshold)} while "
+        f"the graphics engine was active under {percent(stall.engine_threshold)} of the time (over the run: "
+        f"{means}). Kernels were resident but not working: typical of a hung collective or a spin-wait.",
+        "Confirm while it runs: dump the ranks' stacks (py-spy dump --pid PID, or the framework's stack dump) "
+        "and look for ranks waiting in the same collective; rerun with NCCL_DEBUG=INFO to see which one; "
+        "check for a dead or restarted peer rank. Set TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and a NCCL timeout "
+        "(init_process_group(timeout=...)) so a hang ends the job instead of holding its GPUs.",
+    )
+
+
 def gpu_idle(case: Case, cfg: Config) -> Verdict | None:
     """Mean utilisation over the run under ``report.gpu_idle_threshold``."""
     mean = mean_utilization(case.figures)
@@ -261,11 +303,67 @@ def thermal_throttled(case: Case, cfg: Config) -> Verdict | None:
     )
 
 
+def tensor_cores_unused(case: Case, cfg: Config) -> Verdict | None:
+    """A GPU publishing tensor-pipe activity whose engines were busy with the tensor pipes idle for at
+    least ``report.tensor_unused_share`` of its samples; never on an idle or stalled job."""
+    f, r = case.figures, cfg.report
+    if gpu_idle(case, cfg) is not None or gpu_stalled(case, cfg) is not None:
+        return None
+    unused = [
+        g
+        for g in f.gpus
+        if g.tensor_mean is not None
+        and g.tensor_judged_samples
+        and g.tensor_unused_samples / g.tensor_judged_samples >= r.tensor_unused_share
+    ]
+    if not unused:
+        return None
+    shares = ", ".join(f"{gpu_name(g)}: {percent(g.tensor_unused_samples / g.tensor_judged_samples)}" for g in unused)
+    return Verdict(
+        "tensor_cores_unused",
+        "info",
+        f"The engines were busy (at least {percent(r.tensor_engine_busy)} active) with the tensor pipes under "
+        f"{percent(r.tensor_active_threshold)} for most of the run ({shares} of the time): the maths ran "
+        "without the tensor cores, in FP32.",
+        "Train in mixed precision (torch.autocast with bfloat16 or float16, and a GradScaler for float16), "
+        "or at least let FP32 matrix products use TF32 (torch.backends.cuda.matmul.allow_tf32 = True, "
+        "torch.set_float32_matmul_precision('high'), and NVIDIA_TF32_OVERRIDE not set to 0): on tensor-core "
+        "GPUs that is several times the throughput.",
+    )
+
+
+def gpu_shared(case: Case, cfg: Config) -> Verdict | None:
+    """A GPU held by more than one execution at the same moment at some sample (time-slicing, MPS)."""
+    shared = [g for g in case.figures.gpus if g.shared]
+    if not shared:
+        return None
+
+    def whom(g: GpuFigures) -> str:
+        most = round(1 / (g.share_min or 1))
+        if g.co_holders is None:
+            return f"{gpu_name(g)} (up to {most} executions at once)"
+        if not g.co_holders:
+            return f"{gpu_name(g)} with executions outside this report's tenant"
+        return f"{gpu_name(g)} with {', '.join(g.co_holders)}"
+
+    return Verdict(
+        "gpu_shared",
+        "info",
+        f"GPUs were shared with other executions at the same time: {'; '.join(whom(g) for g in shared)}. "
+        "The exporter publishes a shared GPU's figures once per pod and cannot tell whose work they are, so "
+        "its GPU-hours billed and worked, energy and cost were split equally: 1/N to each of the N executions "
+        "holding it, at each moment.",
+        "Nothing to do if sharing was intended (time-slicing or MPS). Utilisation and activity are the whole "
+        "GPU's, the other executions' work included; for figures of this job alone, run it on a GPU of its own.",
+    )
+
+
 def telemetry_incomplete(case: Case, cfg: Config) -> Verdict | None:
-    """Inputs missing (``missing_inputs``), or no host CPU while utilisation was low enough for the
-    underutilisation rule, which then cannot tell input from I/O bound."""
+    """Inputs missing (``missing_inputs``), no host CPU while utilisation was low enough for the
+    underutilisation rule, which then cannot tell input from I/O bound, or no engine activity while
+    utilisation was high enough for the stall rule (``missing_activity``)."""
     f = case.figures
-    missing = missing_inputs(f, case.expected_samples)
+    missing = missing_inputs(f, case.expected_samples) + missing_activity(f, cfg)
     if low_utilization_seconds(f, cfg) is not None and f.cpu_during_low_util is None:
         missing.append("no host CPU series while utilisation was low: input or I/O bound cannot be told")
     if not missing:
@@ -291,10 +389,13 @@ RULES: tuple[Rule, ...] = (
     gpu_oom,
     host_oom,
     xid_errors,
+    gpu_stalled,
     gpu_idle,
     gpu_underutilized,
     power_throttled,
     thermal_throttled,
+    tensor_cores_unused,
+    gpu_shared,
     telemetry_incomplete,
 )
 
