@@ -5,6 +5,13 @@ from __future__ import annotations
 import json
 import re
 
+from gpu_execution_pack import catalog
+from gpu_execution_pack.config import config_from_mapping
+from gpu_execution_pack.promql import render
+from gpu_execution_pack.report import figures
+from gpu_execution_pack.report.figures import Scope
+
+from bench import report as bench_report
 from bench.common import RESULTS
 from bench.document import DOC, PHASE_ORDER, PLOT, report
 from bench.fleet_rules import PINNED
@@ -42,3 +49,70 @@ def test_the_scaling_guide_quotes_figures_the_benchmark_report_holds():
     figures = {f for f in re.findall(r"\d[\d,]*(?:\.\d+)?", section) if len(f) >= 3}
     assert len(figures) >= 10, figures  # the section still quotes the report
     assert not {f for f in figures if f not in report}, "figures in docs/scaling.md not in docs/benchmarks.md"
+
+
+# --- make bench-report (bench/report.py): the execution report at fleet scale -----------------------
+
+
+def report_queries(cfg, scope) -> list[str]:
+    """The PromQL text of the figures the report reads in one pass (``figures.collect``)."""
+    w = figures.Window("7d", "1m", 60.0)
+    queries = {
+        **figures.gpu_queries(cfg, scope, w),
+        **figures.presence_queries(scope, w),
+        **figures.host_queries(scope, w),
+        **figures.execution_queries(scope, w),
+    }
+    return [render(q) for q in queries.values()]
+
+
+def test_the_report_benchmark_holds_every_series_the_report_and_its_verdicts_read():
+    """A query over a series the bench's Prometheus lacks answers at once: the timings would flatter the report.
+
+    Every recorded series the report's figures read, and those of the work-truth verdicts
+    (bench.report.VERDICT_QUERIES), must be in the bench's data, each condition true somewhere and false
+    elsewhere, and the per-execution conditions carry the tenant label a tenant's fleet view selects.
+    """
+
+    cfg = config_from_mapping(bench_report.CONFIG)
+    text = bench_report.openmetrics(cfg, 10**9, executions=60)
+    samples: dict[str, list[str]] = {}
+    for line in text.splitlines()[:-1]:
+        samples.setdefault(line.split("{", 1)[0], []).append(line)
+    asked = report_queries(cfg, Scope(cfg, None, None))
+    read = {
+        s for s in catalog.ALL_SERIES if any(re.search(rf"(?<![\w:]){re.escape(s.name)}(?![\w:])", q) for q in asked)
+    }
+    assert {catalog.GPU_MEMORY_HIGH, *catalog.EXECUTION_CONDITION_SERIES} <= read  # no subquery left for them
+    assert not any("[7d:" in q for q in asked), "a subquery: record its condition instead"
+    for series in read | set(bench_report.VERDICT_QUERIES):
+        assert series.name in samples, f"the bench's data lack {series.name}"
+    for series in (*catalog.GPU_CONDITION_SERIES, catalog.EXECUTION_UNDERUTILIZED):
+        values = {line.rsplit(" ", 2)[1] for line in samples[series.name]}
+        assert values == {"0.0", "1.0"}, (series.name, values)
+    tenant = f'{cfg.api.tenant_label}="'
+    assert all(tenant in line for s in catalog.EXECUTION_CONDITION_SERIES for line in samples[s.name])
+
+
+def test_the_report_benchmark_asks_beside_the_report_only_what_it_does_not_read():
+
+    everything = list(bench_report.VERDICT_QUERIES)
+    assert bench_report.unread([]) == everything
+    reads_stalled = f"sum_over_time({catalog.GPU_STALLED.name}[7d])"
+    assert catalog.GPU_STALLED not in bench_report.unread([reads_stalled])
+    # A longer name that contains one is not a read of it.
+    assert catalog.GPU_SHARE in bench_report.unread([f"{catalog.GPU_SHARE.name}_other"])
+
+
+def test_the_report_benchmark_document_states_the_fleet_view_against_its_target():
+    """docs/benchmarks-report.md is what bench/report.py wrote: each ratio is its median over the floor's."""
+
+    doc = (REPO / "docs" / "benchmarks-report.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (.+?) \| (\d+) ms \| ([\d.]+)x \|$", doc, re.MULTILINE)
+    assert [name for name, _, _ in rows][1] == bench_report.FLEET
+    floor = int(rows[0][1])
+    for name, ms, ratio in rows:
+        # Medians are printed to the millisecond, so the printed ratio is within that rounding of theirs.
+        low, high = (int(ms) - 0.5) / (floor + 0.5), (int(ms) + 0.5) / (floor - 0.5)
+        assert low - 0.05 <= float(ratio) <= high + 0.05, name
+    assert f"target is {bench_report.TARGET:.0f}x" in doc

@@ -372,11 +372,22 @@ GPU_TENSOR_CORES_UNUSED = Series(
     "1 while the graphics engine is busy (report.tensor_engine_busy) and the tensor pipes under "
     "report.tensor_active_threshold, 0 while it has activity figures otherwise.",
 )
+# Where the framebuffer is nearly full: the report's time over the out-of-memory threshold sums it,
+# which costs a read of the samples where a subquery over the comparison re-evaluated it per step.
+GPU_MEMORY_HIGH = Series(
+    "execution_gpu:gpu_memory_high",
+    "bool",
+    GPU_LABELS,
+    (),
+    "1 while the GpuMemoryHigh alert's condition holds for the GPU (memory at or above "
+    "alerts.gpu_memory_high.threshold), else 0.",
+)
 GPU_CONDITION_SERIES: tuple[Series, ...] = (
     GPU_POWER_THROTTLED,
     GPU_THERMAL_THROTTLED,
     GPU_STALLED,
     GPU_TENSOR_CORES_UNUSED,
+    GPU_MEMORY_HIGH,
 )
 
 # The series that says which GPUs an execution holds: present for every attributed GPU.
@@ -502,6 +513,28 @@ EXECUTION_SERIES: tuple[Series, ...] = (
     *EXECUTION_ACTIVITY_SERIES,
 )
 
+# The report's waste figures as recorded series (a subquery over the comparison per report re-evaluated
+# it at every step of the span). Read per execution and tenant: the rules average the GPUs that carry
+# the tenant label (api.tenant_label) by both, so a tenant's report counts its own GPUs only.
+# rules.recording builds them from the config's threshold.
+EXECUTION_UNDERUTILIZED = Series(
+    "execution:gpu_underutilized",
+    "bool",
+    EXECUTION_LABELS,
+    (),
+    "1 while the execution's mean GPU utilisation is under alerts.gpu_underutilized.threshold, else 0 "
+    "while it holds GPUs.",
+)
+EXECUTION_CPU_WHILE_UNDERUTILIZED = Series(
+    "execution:system_cpu_utilization_ratio_while_underutilized:max",
+    "ratio",
+    EXECUTION_LABELS,
+    (),
+    "The busiest host CPU of the execution, 0-1, recorded only while execution:gpu_underutilized is 1: "
+    "averaged over a span, the host CPU while the GPUs waited.",
+)
+EXECUTION_CONDITION_SERIES: tuple[Series, ...] = (EXECUTION_UNDERUTILIZED, EXECUTION_CPU_WHILE_UNDERUTILIZED)
+
 # What cost attribution needs, per execution and GPU model: GPU-hours are the allocated count
 # integrated over time, GPU-hours of work the summed utilisation integrated over time; a GPU
 # several executions hold at once counts in each one's share (GPU_SHARE).
@@ -598,6 +631,7 @@ ALL_SERIES: tuple[Series, ...] = (
     *NODE_SERIES,
     *NODE_DERIVED_SERIES,
     *EXECUTION_SERIES,
+    *EXECUTION_CONDITION_SERIES,
     *COST_SERIES,
     PRICE,
 )

@@ -113,7 +113,7 @@ def gpu_entry(f: fig.ExecutionFigures, g: fig.GpuFigures) -> dict[str, Any]:
         "heavyPhaseUtilizationPercent": pct(g.util_heavy_mean),
         "memoryPeakBytes": rounded(g.mem_peak_bytes, 0),
         "memoryPeakPercent": pct(g.mem_peak_ratio),
-        "secondsAboveOomThreshold": g.oom_samples * f.gpu_interval,
+        "secondsAboveOomThreshold": g.oom_samples * f.derived_interval,
         "powerMeanWatt": rounded(g.power_mean, 2),
         "powerLimitMeanWatt": rounded(g.power_limit_mean, 2),
         "powerThrottledSeconds": g.power_throttled_samples * f.derived_interval,
@@ -170,7 +170,7 @@ def utilization_block(cfg: Config, f: fig.ExecutionFigures, end: float) -> dict[
             "memoryShareOfPeak": cfg.report.heavy_phase_memory_share,
         },
         "hostCpuMeanPercent": pct(mean(cpus)),
-        "lowUtilizationSeconds": f.low_util_samples * f.gpu_interval,
+        "lowUtilizationSeconds": f.low_util_samples * f.derived_interval,
     }
 
 
@@ -180,7 +180,7 @@ def memory_block(cfg: Config, f: fig.ExecutionFigures) -> dict[str, Any]:
         "gpuPeakBytes": rounded(max((g.mem_peak_bytes or 0 for g in f.gpus), default=None), 0),
         "gpuPeakPercent": pct(max((g.mem_peak_ratio or 0 for g in f.gpus), default=None)),
         "oomThresholdPercent": pct(cfg.alerts.gpu_memory_high.threshold),
-        "secondsAboveOomThreshold": max((g.oom_samples for g in f.gpus), default=0) * f.gpu_interval,
+        "secondsAboveOomThreshold": max((g.oom_samples for g in f.gpus), default=0) * f.derived_interval,
         "hostRamPeakBytes": rounded(max((h.ram_peak_bytes or 0 for h in f.hosts), default=None), 0),
         "hostRamPeakPercent": pct(max((h.ram_peak_ratio or 0 for h in f.hosts), default=None)),
     }

@@ -24,7 +24,6 @@ from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL, Series
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import (
     Expr,
-    Range,
     aggregate,
     call,
     format_duration,
@@ -64,7 +63,7 @@ class GpuFigures:
     mem_peak_bytes: float | None = None
     mem_peak_ratio: float | None = None
     mem_last_ratio: float | None = None
-    oom_samples: int = 0  # samples at or above the OOM threshold
+    oom_samples: int = 0  # samples at or above the OOM threshold, at the derived interval
     power_mean: float | None = None
     power_limit_mean: float | None = None
     power_throttled_samples: float = 0.0
@@ -152,7 +151,7 @@ class ExecutionFigures:
     gpus: list[GpuFigures] = field(default_factory=list)
     hosts: list[HostFigures] = field(default_factory=list)
     alerts: list[AlertFigures] = field(default_factory=list)
-    low_util_samples: int = 0  # samples with the execution's mean utilisation under the waste threshold
+    low_util_samples: int = 0  # derived-interval samples with mean utilisation under the waste threshold
     cpu_during_low_util: float | None = None
     heavy_phase_start: float | None = None
     # A GPU series had a sample within Prometheus' lookback before the window's end: still running then.
@@ -285,7 +284,6 @@ def gpu_queries(cfg: Config, scope: Scope, w: Window) -> dict[str, Expr]:
         return scope.gpu(series)
 
     util, memory, energy = g(catalog.GPU_UTILIZATION), g(catalog.GPU_MEMORY_UTILIZATION), g(catalog.GPU_ENERGY)
-    oom = memory.ge(cfg.alerts.gpu_memory_high.threshold)
     return {
         "samples": over("count_over_time", util, window),
         "util_mean": over("avg_over_time", util, window),
@@ -293,7 +291,7 @@ def gpu_queries(cfg: Config, scope: Scope, w: Window) -> dict[str, Expr]:
         "mem_peak_bytes": over("max_over_time", g(catalog.GPU_MEMORY_USED), window),
         "mem_peak_ratio": over("max_over_time", memory, window),
         "mem_last_ratio": over("last_over_time", memory, window),
-        "oom_samples": call("count_over_time", Range(oom, window, w.step)),
+        "oom_samples": over("sum_over_time", g(catalog.GPU_MEMORY_HIGH), window),
         "power_mean": over("avg_over_time", g(catalog.GPU_POWER), window),
         "power_integral_joules": over("sum_over_time", g(catalog.GPU_POWER), window) * w.gpu_interval,
         "power_limit_mean": over("avg_over_time", g(catalog.GPU_POWER_LIMIT), window),
@@ -345,16 +343,14 @@ def host_queries(scope: Scope, w: Window) -> dict[str, Expr]:
     }
 
 
-def execution_queries(cfg: Config, scope: Scope, w: Window) -> dict[str, Expr]:
-    """The execution-wide figures: low-utilisation samples, the host CPU meanwhile, and whether it still reports."""
-    by_execution = (EXECUTION_LABEL,)
-    util = scope.gpu(catalog.GPU_UTILIZATION)
-    low = aggregate("avg", by_execution, util).lt(cfg.alerts.gpu_underutilized.threshold)
-    cpu = aggregate("max", by_execution, scope.host(catalog.NODE_CPU_UTILIZATION))
+def execution_queries(scope: Scope, w: Window) -> dict[str, Expr]:
+    """The execution-wide figures: low-utilisation samples (at the derived interval), the host CPU meanwhile,
+    and whether it still reports. The conditions are recorded per execution and tenant, so ``scope.gpu`` scopes them."""
     return {
-        "low_util_samples": call("count_over_time", Range(low, w.window, w.step)),
-        "cpu_during_low_util": call("avg_over_time", Range(cpu.and_(low, on(by_execution)), w.window, w.step)),
-        "reporting_at_end": aggregate("group", by_execution, util),  # an instant selector: the lookback
+        "low_util_samples": over("sum_over_time", scope.gpu(catalog.EXECUTION_UNDERUTILIZED), w.window),
+        "cpu_during_low_util": over("avg_over_time", scope.gpu(catalog.EXECUTION_CPU_WHILE_UNDERUTILIZED), w.window),
+        # An instant selector: the lookback.
+        "reporting_at_end": aggregate("group", (EXECUTION_LABEL,), scope.gpu(catalog.GPU_UTILIZATION)),
     }
 
 
@@ -453,7 +449,7 @@ async def collect(
     gpu_interval, derived_interval = await intervals(cfg, prometheus)
     w = Window(format_duration(max(1.0, math.ceil(window_seconds))), format_duration(gpu_interval), gpu_interval)
     gpu, host = {**gpu_queries(cfg, scope, w), **work_queries(cfg, scope, w)}, host_queries(scope, w)
-    queries = {**gpu, **presence_queries(scope, w), **host, **execution_queries(cfg, scope, w)}
+    queries = {**gpu, **presence_queries(scope, w), **host, **execution_queries(scope, w)}
     asked = [(expr, at) for expr in queries.values()]
     alerts_window = format_duration(max(1.0, math.ceil(window_seconds + alerts_after)))
     asked.append((alerts_query(scope, alerts_window), at + alerts_after))

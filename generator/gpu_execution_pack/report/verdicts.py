@@ -136,7 +136,7 @@ def low_utilization_seconds(f: ExecutionFigures, cfg: Config) -> float | None:
     mean = mean_utilization(f)
     if mean is None or mean < cfg.report.gpu_idle_threshold:
         return None
-    low_seconds = f.low_util_samples * f.gpu_interval
+    low_seconds = f.low_util_samples * f.derived_interval
     return low_seconds if low_seconds >= seconds(cfg.alerts.gpu_underutilized.for_) else None
 
 

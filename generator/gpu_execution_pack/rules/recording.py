@@ -374,13 +374,31 @@ class RuleBuilder:
         held = catalog.GPU_PRESENCE.select() * 0
         active = catalog.GPU_GRAPHICS_ENGINE_ACTIVE.select() * 0
         return tuple(
-            RecordingRule(series.name, any_of([Paren(Paren(condition) * 0 + 1), otherwise], stacked=False))
+            RecordingRule(series.name, one_or_zero(condition, otherwise))
             for series, condition, otherwise in (
                 (catalog.GPU_POWER_THROTTLED, alerts.power_throttling_condition(), held),
                 (catalog.GPU_THERMAL_THROTTLED, alerts.thermal_throttling_condition(), held),
                 (catalog.GPU_STALLED, alerts.stalled_condition(), active),
                 (catalog.GPU_TENSOR_CORES_UNUSED, alerts.tensor_cores_unused_condition(), active),
+                (catalog.GPU_MEMORY_HIGH, alerts.gpu_memory_high().tree, held),
             )
+        )
+
+    def execution_condition_rules(self) -> tuple[RecordingRule, ...]:
+        """Per execution and tenant: whether its mean GPU utilisation is under the waste threshold (1/0 while
+        it holds GPUs), and its busiest host CPU at those moments only, so the report reads a span's sums
+        and means of recorded samples instead of re-evaluating the comparison at every step of the span."""
+        by_tenant = (EXECUTION_LABEL, self.cfg.api.tenant_label)
+        mean = aggregate("avg", by_tenant, catalog.GPU_UTILIZATION.select())
+        low = mean.lt(self.cfg.alerts.gpu_underutilized.threshold)
+        cpu = aggregate("max", (EXECUTION_LABEL,), catalog.NODE_CPU_UTILIZATION.select())
+        return (
+            RecordingRule(catalog.EXECUTION_UNDERUTILIZED.name, one_or_zero(low, mean * 0)),
+            # The tenant comes from the GPU side: host series carry none.
+            RecordingRule(
+                catalog.EXECUTION_CPU_WHILE_UNDERUTILIZED.name,
+                join(Paren(low) * 0, "+", on((EXECUTION_LABEL,), group_left=()), cpu),
+            ),
         )
 
     # -- cost ------------------------------------------------------------------------------
@@ -419,7 +437,7 @@ class RuleBuilder:
                 self.gpu_rules(catalog.GPU_HEALTH_SERIES),
                 derived,
             ),
-            # The alerts' throttling conditions as 0/1 series, for the report; after their inputs.
+            # The alerts' conditions as 0/1 series, for the report; after their inputs.
             RuleGroup(
                 f"{GROUP_PREFIX}.execution_gpu_conditions",
                 "execution-gpu",
@@ -439,7 +457,7 @@ class RuleBuilder:
             RuleGroup(
                 f"{GROUP_PREFIX}.execution",
                 "execution",
-                tuple(verbatim_rule(s) for s in catalog.EXECUTION_SERIES),
+                (*(verbatim_rule(s) for s in catalog.EXECUTION_SERIES), *self.execution_condition_rules()),
                 derived,
             ),
             RuleGroup(
@@ -457,6 +475,11 @@ def current(host_map: Series) -> Expr:
     5 minutes, and a join on two would fail for every GPU of the rule."""
     newest = aggregate("topk", catalog.TARGET_LABELS, call("timestamp", host_map.select()), param=1)
     return newest * 0 + 1
+
+
+def one_or_zero(condition: Expr, otherwise: Expr) -> Expr:
+    """1 where ``condition`` has a result, else ``otherwise`` (a 0 for every series that can be told)."""
+    return any_of([Paren(Paren(condition) * 0 + 1), otherwise], stacked=False)
 
 
 def verbatim_rule(series: Series) -> RecordingRule:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL
+from gpu_execution_pack.config import Config
 from gpu_execution_pack.scenario import model
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Host, Scenario
 
@@ -131,6 +132,34 @@ def expected(scenario: Scenario, minute: float) -> dict[str, list[Sample]]:
             out[catalog.MODEL_GPU_UTILIZATION_SUM.name].append(
                 Sample(labels, sum(t[catalog.GPU_UTILIZATION] * s for t, s in zip(of_model, shares, strict=True)))
             )
+    return out
+
+
+def conditions(scenario: Scenario, cfg: Config, minute: float) -> dict[str, list[Sample]]:
+    """Expected samples of the report's recorded conditions at ``minute``: per GPU, memory at or above the
+    GpuMemoryHigh threshold; per execution and tenant, mean utilisation under the GpuUnderutilized threshold,
+    and meanwhile the busiest host CPU of the execution (where a host has one)."""
+    out: dict[str, list[Sample]] = defaultdict(list)
+    memory_high, underutilized = cfg.alerts.gpu_memory_high.threshold, cfg.alerts.gpu_underutilized.threshold
+    for e in running(scenario, minute):
+        utils = []
+        for gpu in e.gpus:
+            truth = model.gpu_truth(scenario, e, gpu, minute)
+            assert truth is not None
+            utils.append(truth[catalog.GPU_UTILIZATION])
+            memory = truth.get(catalog.GPU_MEMORY_UTILIZATION)  # a GPU without memory fields is never high
+            high = memory is not None and memory >= memory_high
+            out[catalog.GPU_MEMORY_HIGH.name].append(Sample(gpu_labels(e, gpu), float(high)))
+        ex = {EXECUTION_LABEL: e.id, TENANT_LABEL: e.namespace}
+        low = sum(utils) / len(utils) < underutilized
+        out[catalog.EXECUTION_UNDERUTILIZED.name].append(Sample(ex, float(low)))
+        cpus = [
+            model.host_truth(scenario, scenario.host(host), minute)[catalog.NODE_CPU_UTILIZATION]
+            for host in sorted({g.host for g in e.gpus})
+            if not cpu_stepped_back(scenario.host(host), minute)
+        ]
+        if low and cpus:
+            out[catalog.EXECUTION_CPU_WHILE_UNDERUTILIZED.name].append(Sample(ex, max(cpus)))
     return out
 
 

@@ -27,12 +27,18 @@ AVERAGED = frozenset(
         catalog.EXECUTION_GPU_UTILIZATION_AVG,
         catalog.MODEL_GPU_UTILIZATION_SUM,
         catalog.NODE_CPU_UTILIZATION,
+        catalog.EXECUTION_CPU_WHILE_UNDERUTILIZED,
         *catalog.EXECUTION_ACTIVITY_SERIES,
     )
 )
 ROUND_TO = 1e-9
 # Host series read RAM and a CPU rate: checked only where the host's load is steady over the rate window.
-HOST_SERIES = frozenset(s.name for s in (*catalog.NODE_SERIES, *catalog.NODE_DERIVED_SERIES))
+HOST_SERIES = frozenset(
+    s.name for s in (*catalog.NODE_SERIES, *catalog.NODE_DERIVED_SERIES, catalog.EXECUTION_CPU_WHILE_UNDERUTILIZED)
+)
+# The conditions the report sums: checked here against the oracle's thresholds from the config. The
+# other alert conditions are checked by the alert suites (as alerts) and the report tests (as series).
+REPORT_CONDITIONS = (catalog.GPU_MEMORY_HIGH, *catalog.EXECUTION_CONDITION_SERIES)
 
 
 def rounded(value: float) -> float:
@@ -60,17 +66,17 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
     """One promtool test: the scenario's raw series, and every recorded series checked mid-phase."""
     checks = []
     # The price has its own check below; the raw host labels a target publishes are not a result; the
-    # alert conditions are checked by the alert suites (as alerts) and the report tests (as series);
-    # the per-target counter rates through the host series that read them.
+    # other alert conditions are checked elsewhere (REPORT_CONDITIONS); the per-target counter rates
+    # through the host series that read them.
     unchecked = (
         catalog.PRICE,
         catalog.DCGM_TARGET_LABELS,
-        *catalog.GPU_CONDITION_SERIES,
+        *(s for s in catalog.GPU_CONDITION_SERIES if s not in REPORT_CONDITIONS),
         *(series for series, _ in catalog.NODE_COUNTER_RATES.values()),
     )
     records = [s.name for s in catalog.ALL_SERIES if s not in unchecked]
     for minute in expected.eval_minutes(scenario):
-        want = expected.expected(scenario, minute)
+        want = expected.expected(scenario, minute) | expected.conditions(scenario, cfg, minute)
         steady = expected.hosts_steady(scenario, minute)
         for record in records:
             if record in HOST_SERIES and not steady:
