@@ -1,10 +1,10 @@
 """One execution in Prometheus: its span (first and last sample), its scope (tenant, hosts), and its series.
 
 An execution's series are read from the recorded series the API serves (``catalog.API_SERIES`` by
-default, those a request names among ``catalog.SERVABLE_SERIES`` otherwise), one entry per GPU (GPU
-series) or per host (system series), and only those asked for are queried. Prometheus answers at most 11,000
-points per series per query, so long ranges are read in chunks on one grid (``start + k * step``)
-and stitched, which leaves no gap and no duplicate. A finished execution's span is cached.
+default, those a request names among ``catalog.SERVABLE_SERIES`` otherwise; only those are
+queried), one entry per GPU (GPU series) or per host (system series). Prometheus answers at most
+11,000 points per series per query, so long ranges are read in chunks on one grid (``start + k *
+step``) and stitched, which leaves no gap and no duplicate. A finished execution's span is cached.
 """
 
 from __future__ import annotations
