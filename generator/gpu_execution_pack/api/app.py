@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 from starlette.applications import Starlette
+from starlette.datastructures import QueryParams
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -17,7 +18,7 @@ from starlette.routing import Route
 
 from gpu_execution_pack.api.auth import ALL_TENANTS, INSECURE_FLAG, load_keys, no_keys_message, tenant_for
 from gpu_execution_pack.api.metrics import respond
-from gpu_execution_pack.api.openapi import FLEET_PATH, ID, PATH, SUMMARY_PATH, openapi_document
+from gpu_execution_pack.api.openapi import FLEET_PATH, ID, PATH, SERIES, SUMMARY_PATH, openapi_document
 from gpu_execution_pack.api.responses import Document, HeaderLimit, answer, error
 from gpu_execution_pack.config import Config, ConfigError
 from gpu_execution_pack.query.execution import ExecutionMetrics
@@ -108,12 +109,14 @@ class Routes:
         """GET PATH: the execution's series (``metrics.respond``: a document, or a stream for a long window)."""
         q, execution_id = request.query_params, request.path_params[ID]
         timeout = self.cfg.api.timeout_seconds
-        return await self.serve(
-            request,
-            lambda tenant: respond(
-                self.started(), execution_id, q.get("start"), q.get("end"), q.get("step"), tenant, timeout
-            ),
-        )
+
+        async def work(tenant: str | None) -> Document:
+            series = once(q, SERIES)
+            return await respond(
+                self.started(), execution_id, q.get("start"), q.get("end"), q.get("step"), tenant, timeout, series
+            )
+
+        return await self.serve(request, work)
 
     async def execution_summary(self, request: Request) -> Response:
         """GET SUMMARY_PATH: the execution's report."""
@@ -161,6 +164,17 @@ class Routes:
     async def openapi(self, request: Request) -> JSONResponse:
         """GET /openapi.json: the API's description for this config."""
         return JSONResponse(openapi_document(self.cfg))
+
+
+def once(q: QueryParams, name: str) -> str | None:
+    """Query parameter ``name``'s value, None if absent; a 400 if it is given more than once, since which
+    one would count is a guess (its names go in one value, separated by commas)."""
+    values = q.getlist(name)
+    if len(values) > 1:
+        raise RequestError(
+            400, f"{name}: given {len(values)} times; accepted: once, the names in one value separated by commas"
+        )
+    return values[0] if values else None
 
 
 async def healthz(request: Request) -> JSONResponse:

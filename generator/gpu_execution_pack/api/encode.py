@@ -1,8 +1,8 @@
 """The metrics document in the API's shape and units, from Prometheus' answers.
 
-The document holds the served series (catalog.API_SERIES) under their API names, in the API's
-units, one entry per GPU (GPU series) or per host (system series), each entry's values on the
-window's step grid.
+The document holds the series asked for (``Params.series``: catalog.API_SERIES unless the request
+names others) under their API names, in the catalog's order and the API's units, one entry per GPU
+(GPU series) or per host (system series), each entry's values on the window's step grid.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from gpu_execution_pack.query.params import Params, Window, iso
 
 def assemble(execution_id: str, params: Params, window: Window, answers: list[list[dict[str, Any]]]) -> dict[str, Any]:
     """The response document from Prometheus' answers (``ExecutionMetrics.answers``), in the API's units."""
-    by_name = {s.name: s for s in catalog.API_SERIES}
-    entries: dict[str, dict[tuple, dict[str, Any]]] = {s.api_name: {} for s in catalog.API_SERIES}
+    by_name = {s.name: s for s in params.series}
+    entries: dict[str, dict[tuple, dict[str, Any]]] = {s.api_name: {} for s in params.series}
     for result in answers:
         for r in result:
             series = by_name[r["metric"]["__name__"]]
@@ -29,7 +29,7 @@ def assemble(execution_id: str, params: Params, window: Window, answers: list[li
         **head(execution_id, params, window),
         "series": {
             s.api_name: {"unit": s.api_unit, "entries": [entries[s.api_name][k] for k in sorted(entries[s.api_name])]}
-            for s in catalog.API_SERIES
+            for s in params.series
         },
     }
 

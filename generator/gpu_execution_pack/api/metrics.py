@@ -1,4 +1,4 @@
-"""The metrics route's answer: one execution's served series (catalog.API_SERIES), built in memory or streamed.
+"""The metrics route's answer: one execution's series (catalog.API_SERIES, or those named), in memory or streamed.
 
 A window of at most STREAM_POINTS points per series is answered from one query per level (GPU,
 host) and chunk, the document built in memory (``encode.assemble``). A longer one is streamed
@@ -28,21 +28,23 @@ async def respond(
     step: str | None = None,
     tenant: str | None = None,
     timeout: float = math.inf,
+    series: str | None = None,
 ) -> bytes | MetricsStream:
     """What the endpoint answers: the document's JSON, or, for a window of more than STREAM_POINTS
     points, a :class:`MetricsStream` whose first piece has been fetched (the bytes are the same).
 
     Large documents are converted and encoded in a worker thread, off the event loop. Once a
     stream's headers are sent, each later piece must arrive within ``timeout`` seconds of the
-    stream waiting for it (api.timeout_seconds; the caller bounds everything before).
+    stream waiting for it (api.timeout_seconds; the caller bounds everything before). ``series``
+    is the request's parameter as given: comma-separated API names, None for the default answer.
     """
-    params, window = await metrics.request_window(execution_id, start, end, step, tenant)
+    params, window = await metrics.request_window(execution_id, start, end, step, tenant, series)
     if window.points > STREAM_POINTS:
         stream = MetricsStream(metrics, execution_id, params, window, tenant)
-        await stream.open(await metrics.entries(execution_id, window, tenant))
+        await stream.open(await metrics.entries(execution_id, window, tenant, params.series))
         stream.timeout = timeout
         return stream
-    answers = await metrics.answers(execution_id, window, tenant)
+    answers = await metrics.answers(execution_id, window, tenant, params.series)
     if sum(len(r["values"]) for result in answers for r in result) <= OFFLOAD_SAMPLES:
         return orjson.dumps(assemble(execution_id, params, window, answers))
     return await off_loop(lambda: orjson.dumps(assemble(execution_id, params, window, answers)))

@@ -1,7 +1,8 @@
 """The API's OpenAPI 3.1 description: the series and units from the catalog, the routes from a table.
 
 Each route is one :class:`Operation` in ROUTES: its parameters, its answers and the errors it
-can answer with. The metrics document's schema lists every API series of the catalog, so a new
+can answer with. The metrics document's schema and its ``series`` parameter list every series the
+catalog serves (``catalog.SERVABLE_SERIES``; the default answer is ``catalog.API_SERIES``), so a new
 served series is described without an edit here.
 """
 
@@ -20,6 +21,7 @@ from gpu_execution_pack.query.prometheus import READY_QUERY
 from gpu_execution_pack.report.document import MAX_FLEET_TOP
 
 ID = "execution_id"  # the path parameter that carries the execution id, whose pattern the config sets
+SERIES = "series"  # the metrics route's query parameter that names the series to answer
 PATH = f"/api/v2/external/execution/{{{ID}}}/metrics"
 SUMMARY_PATH = f"/api/v2/external/execution/{{{ID}}}/summary"
 FLEET_PATH = "/api/v2/external/executions/summary"
@@ -34,6 +36,24 @@ ERRORS = {  # what each error status means, on every route that answers it
 PAST_DEADLINE = "Past the request's deadline (api.timeout_seconds)"
 REPORT_PAST_DEADLINE = "Prometheus too slow: api.timeout_seconds for the whole request"
 DATE_TIME = {"type": "string", "format": "date-time"}
+DEFAULT_NAMES = [s.api_name for s in catalog.API_SERIES]
+ON_REQUEST_NAMES = [s.api_name for s in catalog.SERVABLE_SERIES if s.api_optional]
+SERIES_PARAMETER = {
+    "name": SERIES,
+    "in": "query",
+    "style": "form",  # series=a,b: one value, the names separated by commas
+    "explode": False,
+    "schema": {
+        "type": "array",
+        "items": {"type": "string", "enum": [s.api_name for s in catalog.SERVABLE_SERIES]},
+        "minItems": 1,
+        "uniqueItems": True,
+        "default": DEFAULT_NAMES,
+    },
+    "description": "The series to answer, by API name, separated by commas, each at most once; the document "
+    f"lists them in its own order. Default: the {len(DEFAULT_NAMES)} default series ({', '.join(DEFAULT_NAMES)}). "
+    f"Served only when named: {', '.join(ON_REQUEST_NAMES)}",
+}
 
 
 @dataclass(frozen=True)
@@ -85,6 +105,7 @@ ROUTES: dict[str, Operation] = {
                 "description": f"Prometheus duration from {MIN_STEP} to {MAX_STEP}, and at most the window from start "
                 "to end (when they differ); at most api.max_points points per series",
             },
+            SERIES_PARAMETER,
         ),
         ("400", "401", "404", "431", "502", "504"),
     ),
@@ -199,7 +220,11 @@ def openapi_document(cfg: Config | None = None) -> dict[str, Any]:
 
 
 def metrics_schema() -> dict[str, Any]:
-    """The metrics document: its head, and every API series of the catalog under its API name."""
+    """The metrics document: its head, and every series the catalog serves under its API name.
+
+    None is ``required``: which are present depends on the ``series`` parameter (by default the
+    default series, each present even without entries; else exactly those named).
+    """
     return {
         "type": "object",
         "required": ["executionId", "start", "end", "step", "series"],
@@ -210,8 +235,11 @@ def metrics_schema() -> dict[str, Any]:
             "step": {"type": "string"},
             "series": {
                 "type": "object",
-                "properties": {s.api_name: series_schema(s) for s in catalog.API_SERIES},
-                "required": [s.api_name for s in catalog.API_SERIES],
+                "description": f"Without the {SERIES} parameter, each of the {len(DEFAULT_NAMES)} default series (and "
+                f"no other); with it, exactly the series it names",
+                "properties": {s.api_name: series_schema(s) for s in catalog.SERVABLE_SERIES},
+                "additionalProperties": False,
+                "minProperties": 1,
             },
         },
     }
@@ -220,9 +248,10 @@ def metrics_schema() -> dict[str, Any]:
 def series_schema(series: catalog.Series) -> dict[str, Any]:
     """One API series in the metrics document: its unit, and an entry per GPU or host."""
     per = "host." if series.labels == catalog.NODE_LABELS else "GPU or MIG instance."
+    when = f" Only when the {SERIES} parameter names it." if series.api_optional else ""
     return {
         "type": "object",
-        "description": f"{series.doc} Unit: {series.api_unit}. One entry per {per}",
+        "description": f"{series.doc} Unit: {series.api_unit}. One entry per {per}{when}",
         "properties": {
             "unit": {"const": series.api_unit},
             "entries": {"type": "array", "items": {"$ref": "#/components/schemas/Entry"}},

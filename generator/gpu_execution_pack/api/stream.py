@@ -77,7 +77,7 @@ class MetricsStream:
     def plan(self, entries: dict[str, list[dict[str, str]]]) -> Iterator[Piece]:
         """The pieces in the document's order."""
         chunks = self.window.chunks(execution.CHUNK_POINTS)
-        for series in catalog.API_SERIES:
+        for series in self.params.series:
             for labels in entries[series.api_name]:
                 for a, b in chunks:
                     yield Piece(series, labels, a, b)
@@ -163,7 +163,7 @@ class MetricsStream:
         ``assemble`` leaves it out."""
         chunks = self.window.chunks(execution.CHUNK_POINTS)
         out = [orjson.dumps(head(self.execution_id, self.params, self.window))[:-1], b',"series":{']
-        for i, series in enumerate(catalog.API_SERIES):
+        for i, series in enumerate(self.params.series):
             out += [b"," if i else b"", orjson.dumps(series.api_name), b':{"unit":', orjson.dumps(series.api_unit)]
             out.append(b',"entries":[')
             written = 0

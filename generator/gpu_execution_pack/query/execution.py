@@ -1,9 +1,10 @@
 """One execution in Prometheus: its span (first and last sample), its scope (tenant, hosts), and its series.
 
-An execution's series are read from the recorded series the API serves (``catalog.API_SERIES``),
-one entry per GPU (GPU series) or per host (system series). Prometheus answers at most 11,000
-points per series per query, so long ranges are read in chunks on one grid (``start + k * step``)
-and stitched, which leaves no gap and no duplicate. A finished execution's span is cached.
+An execution's series are read from the recorded series the API serves (``catalog.API_SERIES`` by
+default, those a request names among ``catalog.SERVABLE_SERIES`` otherwise; only those are
+queried), one entry per GPU (GPU series) or per host (system series). Prometheus answers at most
+11,000 points per series per query, so long ranges are read in chunks on one grid (``start + k *
+step``) and stitched, which leaves no gap and no duplicate. A finished execution's span is cached.
 """
 
 from __future__ import annotations
@@ -189,9 +190,18 @@ class ExecutionMetrics:
         hosts = aggregate("group", catalog.NODE_LABELS, read(catalog.GPU_PRESENCE.select(execution, scoped)))
         return read(picked.where(*matchers)).and_(hosts, on(catalog.NODE_LABELS))
 
-    def by_name(self, level: tuple[str, ...], execution_id: str, tenant: str | None) -> str:
-        """One query for every API series of a level (``catalog.GPU_LABELS`` or ``NODE_LABELS``), by name."""
-        names = [s.name for s in catalog.API_SERIES if s.labels == level]
+    def by_name(
+        self,
+        level: tuple[str, ...],
+        execution_id: str,
+        tenant: str | None,
+        series: tuple[catalog.Series, ...] = catalog.API_SERIES,
+    ) -> str | None:
+        """One query for the ``series`` of a level (``catalog.GPU_LABELS`` or ``NODE_LABELS``), by name;
+        None when none of them is of that level (nothing to ask)."""
+        names = [s.name for s in series if s.labels == level]
+        if not names:
+            return None
         execution = match(catalog.EXECUTION_LABEL, execution_id)
         picked = selector("", match("__name__", "|".join(re.escape(n) for n in names), "=~"), execution)
         return render(self.within_tenant(picked, level == catalog.GPU_LABELS, execution, tenant))
@@ -244,15 +254,28 @@ class ExecutionMetrics:
         return span
 
     async def request_window(
-        self, execution_id: str, start: str | None, end: str | None, step: str | None, tenant: str | None
+        self,
+        execution_id: str,
+        start: str | None,
+        end: str | None,
+        step: str | None,
+        tenant: str | None,
+        series: str | None = None,
     ) -> tuple[Params, Window]:
         """A request's id and parameters checked, and the window they ask for (400s name what is wrong)."""
         check_execution_id(execution_id, self.id_pattern)
-        params = parse_params(start, end, step)
+        params = parse_params(start, end, step, series)
         return params, await self.window(execution_id, params, tenant)
 
-    async def answers(self, execution_id: str, window: Window, tenant: str | None) -> list[list[dict[str, Any]]]:
-        """Prometheus' answers for the window: one range query per level (GPU, host) and chunk, in order."""
+    async def answers(
+        self,
+        execution_id: str,
+        window: Window,
+        tenant: str | None,
+        series: tuple[catalog.Series, ...] = catalog.API_SERIES,
+    ) -> list[list[dict[str, Any]]]:
+        """Prometheus' answers for the window: one range query per level (GPU, host) with any of ``series``
+        and chunk, in order."""
         limit = asyncio.Semaphore(CONCURRENCY)
 
         async def chunk(query: str, chunk_start: float, chunk_end: float) -> list[dict[str, Any]]:
@@ -261,11 +284,18 @@ class ExecutionMetrics:
 
         # One range query per level (GPU, host) and chunk, the series picked by name: a round trip per
         # series cost more than the data. Chunks come back in order, so values stay sorted.
-        queries = [self.by_name(level, execution_id, tenant) for level in (catalog.GPU_LABELS, catalog.NODE_LABELS)]
+        levels = (catalog.GPU_LABELS, catalog.NODE_LABELS)
+        queries = [q for level in levels if (q := self.by_name(level, execution_id, tenant, series)) is not None]
         return await asyncio.gather(*(chunk(q, a, b) for q in queries for a, b in window.chunks(CHUNK_POINTS)))
 
-    async def entries(self, execution_id: str, window: Window, tenant: str | None) -> dict[str, list[dict[str, str]]]:
-        """The label sets each API series may have an entry for in the window, in the document's order.
+    async def entries(
+        self,
+        execution_id: str,
+        window: Window,
+        tenant: str | None,
+        series: tuple[catalog.Series, ...] = catalog.API_SERIES,
+    ) -> dict[str, list[dict[str, str]]]:
+        """The label sets each of ``series`` may have an entry for in the window, in the document's order.
 
         One cheap range query per series: ``last_over_time`` at DISCOVERY_STEPS points, each reading
         back to the one before and DISCOVERY_MARGIN_SECONDS more, so it finds every series with a
@@ -280,8 +310,8 @@ class ExecutionMetrics:
         def last(e: Expr) -> Expr:
             return call("last_over_time", e.range(reach))
 
-        async def found(series: catalog.Series) -> list[dict[str, str]]:
-            query = render(self.scoped(series, execution_id, tenant, last))
+        async def found(one: catalog.Series) -> list[dict[str, str]]:
+            query = render(self.scoped(one, execution_id, tenant, last))
             async with limit:
                 result = await self.prometheus.range(query, window.start, window.end + every, every)
             labels = {}
@@ -290,5 +320,5 @@ class ExecutionMetrics:
                 labels[tuple(sorted(entry.items()))] = entry
             return [labels[k] for k in sorted(labels)]
 
-        sets = await asyncio.gather(*(found(s) for s in catalog.API_SERIES))
-        return {s.api_name: found_sets for s, found_sets in zip(catalog.API_SERIES, sets, strict=True)}
+        sets = await asyncio.gather(*(found(s) for s in series))
+        return {s.api_name: found_sets for s, found_sets in zip(series, sets, strict=True)}

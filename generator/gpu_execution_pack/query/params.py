@@ -1,4 +1,4 @@
-"""A request's time and parameter parsing: ids, ISO 8601 times, steps, and the step grid they ask for.
+"""A request's time and parameter parsing: ids, ISO 8601 times, steps, the series asked for, and the step grid.
 
 Every refusal is a :class:`RequestError` whose message names the parameter first and says what is
 accepted, so the API answers it as a 400 and the CLI prints it as is.
@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from gpu_execution_pack import catalog
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.promql.durations import DURATION_RE
 
@@ -20,6 +21,7 @@ MAX_STEP = "1y"  # Prometheus overflows past 292 years; no execution's metrics n
 TIME_EXAMPLE = "2026-12-02T10:00:00Z"
 EARLIEST = datetime(1, 1, 1, tzinfo=UTC)  # times must fall in years 1 to 9999 once converted to UTC
 LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
+SERIES_SEPARATOR = ","  # between the API names of the ``series`` parameter
 
 
 class RequestError(Exception):
@@ -65,12 +67,17 @@ class Window:
 
 @dataclass(frozen=True)
 class Params:
-    """A request's ``start``, ``end`` (None: not given) and ``step``, parsed and checked on their own."""
+    """A request's ``start``, ``end`` (None: not given), ``step`` and ``series``, parsed and checked on their own.
+
+    ``series`` are the served series asked for, in the catalog's order: the default answer's
+    (``catalog.API_SERIES``) unless the request names others.
+    """
 
     start: float | None
     end: float | None
     step: float
     step_text: str
+    series: tuple[catalog.Series, ...] = catalog.API_SERIES
 
 
 def check_execution_id(execution_id: str, pattern: re.Pattern[str]) -> None:
@@ -122,13 +129,35 @@ def parse_step(value: str | None) -> float:
     return seconds
 
 
-def parse_params(start: str | None, end: str | None, step: str | None) -> Params:
-    """The window parameters as far as they can be checked without the execution: syntax, range, order."""
+def parse_series(value: str | None) -> tuple[catalog.Series, ...]:
+    """The served series ``series`` names (API names, comma-separated), in the catalog's order.
+
+    Not given: the default answer's (``catalog.API_SERIES``). Any served series may be named,
+    those only served on request (``api_optional``) included; an unknown name, an empty one
+    (``series=``, a stray comma) or a name given twice is refused with the accepted names.
+    """
+    if value is None:
+        return catalog.API_SERIES
+    servable = {s.api_name: s for s in catalog.SERVABLE_SERIES}
+    accepted = f"accepted: one or more of {', '.join(servable)}, separated by commas"
+    names = value.split(SERIES_SEPARATOR)
+    for i, name in enumerate(names):
+        if not name:
+            raise bad(f"series: {shown(value)} has an empty name; {accepted}")
+        if name not in servable:
+            raise bad(f"series: {shown(name)} is not a served series; {accepted}")
+        if name in names[:i]:
+            raise bad(f"series: {shown(name)} is named twice; {accepted}")
+    return tuple(s for s in catalog.SERVABLE_SERIES if s.api_name in names)
+
+
+def parse_params(start: str | None, end: str | None, step: str | None, series: str | None = None) -> Params:
+    """The request's parameters as far as they can be checked without the execution: syntax, range, order."""
     step_s = parse_step(step)
     start_s, end_s = parse_time("start", start), parse_time("end", end)
     if start_s is not None and end_s is not None and end_s < start_s:
         raise bad(f"end: before start ({iso(end_s)} < {iso(start_s)}); accepted: an end at or after start")
-    return Params(start_s, end_s, step_s, DEFAULT_STEP if step is None else step)
+    return Params(start_s, end_s, step_s, DEFAULT_STEP if step is None else step, parse_series(series))
 
 
 def iso(ts: float) -> str:
