@@ -207,7 +207,9 @@ def test_only_the_listed_keys_the_sdk_lacks_are_let_through():
         ),
         (
             "timeseries",
-            lambda p: p["fieldConfig"]["defaults"]["thresholds"]["steps"].append({"color": "red", "value": "80"}),
+            lambda p: p["fieldConfig"]["defaults"]["thresholds"].update(
+                steps=[{"color": "green", "value": None}, {"color": "red", "value": "80"}]
+            ),
             ': fieldConfig.defaults.thresholds.steps[1].value: string "80" is not a number or null',
         ),
         ("timeseries", lambda p: p.update(id="7"), ': id: string "7" is not an integer or null'),

@@ -7,6 +7,7 @@ import copy
 import dataclasses
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,12 @@ from gpu_execution_pack.dashboards import DASHBOARDS, dashboard_json, execution,
 from gpu_execution_pack.dashboards import lint as dashboard_lint
 from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.rules.kubernetes import kubernetes_rules
+from gpu_execution_pack.scenario import library, model, render
 
 from harness.prometheus import Prometheus, dependency_rounds
 
 from .conftest import EXECUTION, REPO
+from .report_oracle import merged
 
 
 def committed() -> dict[str, dict]:
@@ -95,12 +98,126 @@ def test_thresholds_drawn_on_panels_come_from_the_alert_config():
     assert steps == [{"color": "green", "value": None}, {"color": "red", "value": 0.9}]
 
 
-def test_every_served_series_is_plotted_on_the_execution_dashboard_in_its_unit():
+def test_every_servable_series_is_plotted_on_the_execution_dashboard_in_its_unit():
+    # The default answer's series and those served on request (the activity series) alike.
     dashboard = committed()["execution"]
     exprs = {expr: p for p in dashboard_lint.panels(dashboard) for expr in (t["expr"] for t in p["targets"])}
-    for series in catalog.API_SERIES:
+    assert set(catalog.GPU_ACTIVITY_SERIES) <= set(catalog.SERVABLE_SERIES)
+    for series in catalog.SERVABLE_SERIES:
         panel = exprs[promql.render(execution.selected(series))]
         assert panel["fieldConfig"]["defaults"]["unit"] == execution.unit_of(series) != "none", series.name
+    assert execution.OTHER_ROW not in [p["title"] for p in dashboard["panels"] if p["type"] == "row"]
+
+
+def execution_panels(cfg: Config | None = None) -> dict[str, dict]:
+    """Title -> panel of the Execution dashboard (committed, or rendered for ``cfg``)."""
+    dashboard = committed()["execution"] if cfg is None else json.loads(DASHBOARDS["execution"](cfg))
+    return {p["title"]: p for p in dashboard_lint.panels(dashboard)}
+
+
+def panel_of(panels: dict[str, dict], series: catalog.Series) -> dict:
+    """The one panel plotting ``series`` of the dashboard's execution."""
+    expr = promql.render(execution.selected(series))
+    [panel] = [p for p in panels.values() if expr in [t["expr"] for t in p["targets"]]]
+    return panel
+
+
+def test_engine_activity_is_plotted_with_utilisation_and_its_line_is_the_stalled_alerts():
+    cfg = config_from_mapping({"alerts": {"gpu_stalled": {"engine_threshold": 0.15}}})
+    panels = execution_panels(cfg)
+    panel = panel_of(panels, catalog.GPU_UTILIZATION)
+    assert panel is panel_of(panels, catalog.GPU_GRAPHICS_ENGINE_ACTIVE)  # "100 % util, 2 % engine" in one place
+    assert [t["legendFormat"] for t in panel["targets"]] == [
+        f"util {execution.GPU_LEGEND}",
+        f"engine {execution.GPU_LEGEND}",
+    ]
+    assert panel["fieldConfig"]["defaults"]["thresholds"]["steps"][-1]["value"] == 0.15
+    assert panel["fieldConfig"]["defaults"]["unit"] == execution.unit_of(catalog.GPU_UTILIZATION)
+
+
+def test_the_overview_shows_mean_engine_activity_right_of_mean_utilisation():
+    panels = execution_panels()
+    util, engine = panels["Mean utilisation"], panels["Mean engine activity"]
+    assert engine["gridPos"]["y"] == util["gridPos"]["y"]
+    assert engine["gridPos"]["x"] == util["gridPos"]["x"] + util["gridPos"]["w"]
+    [target] = engine["targets"]
+    mean = next(s for s in catalog.EXECUTION_ACTIVITY_SERIES if "graphics_engine" in s.name)
+    assert mean.name in target["expr"] and catalog.EXECUTION_LABEL in target["expr"]
+    assert engine["fieldConfig"]["defaults"]["unit"] == util["fieldConfig"]["defaults"]["unit"] == "percentunit"
+
+
+def test_activity_panels_name_the_exporter_fields_they_need_when_empty():
+    panels = execution_panels()
+    # Engine activity shares the utilisation panel, which has data wherever the execution does.
+    for series in set(catalog.GPU_ACTIVITY_SERIES) - {catalog.GPU_GRAPHICS_ENGINE_ACTIVE}:
+        no_value = panel_of(panels, series)["fieldConfig"]["defaults"].get("noValue", "")
+        fields = [raw.name for key in series.formulas[0].signals for raw in catalog.SIGNALS[key].raws]
+        assert fields and all(f in no_value for f in fields), (series.name, no_value)
+    # Fields every install collects keep Grafana's plain "No data".
+    assert "noValue" not in panel_of(panels, catalog.GPU_MEMORY_USED)["fieldConfig"]["defaults"]
+
+
+def test_the_stalled_figure_reads_the_stalled_condition_and_says_its_thresholds():
+    cfg = config_from_mapping({"alerts": {"gpu_stalled": {"util_threshold": 0.7, "engine_threshold": 0.05}}})
+    panel = execution_panels(cfg)["Stalled"]
+    assert catalog.GPU_STALLED.name in panel["targets"][0]["expr"]
+    assert "70%" in panel["description"] and "5%" in panel["description"]
+
+
+def fleet_panels() -> dict[str, dict]:
+    return {p["title"]: p for p in dashboard_lint.panels(committed()["fleet"])}
+
+
+DISAGREEMENT = "GPUs by utilisation over engine activity"
+SHARED_TABLE = "Executions on shared GPUs"
+
+
+def test_the_fleet_ranks_gpus_by_utilisation_over_engine_activity():
+    panel = fleet_panels()[DISAGREEMENT]
+    assert panel["type"] == "table"
+    gap = panel["targets"][0]["expr"]
+    assert gap.startswith("topk(")
+    assert catalog.GPU_UTILIZATION.name in gap and catalog.GPU_GRAPHICS_ENGINE_ACTIVE.name in gap
+    # Every other column keeps the ranked rows only, so the table has no half-empty rows.
+    assert all(gap in t["expr"] for t in panel["targets"][1:])
+    assert catalog.GPU_STALLED.name in panel["targets"][3]["expr"]
+    assert panel["options"]["sortBy"] == [{"displayName": "Gap (points)", "desc": True}]
+    assert f"var-{execution.VARIABLE}=" in panel["fieldConfig"]["defaults"]["links"][0]["url"]
+
+
+def test_the_fleet_lists_shared_gpus():
+    panels = fleet_panels()
+    table, count = panels[SHARED_TABLE], panels["GPUs shared"]
+    assert all(catalog.GPU_SHARE.name in t["expr"] for t in [*table["targets"], *count["targets"]])
+    assert all(" < 1" in t["expr"] for t in table["targets"])
+    assert "1/N" in table["description"] and "1/N" in count["description"]
+
+
+def test_fleet_counts_of_gpus_take_each_shared_gpu_once():
+    panels = fleet_panels()
+    for title in ("GPUs held", "Fleet utilisation", "Utilisation by GPU model"):
+        [target] = panels[title]["targets"]
+        by_device = f"by ({', '.join(catalog.DEVICE_LABELS)}"
+        assert by_device in target["expr"], (title, target["expr"])
+
+
+def test_cost_tables_count_a_shared_gpu_once_and_say_how():
+    # GPU-hours are read from the share-weighted series, energy from the attributed power.
+    assert catalog.GPU_SHARE.name in catalog.MODEL_GPU_COUNT.formulas[0].expr.metric_names()
+    assert catalog.GPU_WORKED.name in catalog.MODEL_GPU_UTILIZATION_SUM.formulas[0].expr.metric_names()
+    tables = [p for p in dashboard_lint.panels(committed()["cost"]) if p["type"] == "table"]
+    assert len(tables) == 2
+    for table in tables:
+        billed, work, *_, energy = (t["expr"] for t in table["targets"])
+        assert catalog.MODEL_GPU_COUNT.name in billed and catalog.MODEL_GPU_UTILIZATION_SUM.name in work
+        assert catalog.GPU_POWER_ATTRIBUTED.name in energy
+        assert "1/N" in table["description"]
+    assert all(
+        catalog.GPU_POWER_ATTRIBUTED.name in expr
+        for d in committed().values()
+        for _, expr in dashboard_lint.queries(d)
+        if catalog.GPU_POWER.name + "[" in expr  # an energy figure
+    )
 
 
 def test_a_new_served_series_gets_a_panel_with_its_unit_and_legend_by_itself(monkeypatch: pytest.MonkeyPatch):
@@ -116,7 +233,7 @@ def test_a_new_served_series_gets_a_panel_with_its_unit_and_legend_by_itself(mon
     swap = dataclasses.replace(
         catalog.NODE_RAM_USED, name="execution_node:system_swap_used_bytes", doc="Swap in use. Per host.", api_name="x"
     )
-    monkeypatch.setattr(catalog, "API_SERIES", (*catalog.API_SERIES, fan, swap))
+    monkeypatch.setattr(catalog, "SERVABLE_SERIES", (*catalog.SERVABLE_SERIES, fan, swap))
     dashboard = json.loads(DASHBOARDS["execution"](Config()))
     assert [p["title"] for p in dashboard["panels"] if p["type"] == "row"][-1] == execution.OTHER_ROW
     panels = {p["title"]: p for p in dashboard_lint.panels(dashboard)}
@@ -134,7 +251,7 @@ def test_a_new_served_series_gets_a_panel_with_its_unit_and_legend_by_itself(mon
 def test_a_panel_of_series_in_different_units_is_refused():
     mixed = execution.Plot("Power and clock", "Not one unit.", (("", catalog.GPU_POWER), ("", catalog.GPU_SM_CLOCK)))
     with pytest.raises(ValueError, match="different units"):
-        mixed.panel(Config().alerts)
+        mixed.panel(Config())
 
 
 def test_rate_intervals_in_dashboards_use_the_rate_interval_variable():
@@ -211,10 +328,35 @@ def empty_queries(server: Prometheus, queries: list[tuple[str, str, str]], start
 @pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_every_panel_query_returns_data_from_a_real_prometheus(prometheus):
+    """Except, answering no data rather than an error, the panels of fields neither dcgm-exporter's defaults nor
+    the README's custom counters collect (the training scenario's exporters do not) and the table of shared
+    GPUs (it shares none)."""
     server, start, end, window = prometheus
     queries = panel_queries(Config(), window)
     assert len(queries) > 40
-    assert empty_queries(server, queries, start, end) == []
+    not_default = {
+        s.name
+        for s in catalog.ALL_SERIES
+        if s.formulas
+        and all(f.signals for f in s.formulas)
+        and all(
+            not raw.default_collected and k not in render.CUSTOM_COUNTERS
+            for f in s.formulas
+            for k in f.signals
+            for raw in catalog.SIGNALS[k].raws
+        )
+    }
+    assert catalog.GPU_SM_ACTIVE.name in not_default and catalog.GPU_TENSOR_ACTIVE.name not in not_default
+    training = library.training_in("4.8")
+    gpus = training.all_gpus()
+    assert all(len(model.holders(training, g, m)) <= 1 for g in gpus for m in model.grid(0, training.window_minutes))
+    expected = [
+        f"{d}: {t}: {q}"
+        for d, t, q in queries
+        if set(re.findall(r"\b[a-z_]+:[a-z_:]+\b", q)) <= not_default or t == SHARED_TABLE
+    ]
+    assert {e.split(": ")[1] for e in expected} == {"SM activity and occupancy", SHARED_TABLE}
+    assert empty_queries(server, queries, start, end) == expected
 
 
 @pytest.mark.e2e
@@ -260,3 +402,220 @@ def test_count_panels_answer_zero_not_no_data_on_a_fleet_with_nothing_to_count(p
     for query in [*fleet.values(), *throttling]:
         result = server.query(query, start - 3 * 3600)
         assert [float(r["value"][1]) for r in result] == [0.0], query
+
+
+# --- End to end: work truth and shared GPUs ---------------------------------------------------
+# Oracles are computed from the scenario model (model.gpu_truth, model.holders), not from the rules.
+# Backfilled series carry no stale markers, so an execution's series read their last value for
+# Prometheus' 5-minute lookback after it ends, and each round of recorded series read from the one
+# before lingers again: a mean over the range lies between the model's mean over the run and its last
+# value, and durations are read at the execution's end, give or take a sample.
+
+
+def work_scenario() -> model.Scenario:
+    """A hung collective beside a healthy job, a time-sliced pair, and an FP32 job with the SM fields."""
+    return merged("work truth", [library.hung_collective(), library.time_sliced(), library.fp32_job()])
+
+
+@pytest.fixture(scope="module")
+def work_prometheus(tmp_path_factory: pytest.TempPathFactory):
+    """A real Prometheus holding ``work_scenario`` (raw and recorded series), ended 15 minutes ago."""
+    scenario = work_scenario()
+    end = int(time.time()) // 60 * 60 - 15 * 60
+    server = Prometheus(tmp_path_factory.mktemp("prometheus-work"))
+    try:
+        start = server.load_scenario(scenario, Config(), end)
+        yield server, start, end, f"{scenario.window_minutes}m"
+    finally:
+        server.stop()
+
+
+def sent(dashboard: str, title: str, window: str, execution_id: str = EXECUTION) -> list[str]:
+    """The queries of panel ``title``, as Grafana sends them over ``window`` for ``execution_id``."""
+    panels = {p["title"]: p for p in dashboard_lint.panels(json.loads(DASHBOARDS[dashboard](Config())))}
+    return [
+        dashboard_lint.substitute(t["expr"].replace("$__range", window), {execution.VARIABLE: execution_id})
+        for t in panels[title]["targets"]
+    ]
+
+
+def at_end(server: Prometheus, expr: str, end: int) -> dict[tuple[str, str, str], float]:
+    """(execution, host, GPU index) -> value of an instant query's result at ``end``."""
+    out = {}
+    for r in server.query(expr, end):
+        m = r["metric"]
+        out[(m[catalog.EXECUTION_LABEL], m[catalog.HOST_LABEL], m[catalog.GPU_INDEX_LABEL])] = float(r["value"][1])
+    return out
+
+
+def running(e: model.Execution) -> list[float]:
+    return [m for m in model.grid(e.start_minute, e.end_minute) if e.phase_at(m) is not None]
+
+
+def truth_range(scenario: model.Scenario, e: model.Execution, gpu: model.Gpu, value) -> tuple[float, float]:
+    """(mean over the run, last value) of ``value(truth)`` for one GPU of ``e``; None values are left out."""
+    values = [value(t) for t in (model.gpu_truth(scenario, e, gpu, m) for m in running(e)) if t is not None]
+    values = [v for v in values if v is not None]
+    return sum(values) / len(values), values[-1]
+
+
+def between(value: float, bounds: tuple[float, float], slack: float) -> bool:
+    return min(bounds) - slack <= value <= max(bounds) + slack
+
+
+def minute(start: int, minutes: float) -> int:
+    """Unix time ``minutes`` into the scenario."""
+    return start + int(minutes * 60)
+
+
+def stalled_minutes(scenario: model.Scenario, e: model.Execution, gpu: model.Gpu) -> float:
+    """Minutes the model has the GPU at or over the stalled alert's utilisation and under its engine threshold."""
+    stall = Config().alerts.gpu_stalled
+    truths = [model.gpu_truth(scenario, e, gpu, m) for m in running(e)]
+    return (
+        model.STEP_SECONDS
+        / 60
+        * sum(
+            t[catalog.GPU_UTILIZATION] >= stall.util_threshold
+            and t.get(catalog.GPU_GRAPHICS_ENGINE_ACTIVE, 1) < stall.engine_threshold
+            for t in truths
+            if t is not None
+        )
+    )
+
+
+def gap_points(truth: dict) -> float | None:
+    """Utilisation over engine activity in percentage points, where the engine activity is published."""
+    engine = truth.get(catalog.GPU_GRAPHICS_ENGINE_ACTIVE)
+    return None if engine is None else 100 * (truth[catalog.GPU_UTILIZATION] - engine)
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_the_disagreement_table_ranks_the_hung_collectives_gpus_first(work_prometheus):
+    server, start, end, window = work_prometheus
+    scenario = work_scenario()
+    oracle = {
+        (e.id, g.host, str(g.index)): truth_range(scenario, e, g, gap_points)
+        for e in scenario.executions
+        for g in e.gpus
+    }
+    ranked_truth = sorted(oracle, key=lambda k: -oracle[k][0])
+    hung = {k for k in oracle if k[0] == "hung-0024"}
+    assert set(ranked_truth[:2]) == hung  # the scenario is what the test says it is
+
+    gap, util, engine, stalled = (at_end(server, q, end) for q in sent("fleet", DISAGREEMENT, window))
+    ranked = sorted(gap, key=lambda k: -gap[k])
+    assert set(ranked[:2]) == hung, ranked
+    assert set(gap) == set(util) == set(engine) == set(stalled) == set(oracle)  # 6 GPUs, all under the topk
+    for key, value in gap.items():
+        assert between(value, oracle[key], 0.5), (key, value, oracle[key])
+        assert util[key] - engine[key] == pytest.approx(value)
+    # The hung phase (util 98 %, engine 2 %) meets the stalled condition; no other GPU's load does.
+    assert {k: v for k, v in stalled.items() if v}.keys() == hung
+    [e] = [e for e in scenario.executions if e.id == "hung-0024"]
+    stalled_by_its_end = at_end(server, sent("fleet", DISAGREEMENT, window)[3], minute(start, e.end_minute))
+    truth = {k: stalled_minutes(scenario, e, g) for g in e.gpus for k in [(e.id, g.host, str(g.index))]}
+    assert set(truth.values()) == {30}
+    for key in hung:
+        assert truth[key] - 1 <= stalled_by_its_end[key] <= truth[key] + 1, key
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_the_shared_gpu_table_lists_the_time_sliced_pair_and_nothing_else(work_prometheus):
+    server, start, end, window = work_prometheus
+    scenario = work_scenario()
+    most_holders = {
+        (e.id, g.host, str(g.index)): max(len(model.holders(scenario, g, m)) for m in running(e))
+        for e in scenario.executions
+        for g in e.gpus
+    }
+    shared = {k: n for k, n in most_holders.items() if n > 1}
+    assert {k[0] for k in shared} == {"slice-0029", "slice-0030"}
+
+    # Read when the pair ends, so the minutes shared are theirs and not the series' lingering.
+    pair = [e for e in scenario.executions if e.id in {k[0] for k in shared}]
+    when = minute(start, max(e.end_minute for e in pair))
+    lowest, minutes, billed = (at_end(server, q, when) for q in sent("fleet", SHARED_TABLE, window))
+    assert lowest == {k: 1 / n for k, n in shared.items()}
+    assert at_end(server, sent("fleet", SHARED_TABLE, window)[0], end) == lowest  # and at the end of the range
+    assert set(minutes) == set(billed) == set(shared)
+    for e in pair:
+        together = len([m for m in running(e) if len(model.holders(scenario, e.gpus[0], m)) > 1])
+        key = (e.id, e.gpus[0].host, str(e.gpus[0].index))
+        assert together * model.STEP_SECONDS / 60 == 30
+        assert 30 - 1 <= minutes[key] <= 30 + 1, (key, minutes[key])
+        assert billed[key] == pytest.approx(minutes[key] / 60 * lowest[key], abs=1 / 60)
+    [count] = sent("fleet", "GPUs shared", window)
+    devices = {(h, i) for _, h, i in shared}
+    assert [float(r["value"][1]) for r in server.query(count, end)] == [len(devices)]
+
+
+def device_query(series: catalog.Series, host: str, figure) -> str:
+    """``figure`` of each GPU on ``host`` read once, whoever holds it (a query of this test, not of a panel)."""
+    held = promql.aggregate("group", catalog.DEVICE_LABELS, series.select(promql.match(catalog.HOST_LABEL, host)))
+    return promql.render(figure(held))
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_the_cost_dashboard_bills_a_time_sliced_gpu_once(work_prometheus):
+    server, start, _, window = work_prometheus
+    scenario = work_scenario()
+    pair = [e for e in scenario.executions if e.id.startswith("slice-")]
+    [gpu] = {g for e in pair for g in e.gpus}
+    end = minute(start, max(e.end_minute for e in pair))  # the pair's end: their hours, not the lingering
+    billed, *_, energy = (
+        {k: float(r["value"][1]) for r in server.query(q, end) for k in [r["metric"][catalog.EXECUTION_LABEL]]}
+        for q in sent("cost", "GPU-hours and cost per execution", window)
+    )
+    # The GPU's own hours: a minute counts once whatever holds the GPU (the series, not the share).
+    own = device_query(
+        catalog.GPU_UTILIZATION,
+        gpu.host,
+        lambda held: promql.aggregate("sum", None, promql.call("sum_over_time", promql.Range(held, window, "1m"))) / 60,
+    )
+    [gpu_hours] = [float(r["value"][1]) for r in server.query(own, end)]
+    held_minutes = len({m for e in pair for m in running(e)}) * model.STEP_SECONDS / 60
+    assert held_minutes - 1 <= gpu_hours * 60 <= held_minutes + 1
+    assert billed["slice-0029"] + billed["slice-0030"] == pytest.approx(gpu_hours)
+    assert billed["slice-0029"] == pytest.approx(gpu_hours / 2)
+    # Energy: the pair's halves add up to the GPU's counter's rise, which is the model's within 2 %.
+    first, last = running(pair[0])[0], max(m for e in pair for m in running(e))
+    joules = (model.energy_millijoules(scenario, gpu, last) - model.energy_millijoules(scenario, gpu, first)) / 1000
+    assert energy["slice-0029"] == pytest.approx(energy["slice-0030"])
+    assert (energy["slice-0029"] + energy["slice-0030"]) * execution.JOULES_PER_KWH == pytest.approx(joules, rel=0.02)
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_the_execution_overview_shows_a_hung_job_busy_but_not_working(work_prometheus):
+    server, start, _, window = work_prometheus
+    scenario = work_scenario()
+    [hung] = [e for e in scenario.executions if e.id == "hung-0024"]
+    end = minute(start, hung.end_minute)
+
+    def figure(title: str) -> float:
+        [query] = sent("execution", title, window, hung.id)
+        [result] = server.query(query, end)
+        return float(result["value"][1])
+
+    def mean_over_gpus(series: catalog.Series) -> tuple[float, float]:
+        ranges = [truth_range(scenario, hung, g, lambda t: t.get(series)) for g in hung.gpus]
+        return sum(r[0] for r in ranges) / len(ranges), sum(r[1] for r in ranges) / len(ranges)
+
+    assert between(figure("Mean utilisation"), mean_over_gpus(catalog.GPU_UTILIZATION), 0.005)
+    assert between(figure("Mean engine activity"), mean_over_gpus(catalog.GPU_GRAPHICS_ENGINE_ACTIVE), 0.005)
+    assert figure("Mean utilisation") > 0.7 > 0.3 > figure("Mean engine activity")
+    stalled = max(stalled_minutes(scenario, hung, g) for g in hung.gpus)
+    assert (stalled - 1) * 60 <= figure("Stalled") <= (stalled + 1) * 60
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_every_panel_query_returns_data_where_every_field_is_collected(work_prometheus):
+    """fp32-0026's exporter collects the SM fields too: every panel has data for it."""
+    server, start, end, window = work_prometheus
+    queries = [(d, t, q.replace(EXECUTION, "fp32-0026")) for d, t, q in panel_queries(Config(), window)]
+    assert empty_queries(server, queries, start, end) == []

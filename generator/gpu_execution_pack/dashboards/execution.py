@@ -21,6 +21,7 @@ from gpu_execution_pack.promql import (
     Binary,
     Expr,
     Matcher,
+    Paren,
     Range,
     Selector,
     aggregate,
@@ -85,17 +86,23 @@ JOULES_PER_KWH = 3_600_000
 
 def energy_kwh(by: Iterable[str] | None, *matchers: Matcher) -> Expr:
     """kWh over the time range, summed ``by`` the labels given: each physical GPU once (MIG instances repeat
-    the device's fields), from the energy counter's rise where it is recorded, else board power integrated
-    per minute. docs/report.md defines the same figure for the report."""
-    device = (catalog.EXECUTION_LABEL, "UUID", catalog.MODEL_LABEL)
+    the device's fields) and a shared one in its share, from the energy counter's rise where it is recorded,
+    else board power integrated per minute. docs/report.md defines the same figure for the report.
+
+    A GPU several executions hold at once (time-slicing, MPS) is split 1/N at each moment: the counter's
+    rise is scaled by the execution's attributed power over the GPU's power, both integrated per minute,
+    so sums over executions count the GPU's energy once (an unshared GPU's scale is exactly 1)."""
+    device = (catalog.EXECUTION_LABEL, catalog.UUID_LABEL, catalog.MODEL_LABEL)
     counter = catalog.GPU_ENERGY.select(*matchers)
     rise = call("max_over_time", counter.range(RANGE)) - call("min_over_time", counter.range(RANGE))
-    integral = gpu_minutes(catalog.GPU_POWER.select(*matchers)) * 60
-    per_device = any_of([aggregate("max", device, rise), aggregate("max", device, integral)])
+    attributed = aggregate("max", device, gpu_minutes(catalog.GPU_POWER_ATTRIBUTED.select(*matchers)))
+    drawn = aggregate("max", device, gpu_minutes(catalog.GPU_POWER.select(*matchers)))
+    share = Paren(attributed / drawn.gt(0))
+    per_device = any_of([aggregate("max", device, rise) * share, attributed * 60])
     return aggregate("sum", by, per_device) / JOULES_PER_KWH
 
 
-def throttled_seconds(series: Series) -> Expr:
+def condition_seconds(series: Series) -> Expr:
     """The most time any of the execution's GPUs spent with ``series`` (a 0/1 condition) at 1, to the minute."""
     return aggregate("max", None, call("sum_over_time", per_minute(selected(series)))) * 60
 
@@ -128,6 +135,12 @@ def title(cfg: Config) -> str:
 # --- Overview: the report's questions as figures over the time range --------------------------
 
 
+def execution_mean(series: Series) -> Series:
+    """The per-execution mean of an activity series (``catalog.GPU_ACTIVITY_SERIES``): the one whose formula
+    reads it."""
+    return next(s for s in catalog.EXECUTION_ACTIVITY_SERIES if series.name in s.formulas[0].expr.metric_names())
+
+
 def peak(function: str, op: str, series: Series, by: Iterable[str] | None = None) -> Expr:
     """``op`` (``by`` the labels given) of ``function`` (a ``*_over_time``) of the execution's ``series`` over the
     time range."""
@@ -135,9 +148,10 @@ def peak(function: str, op: str, series: Series, by: Iterable[str] | None = None
 
 
 def overview(cfg: Config) -> Section:
-    """The top row: memory against the OOM threshold, energy, throttling, then GPU-hours and cost."""
+    """The top row: memory against the OOM threshold, energy, throttling, GPU-hours held, utilisation against
+    engine activity, then efficiency and cost."""
     section = Section("Overview")
-    for panel in (*health_stats(cfg.alerts), *usage_stats(cfg)):
+    for panel in (*health_stats(cfg.alerts), *usage_stats(), *work_stats(cfg.alerts), *value_stats(cfg)):
         section.add(panel, width=4, height=4)
     return section
 
@@ -164,30 +178,64 @@ def health_stats(a: Alerts) -> list[core.Stat]:
             "Energy",
             "kwatth",
             energy_kwh(None, SEL),
-            "Energy of its GPUs: the energy counter's rise where exported, else board power integrated per minute.",
+            "Energy of its GPUs: the energy counter's rise where exported, else board power integrated per minute; "
+            "a GPU held with N-1 other executions at once counts 1/N.",
         ),
         figure(
             "Power-throttled",
             "s",
-            throttled_seconds(catalog.GPU_POWER_THROTTLED),
+            condition_seconds(catalog.GPU_POWER_THROTTLED),
             "Longest time a GPU met the PowerThrottling alert's condition, to the minute.",
         ),
         figure(
             "Thermal-throttled",
             "s",
-            throttled_seconds(catalog.GPU_THERMAL_THROTTLED),
+            condition_seconds(catalog.GPU_THERMAL_THROTTLED),
             "Longest time a GPU met the ThermalThrottling alert's condition, to the minute.",
         ),
     ]
 
 
-def usage_stats(cfg: Config) -> list[core.Stat]:
-    """GPU-hours worked against billed, what it held, and what that cost."""
-    currency = cfg.dashboards.currency
+def work_stats(a: Alerts) -> list[core.Stat]:
+    """Mean utilisation beside mean engine activity, and the time stalled: a GPU that looks busy and is not."""
+    stall = a.gpu_stalled
+    return [
+        figure(
+            "Mean utilisation",
+            "percentunit",
+            peak("avg_over_time", "avg", catalog.EXECUTION_GPU_UTILIZATION_AVG),
+            "Mean GPU utilisation over its GPUs and the time range.",
+        ),
+        figure(
+            "Mean engine activity",
+            "percentunit",
+            peak("avg_over_time", "avg", execution_mean(catalog.GPU_GRAPHICS_ENGINE_ACTIVE)),
+            "Mean graphics-engine activity over its GPUs and the time range, beside the mean utilisation: "
+            "utilisation counts time with a kernel resident, this the time the engines worked, so high "
+            "utilisation over low activity is a GPU waiting, not working. No data where the field is not collected.",
+        ),
+        figure(
+            "Stalled",
+            "s",
+            condition_seconds(catalog.GPU_STALLED),
+            f"Longest time a GPU met the stalled alert's condition, to the minute: utilisation at or "
+            f"above {stall.util_threshold:.0%} while the graphics engine is under "
+            f"{stall.engine_threshold:.0%} (kernels resident, not working: a hung collective or a "
+            "spin-wait). No data where the engine activity field is not collected.",
+        ),
+    ]
+
+
+def usage_stats() -> list[core.Stat]:
+    """GPU-hours worked against billed, and what it held."""
     gpus = selected(catalog.EXECUTION_GPU_COUNT)
     return [
         figure(
-            "GPU-hours billed", "none", gpu_hours(selected(catalog.MODEL_GPU_COUNT)), "GPUs held, integrated over time."
+            "GPU-hours billed",
+            "none",
+            gpu_hours(selected(catalog.MODEL_GPU_COUNT)),
+            "GPUs held, integrated over time; a GPU held with N-1 other executions at once (time-slicing, MPS) "
+            "counts 1/N.",
         ),
         figure(
             "GPU-hours of work",
@@ -215,12 +263,13 @@ def usage_stats(cfg: Config) -> list[core.Stat]:
             "The GPU models it held.",
             text_mode="name",
         ),
-        figure(
-            "Mean utilisation",
-            "percentunit",
-            peak("avg_over_time", "avg", catalog.EXECUTION_GPU_UTILIZATION_AVG),
-            "Mean GPU utilisation over its GPUs and the time range.",
-        ),
+    ]
+
+
+def value_stats(cfg: Config) -> list[core.Stat]:
+    """Work per GPU-hour billed, and what the GPU-hours cost."""
+    currency = cfg.dashboards.currency
+    return [
         figure("Efficiency", "percentunit", efficiency(), "GPU-hours of work per GPU-hour billed."),
         figure(
             f"Cost ({currency})",
@@ -260,29 +309,45 @@ def legend(series: Series, prefix: str = "") -> str:
     return f"{prefix} {LEGENDS[series.labels]}" if prefix else LEGENDS[series.labels]
 
 
+def not_collected(series: Iterable[Series]) -> str:
+    """What a panel of ``series`` shows without data: the exporter fields they are read from."""
+    fields = dict.fromkeys(
+        raw.name for s in series for f in s.formulas for key in f.signals for raw in catalog.SIGNALS[key].raws
+    )
+    return f"No data: the exporter does not collect {' or '.join(fields)}"
+
+
 @dataclass(frozen=True)
 class Plot:
     """A time-series panel of the execution's recorded series, a line per GPU or host of each.
 
     ``lines`` are (legend prefix, series): the legend is the prefix and the series' GPU or host; the
-    unit is the series' own. ``threshold`` reads the line drawn from the alert config.
+    unit is the series' own. ``threshold`` reads the line drawn from the config. ``optional`` plots fields
+    an exporter may not collect: without data the panel names them.
     """
 
     title: str
     description: str
     lines: tuple[tuple[str, Series], ...]
-    threshold: Callable[[Alerts], float] | None = None
+    threshold: Callable[[Config], float] | None = None
     max_value: float | None = None
     width: int = 12
+    optional: bool = False
 
-    def panel(self, a: Alerts) -> core.TimeSeries:
-        """The panel, its threshold line from the alert config ``a``."""
+    def panel(self, cfg: Config) -> core.TimeSeries:
+        """The panel, its threshold line from the config ``cfg``."""
         units = {unit_of(s) for _, s in self.lines}
         if len(units) != 1:
             raise ValueError(f"panel {self.title!r} plots series in different units: {sorted(units)}")
         targets = [plot(s, legend(s, prefix)) for prefix, s in self.lines]
-        threshold = self.threshold(a) if self.threshold else None
-        return timeseries(self.title, units.pop(), targets, self.description, threshold, self.max_value)
+        threshold = self.threshold(cfg) if self.threshold else None
+        no_data = not_collected(s for _, s in self.lines) if self.optional else ""
+        return timeseries(self.title, units.pop(), targets, self.description, threshold, self.max_value, no_data)
+
+
+def activity(series: Series, title: str, description: str, threshold: Callable[[Config], float] | None = None) -> Plot:
+    """A panel of one activity series (``catalog.GPU_ACTIVITY_SERIES``), 0-100 %, naming its fields without data."""
+    return Plot(title, description, (("", series),), threshold, max_value=1, width=8, optional=True)
 
 
 # The rows under the overview, each a title and its panels, left to right.
@@ -291,11 +356,44 @@ ROWS: tuple[tuple[str, tuple[Plot, ...]], ...] = (
         "Utilisation",
         (
             Plot(
-                "GPU utilisation",
-                "Per GPU or MIG instance. Low during the heavy phase: a data-loading or CPU bottleneck.",
-                (("", catalog.GPU_UTILIZATION),),
+                "GPU utilisation and engine activity",
+                "Per GPU or MIG instance: utilisation (time with a kernel resident) and graphics-engine activity "
+                "(time the engines worked). Low utilisation during the heavy phase: a data-loading or CPU "
+                "bottleneck. High utilisation over engine activity under the line (the stalled alert's engine "
+                "threshold): kernels resident but not working, as in a hung collective. On MIG instances the "
+                "two are the same field.",
+                (("util", catalog.GPU_UTILIZATION), ("engine", catalog.GPU_GRAPHICS_ENGINE_ACTIVE)),
+                threshold=lambda c: c.alerts.gpu_stalled.engine_threshold,
                 max_value=1,
                 width=24,
+            ),
+        ),
+    ),
+    (
+        "Work truth",
+        (
+            activity(
+                catalog.GPU_TENSOR_ACTIVE,
+                "Tensor-pipe activity",
+                "Share of cycles the tensor pipes worked. Near 0 while the engines are busy: matrix maths without "
+                "tensor cores (FP32); mixed precision or TF32 would use them. The line is "
+                "report.tensor_active_threshold.",
+                threshold=lambda c: c.report.tensor_active_threshold,
+            ),
+            activity(
+                catalog.GPU_DRAM_ACTIVE,
+                "DRAM activity",
+                "Share of cycles the device-memory interface moved data: high with idle tensor pipes is a "
+                "memory-bound kernel.",
+            ),
+            Plot(
+                "SM activity and occupancy",
+                "SM activity (a warp resident on an SM) and occupancy (resident warps against the maximum), where "
+                "the exporter collects the DCP counters; low occupancy on an active SM: small kernels or launch-bound.",
+                (("active", catalog.GPU_SM_ACTIVE), ("occupancy", catalog.GPU_SM_OCCUPANCY)),
+                max_value=1,
+                width=8,
+                optional=True,
             ),
         ),
     ),
@@ -307,7 +405,7 @@ ROWS: tuple[tuple[str, tuple[Plot, ...]], ...] = (
                 "Framebuffer capacity used; the line is the OOM-risk alert threshold. "
                 "A climb to 100 % just before a crash is an out-of-memory, not a code bug.",
                 (("", catalog.GPU_MEMORY_UTILIZATION),),
-                threshold=lambda a: a.gpu_memory_high.threshold,
+                threshold=lambda c: c.alerts.gpu_memory_high.threshold,
                 max_value=1,
             ),
             Plot(
@@ -330,14 +428,14 @@ ROWS: tuple[tuple[str, tuple[Plot, ...]], ...] = (
                 "Power / limit",
                 "Power as a share of the limit; the line is the power-throttling threshold.",
                 (("", catalog.GPU_POWER_TO_LIMIT),),
-                threshold=lambda a: a.power_throttling.threshold,
+                threshold=lambda c: c.alerts.power_throttling.threshold,
                 width=8,
             ),
             Plot(
                 "Temperature",
                 "GPU temperature; the line is the thermal-throttling threshold.",
                 (("", catalog.GPU_TEMPERATURE),),
-                threshold=lambda a: a.thermal_throttling.threshold_celsius,
+                threshold=lambda c: c.alerts.thermal_throttling.threshold_celsius,
                 width=8,
             ),
         ),
@@ -385,23 +483,24 @@ OTHER_ROW = "Other served series"
 
 
 def served_plots() -> list[Plot]:
-    """A panel for each served series ``ROWS`` does not plot, titled by its panel hint or else its doc."""
+    """A panel for each servable series ``ROWS`` does not plot, titled by its panel hint or else its doc;
+    a series served only on request may not be collected, so its panel names its fields without data."""
     placed = {s for _, plots in ROWS for p in plots for _, s in p.lines}
     return [
-        Plot(s.panel or s.doc.split(". ")[0].rstrip("."), s.doc, (("", s),))
-        for s in catalog.API_SERIES
+        Plot(s.panel or s.doc.split(". ")[0].rstrip("."), s.doc, (("", s),), optional=s.api_optional)
+        for s in catalog.SERVABLE_SERIES
         if s not in placed
     ]
 
 
-def rows(a: Alerts) -> list[Section]:
+def rows(cfg: Config) -> list[Section]:
     """The rows of ``ROWS``, then one of the served series they leave out (where there are any)."""
     sections = []
     for name, plots in (*ROWS, (OTHER_ROW, tuple(served_plots()))):
         if plots:
             section = Section(name)
             for p in plots:
-                section.add(p.panel(a), width=p.width)
+                section.add(p.panel(cfg), width=p.width)
             sections.append(section)
     return sections
 
@@ -431,7 +530,7 @@ def render(cfg: Config) -> str:
         house.datasource_variable(cfg.dashboards.datasource_name),
         house.query_variable(VARIABLE, "Execution", executions),
     ]
-    panels = house.layout([overview(cfg), *rows(cfg.alerts)])
+    panels = house.layout([overview(cfg), *rows(cfg)])
     return house.render(
         title(cfg),
         panels,

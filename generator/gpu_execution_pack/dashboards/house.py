@@ -89,8 +89,12 @@ def timeseries(
     description: str,
     threshold: float | None = None,
     max_value: float | None = None,
+    no_data: str = "",
 ) -> core.TimeSeries:
-    """A time series panel; ``threshold`` draws a red line at that value."""
+    """A time series panel; ``threshold`` draws a red line at that value, ``no_data`` is shown without data."""
+    defaults: dict[str, Any] = {"thresholds": _thresholds(threshold)}
+    if no_data:
+        defaults["noValue"] = no_data
     return core.TimeSeries(
         title=title,
         description=description,
@@ -100,7 +104,7 @@ def timeseries(
         valueMax=max_value,
         thresholdsStyleMode="line" if threshold is not None else "off",
         extraJson={
-            "fieldConfig": {"defaults": {"thresholds": _thresholds(threshold)}},
+            "fieldConfig": {"defaults": defaults},
             "options": {"legend": {"showLegend": True}},
         },
     )
@@ -139,11 +143,19 @@ def stat(
     )
 
 
-def table(title: str, queries: list[Query], description: str, columns: list[str], link: str = "") -> core.Table:
+def table(
+    title: str,
+    queries: list[Query],
+    description: str,
+    columns: list[str],
+    link: str = "",
+    sort_by: tuple[str, bool] | None = None,
+) -> core.Table:
     """Instant queries merged on their labels into one table, a column per query named by ``columns``.
 
     Columns share the panel's unit ("none"); their names say what they hold. ``link`` makes cells
-    open that URL (a data link, so it can use ``${__data.fields.<label>}``).
+    open that URL (a data link, so it can use ``${__data.fields.<label>}``). ``sort_by`` is (column,
+    descending): the rows' order when the dashboard opens.
     """
     renames = {f"Value #{chr(ord('A') + i)}": name for i, name in enumerate(columns)}
     defaults: dict[str, Any] = {
@@ -175,8 +187,15 @@ def table(title: str, queries: list[Query], description: str, columns: list[str]
             {"id": "merge", "options": {}},
             {"id": "organize", "options": {"excludeByName": {"Time": True}, "renameByName": renames}},
         ],
-        extraJson={"fieldConfig": {"defaults": defaults}, "options": {"frameIndex": 0, "showHeader": True}},
+        extraJson={"fieldConfig": {"defaults": defaults}, "options": _table_options(sort_by)},
     )
+
+
+def _table_options(sort_by: tuple[str, bool] | None) -> dict[str, Any]:
+    options: dict[str, Any] = {"frameIndex": 0, "showHeader": True}
+    if sort_by is not None:
+        options["sortBy"] = [{"displayName": sort_by[0], "desc": sort_by[1]}]
+    return options
 
 
 def layout(sections: list[Section]) -> list[Any]:
