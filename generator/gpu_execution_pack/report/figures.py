@@ -24,6 +24,7 @@ from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL, Series
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import (
     Expr,
+    Range,
     aggregate,
     call,
     format_duration,
