@@ -313,15 +313,14 @@ def render_doc(medians: dict[str, float], added: list[Series], fleet_queries: in
             "|---|---|---|",
             *rows,
             "",
-            "The fleet view runs the report's queries once for all executions (grouped by execution, not "
-            "one query per execution), so its cost grows with the samples in the window, not with "
-            "round trips per execution. Each figure is an `*_over_time` of a recorded series: the time over "
-            "the out-of-memory threshold, under the waste threshold and the host CPU meanwhile are recorded "
-            "as conditions (0/1 series, and the CPU only while the GPUs are underutilised) instead of "
-            "subqueries that re-evaluated a comparison at every step of the span. What is left grows with "
-            f"the answers: the fleet view sends {fleet_queries} queries, most of which answer one series per "
-            "GPU of the window as the floor's one query does, and Prometheus encodes and the client decodes "
-            "and checks each of them.",
+            "The fleet view ranks every execution on a few queries (GPU samples and utilisation summed per "
+            "execution, and the share and worked series only where a GPU was shared), then runs the report's "
+            "queries, grouped by execution, for its top rows only (named in a regex matcher), so its cost "
+            "grows with the samples in the window and with `top`, not with every execution's figures. The "
+            "figures are `*_over_time` of recorded series: the time over the out-of-memory threshold, under "
+            "the waste threshold and the host CPU meanwhile are recorded as conditions (0/1 series) instead "
+            "of subqueries that re-evaluated a comparison at every step of the span. The fleet view sends "
+            f"{fleet_queries} queries.",
             "",
             beside,
             "",

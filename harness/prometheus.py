@@ -237,6 +237,9 @@ class Prometheus:
         doc = {"groups": [{"name": name, "rules": [{"record": r.record, "expr": r.expr} for r in rules]}]}
         rule_file.write_text(to_yaml(doc))
         out = self.workdir / name
+        # Named relative to the working directory: promtool aligns a group's evaluations to an offset
+        # hashed from its name and file, so an absolute (temporary) path would move every recorded
+        # sample by up to one interval from run to run.
         promtool.run(
             [
                 "tsdb",
@@ -247,8 +250,9 @@ class Prometheus:
                 f"--url={self.url}",
                 f"--output-dir={out}",
                 f"--eval-interval={STEP_SECONDS}s",
-                str(rule_file),
-            ]
+                rule_file.name,
+            ],
+            cwd=self.workdir,
         )
         self.stop()  # the server reads new blocks only at start
         for block in out.iterdir():

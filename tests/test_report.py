@@ -21,6 +21,7 @@ from gpu_execution_pack.config import config_from_mapping
 from gpu_execution_pack.query.params import iso
 from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.report import document
+from gpu_execution_pack.report import figures as fig
 from gpu_execution_pack.report.figures import REQUIRED_GPU_SERIES, ExecutionFigures, GpuFigures, HostFigures
 from gpu_execution_pack.report.verdicts import CODES, judge
 from gpu_execution_pack.scenario import model
@@ -198,6 +199,43 @@ def test_fleet_ranks_by_gpu_hours_wasted_with_verdict_codes(loaded):
     oracle_top = max(expected.values(), key=lambda x: x.gpu_hours_billed - x.gpu_hours_worked)
     assert rows[0]["executionId"] == oracle_top.execution_id
     assert all(set(r["verdicts"]) <= set(CODES) for r in rows)
+
+
+def test_the_fleet_views_top_rows_are_those_of_the_whole_ranking(loaded):
+    """The view ranks every execution on a few queries and reads figures for its top rows only: its GPU-hours
+    are the figures' own (each execution's, a shared GPU in its share) and its rows those of the whole ranking."""
+    server, cfg, _start = loaded
+    at = time.time()
+
+    async def run() -> tuple[dict, dict, dict]:
+        client = PrometheusClient(server.url, 30)
+        try:
+            whole = await document.fleet_summary(cfg, client, "1d", len(SCENARIO.executions), at=at)
+            head = await document.fleet_summary(cfg, client, "1d", 3, at=at)
+            figures = await fig.collect(cfg, client, fig.Scope(cfg, None, None), 86400, at)
+            return whole, head, figures
+        finally:
+            await client.close()
+
+    whole, head, figures = asyncio.run(run())
+    assert {r["executionId"] for r in whole["top"]} == {e.id for e in SCENARIO.executions}
+    for row in whole["top"]:
+        f = figures[row["executionId"]]
+        billed, worked = f.billed_seconds / 3600, f.worked_seconds / 3600
+        assert (row["gpuHoursBilled"], row["gpuHoursWorked"]) == pytest.approx((billed, worked), abs=1e-4)
+        # Read for the named top rows, the rest of the row is what reading every execution gives.
+        assert row["verdicts"] == [v.code for v in judge(f, cfg, running=f.reporting_at_end, expected_samples=None)]
+        assert row["energyKwh"] == pytest.approx(document.energy(f)[0] / document.JOULES_PER_KWH, abs=1e-4)
+    assert any(g.shared for f in figures.values() for g in f.gpus)  # the split is among what is compared
+    assert head["top"] == whole["top"][:3]
+    assert (head["executions"], head["gpuHoursBilled"], head["gpuHoursWasted"]) == (
+        whole["executions"],
+        whole["gpuHoursBilled"],
+        whole["gpuHoursWasted"],
+    )
+    billed = sum(f.billed_seconds for f in figures.values()) / 3600
+    worked = sum(f.worked_seconds for f in figures.values()) / 3600
+    assert (whole["gpuHoursBilled"], whole["gpuHoursWasted"]) == pytest.approx((billed, billed - worked), abs=1e-4)
 
 
 def test_the_fleet_view_does_not_call_a_running_execution_at_full_memory_a_crash(loaded):

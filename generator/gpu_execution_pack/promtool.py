@@ -48,15 +48,16 @@ def test_rules(files: list[Path]) -> Result:
     return _checked("test rules", _run("test", "rules", *map(str, files)))
 
 
-def run(args: list[str]) -> Result:
-    """Any promtool command (e.g. ``tsdb create-blocks-from``); raises PromtoolError with its output on failure."""
-    return _checked(" ".join(args[:2]), _run(*args))
+def run(args: list[str], cwd: Path | None = None) -> Result:
+    """Any promtool command (e.g. ``tsdb create-blocks-from``) in ``cwd`` (default: ours); raises PromtoolError
+    with its output on failure."""
+    return _checked(" ".join(args[:2]), _run(*args, cwd=cwd))
 
 
-def _run(*args: str, timeout: float = 300) -> Result:
+def _run(*args: str, timeout: float = 300, cwd: Path | None = None) -> Result:
     cmd = (find(), *args)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd)
     except subprocess.TimeoutExpired:
         raise PromtoolError(f"`{' '.join(cmd)}` did not finish within {timeout:.0f} s") from None
     return Result(cmd, proc.returncode, proc.stdout + proc.stderr)

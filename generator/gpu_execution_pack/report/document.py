@@ -268,9 +268,9 @@ async def execution_summary(
     return summary(cfg, figures, start_s, end_s, running and end is None, expected_samples)
 
 
-def fleet_row(cfg: Config, f: fig.ExecutionFigures) -> dict[str, Any]:
-    """One execution's row of the fleet ranking."""
-    billed, worked = f.billed_seconds / 3600, f.worked_seconds / 3600
+def fleet_row(cfg: Config, f: fig.ExecutionFigures, waste: fig.Waste) -> dict[str, Any]:
+    """One execution's row of the fleet ranking: its GPU time as ranked (``waste``), the rest from its figures."""
+    billed, worked = waste.billed_seconds / 3600, waste.worked_seconds / 3600
     joules, _ = energy(f)
     # Without a span per execution the fleet view judges no gaps; an execution still reporting at the
     # window's end is running (its memory at the end is no crash).
@@ -308,14 +308,22 @@ async def fleet_summary(
     if not 1 <= top <= MAX_FLEET_TOP:
         raise RequestError(400, f"top: {top} is not accepted; accepted: 1 to {MAX_FLEET_TOP}")
     now = time.time() if at is None else at
-    found = await fig.collect(cfg, prometheus, fig.Scope(cfg, None, tenant), window, now)
-    rows = [fleet_row(cfg, f) for f in found.values()]
-    rows.sort(key=lambda row: (-(row["gpuHoursWasted"] or 0), row["executionId"]))
+    scope = fig.Scope(cfg, None, tenant)
+    # Ranked on two queries over every execution; the figures and verdicts are read for the top rows only
+    # (named in the queries while few), so the view's cost grows with ``top``, not with the fleet.
+    ranking = await fig.waste_by_execution(cfg, prometheus, scope, window, now)
+    ranking.sort(key=lambda w: (-round(w.wasted_seconds / 3600, 4), w.execution_id))
+    shown = ranking[:top]
+    if shown and len(shown) <= fig.MAX_NAMED:
+        scope = fig.Scope(cfg, None, tenant, [w.execution_id for w in shown])
+    found = await fig.collect(cfg, prometheus, scope, window, now) if shown else {}
+    rows = [fleet_row(cfg, found[w.execution_id], w) for w in shown if w.execution_id in found]
+    billed = sum(w.billed_seconds for w in ranking) / 3600
     return {
         "since": since,
         "end": iso(now),
-        "executions": len(rows),
-        "gpuHoursBilled": rounded(sum(r["gpuHoursBilled"] or 0 for r in rows), 4),
-        "gpuHoursWasted": rounded(sum(r["gpuHoursWasted"] or 0 for r in rows), 4),
-        "top": rows[:top],
+        "executions": len(ranking),
+        "gpuHoursBilled": rounded(billed, 4),
+        "gpuHoursWasted": rounded(billed - sum(w.worked_seconds for w in ranking) / 3600, 4),
+        "top": rows,
     }

@@ -184,12 +184,14 @@ class ExecutionFigures:
 
 
 class Scope:
-    """Which series a report reads: one execution or all, of one tenant or all."""
+    """Which series a report reads: one execution, a few named ones (``named``) or all, of one tenant or all."""
 
-    def __init__(self, cfg: Config, execution_id: str | None, tenant: str | None):
+    def __init__(self, cfg: Config, execution_id: str | None, tenant: str | None, named: Iterable[str] = ()):
         self.cfg = cfg
         self.tenant_value = tenant
         self.execution = [match(EXECUTION_LABEL, execution_id)] if execution_id else []
+        if ids := sorted(named):
+            self.execution = [match(EXECUTION_LABEL, "|".join(re.escape(eid) for eid in ids), "=~")]
         self.tenant = [match(cfg.api.tenant_label, tenant)] if tenant else []
 
     def gpu(self, series: Series) -> Expr:
@@ -463,6 +465,68 @@ async def collect(
     return dict(sorted(executions.items()))
 
 
+@dataclass(frozen=True)
+class Waste:
+    """One execution's GPU time over a window, a shared GPU's in the execution's share at each sample."""
+
+    execution_id: str
+    billed_seconds: float
+    worked_seconds: float
+
+    @property
+    def wasted_seconds(self) -> float:
+        return self.billed_seconds - self.worked_seconds
+
+
+async def waste_by_execution(
+    cfg: Config, prometheus: PrometheusClient, scope: Scope, window_seconds: float, at: float
+) -> list[Waste]:
+    """GPU time billed and worked of every execution in ``scope`` with samples in the ``window_seconds`` before
+    ``at``, in a few queries however many executions there are: the fleet view ranks all executions with them
+    and collects the figures of its top rows only. The sums are ``ExecutionFigures``'s: samples and
+    utilisation, and for a GPU held by several executions at some moment, its share and worked series instead.
+
+    Only the GPUs with a share under 1 read the share series for their sums: the share of a GPU nobody else
+    holds is 1 throughout, and reading it for every GPU would double the cost of the ranking."""
+    gpu_interval, _ = await intervals(cfg, prometheus)
+    window = format_duration(max(1.0, math.ceil(window_seconds)))
+
+    def by_execution(expr: Expr) -> Expr:
+        return aggregate("sum", (EXECUTION_LABEL,), expr)
+
+    util, share = scope.gpu(catalog.GPU_UTILIZATION), scope.gpu(catalog.GPU_SHARE)
+    shared = aggregate("group", (EXECUTION_LABEL,), over("min_over_time", share, window).lt(1))
+    asked = (
+        by_execution(over("count_over_time", util, window)),
+        by_execution(over("sum_over_time", util, window)),
+        shared,
+    )
+    answers = await asyncio.gather(*(prometheus.instant(render(expr), at=at) for expr in asked))
+    billed, worked, sharing = ({r["metric"].get(EXECUTION_LABEL, ""): value_of(r) for r in a} for a in answers)
+    if sharing:
+        # A shared GPU's samples and utilisation, replaced by its share and worked series summed.
+        named = Scope(cfg, None, scope.tenant_value, sharing) if len(sharing) <= MAX_NAMED else scope
+        on_shared = over("min_over_time", named.gpu(catalog.GPU_SHARE), window).lt(1)
+        corrections = (
+            over("sum_over_time", named.gpu(catalog.GPU_SHARE), window)
+            - over("count_over_time", named.gpu(catalog.GPU_UTILIZATION), window),
+            over("sum_over_time", named.gpu(catalog.GPU_WORKED), window)
+            - over("sum_over_time", named.gpu(catalog.GPU_UTILIZATION), window),
+        )
+        answers = await asyncio.gather(
+            *(prometheus.instant(render(by_execution(c.and_(on_shared))), at=at) for c in corrections)
+        )
+        for sums, answer in zip((billed, worked), answers, strict=True):
+            for r in answer:
+                eid = r["metric"].get(EXECUTION_LABEL, "")
+                sums[eid] = sums.get(eid, 0.0) + value_of(r)
+    return [
+        Waste(eid, samples * gpu_interval, worked.get(eid, 0.0) * gpu_interval)
+        for eid, samples in sorted(billed.items())
+        if eid
+    ]
+
+
 async def util_high_without_engine(
     cfg: Config,
     prometheus: PrometheusClient,
@@ -479,8 +543,8 @@ async def util_high_without_engine(
         return
     # Named in the query while few, so it reads only their series; beyond, the URL would grow past what
     # proxies accept, and the scope's series are read instead (the others' answers are not used).
-    ids = [match(EXECUTION_LABEL, "|".join(re.escape(eid) for eid in blind), "=~")] if len(blind) <= MAX_NAMED else []
-    util = catalog.GPU_UTILIZATION.select(*ids, *scope.execution, *scope.tenant)
+    named = Scope(cfg, None, None, blind).execution if len(blind) <= MAX_NAMED else []
+    util = catalog.GPU_UTILIZATION.select(*named, *scope.execution, *scope.tenant)
     high = util.ge(cfg.alerts.gpu_stalled.util_threshold)
     result = await prometheus.instant(render(call("count_over_time", Range(high, w.window, w.step))), at=at)
     gpus = {key_of(g.labels, GPU_KEY): g for f in executions.values() for g in f.gpus if g.engine_mean is None}
