@@ -71,6 +71,10 @@ def openmetrics(series: list[RenderedSeries], start: int) -> str:
     return "\n".join(lines) + "\n# EOF\n"
 
 
+BACKFILL_GROUP = "backfill"  # every round's rule group, named alike (see Prometheus.backfill_rules)
+BACKFILL_FILE = "backfill.rules.yml"
+
+
 def dependency_rounds(groups: list[RuleGroup]) -> list[list[RecordingRule]]:
     """Recording rules by the round they can be backfilled in: 1 + the latest round of a series they read."""
     rules = [r for g in groups for r in g.rules if isinstance(r, RecordingRule)]
@@ -233,13 +237,16 @@ class Prometheus:
 
     def backfill_rules(self, name: str, rules: list[RecordingRule], start: int, end: int) -> None:
         """Record ``rules`` over [start, end] from what the running server holds, and restart it with the result."""
-        rule_file = self.workdir / f"{name}.rules.yml"
-        doc = {"groups": [{"name": name, "rules": [{"record": r.record, "expr": r.expr} for r in rules]}]}
-        rule_file.write_text(to_yaml(doc))
-        out = self.workdir / name
-        # Named relative to the working directory: promtool aligns a group's evaluations to an offset
-        # hashed from its name and file, so an absolute (temporary) path would move every recorded
-        # sample by up to one interval from run to run.
+        # promtool aligns a group's evaluations to an offset within the interval hashed from the group's
+        # name and file path as given. Every round's group has the same name and relative path, so every
+        # round is evaluated at the same instants: a rule reads the previous round's sample of that
+        # instant, as a live group evaluating its rules in order does, instead of one up to a step older
+        # (and the instants do not move with the temporary directory from run to run).
+        folder = self.workdir / name
+        folder.mkdir()
+        doc = {"groups": [{"name": BACKFILL_GROUP, "rules": [{"record": r.record, "expr": r.expr} for r in rules]}]}
+        (folder / BACKFILL_FILE).write_text(to_yaml(doc))
+        out = folder / "blocks"
         promtool.run(
             [
                 "tsdb",
@@ -250,9 +257,9 @@ class Prometheus:
                 f"--url={self.url}",
                 f"--output-dir={out}",
                 f"--eval-interval={STEP_SECONDS}s",
-                rule_file.name,
+                BACKFILL_FILE,
             ],
-            cwd=self.workdir,
+            cwd=folder,
         )
         self.stop()  # the server reads new blocks only at start
         for block in out.iterdir():

@@ -50,8 +50,10 @@ ACTIVITY_TOLERANCE = 0.02
 PEAK_WATTS = max(p.gpu.power_watts for p in PHASES.values())
 # Backfilled series carry no stale markers: an execution's series read on for Prometheus' 5-minute lookback
 # after it ends, and it counts among a shared GPU's holders meanwhile (report_oracle.Shares): twice that,
-# since the share is recorded from the recorded utilisation, which read the raw series on already.
-READS_ON_MINUTES = 2 * 5
+# since the share is recorded from the recorded utilisation, which read the raw series on already. Each
+# level reads on a step less than the lookback: the backfill evaluates a little after each raw sample
+# (promtool's group offset), so the sample a lookback after the last is past it.
+READS_ON_MINUTES = 2 * (5 - STEP_SECONDS / 60)
 
 
 @pytest.fixture(scope="module")

@@ -598,8 +598,8 @@ class Report:
     )
     tensor_unused_share: float = opt(
         0.5,
-        "Share of the GPU's samples that must be busy with the tensor pipes unused for verdict "
-        "tensor_cores_unused (most of the span).",
+        "Share of the GPU's samples with engine activity that must be busy with the tensor pipes unused "
+        "for verdict tensor_cores_unused (most of the span).",
         "Flag jobs with shorter FP32 phases too: lower it.",
         kind="ratio",
     )
