@@ -59,7 +59,6 @@ def report_queries(cfg, scope) -> list[str]:
     w = figures.Window("7d", "1m", 60.0)
     queries = {
         **figures.gpu_queries(cfg, scope, w),
-        **figures.work_queries(cfg, scope, w),
         **figures.presence_queries(scope, w),
         **figures.host_queries(scope, w),
         **figures.execution_queries(scope, w),

@@ -45,9 +45,9 @@ def energy(f: fig.ExecutionFigures) -> tuple[float | None, str]:
         device = (g.labels.get(catalog.EXECUTION_LABEL, ""), g.labels.get("UUID", ""))
         if (joules := f.energy_joules(g)) is not None:
             per_device[device] = (joules, "energy_counter")
-        elif (integral := g.attributed_power_integral) is not None and per_device.get(device, (0, ""))[
-            1
-        ] != "energy_counter":
+            continue
+        counted = per_device.get(device, (0.0, ""))[1] == "energy_counter"  # another entry of the same GPU
+        if (integral := g.attributed_power_integral) is not None and not counted:
             per_device[device] = (integral, "power_integral")
     if not per_device:
         return None, "none"
@@ -311,12 +311,13 @@ async def fleet_summary(
     scope = fig.Scope(cfg, None, tenant)
     # Ranked on two queries over every execution; the figures and verdicts are read for the top rows only
     # (named in the queries while few), so the view's cost grows with ``top``, not with the fleet.
-    ranking = await fig.waste_by_execution(cfg, prometheus, scope, window, now)
+    known_intervals = await fig.intervals(cfg, prometheus)
+    ranking = await fig.waste_by_execution(cfg, prometheus, scope, window, now, known_intervals[0])
     ranking.sort(key=lambda w: (-round(w.wasted_seconds / 3600, 4), w.execution_id))
     shown = ranking[:top]
     if shown and len(shown) <= fig.MAX_NAMED:
         scope = fig.Scope(cfg, None, tenant, [w.execution_id for w in shown])
-    found = await fig.collect(cfg, prometheus, scope, window, now) if shown else {}
+    found = await fig.collect(cfg, prometheus, scope, window, now, known_intervals=known_intervals) if shown else {}
     rows = [fleet_row(cfg, found[w.execution_id], w) for w in shown if w.execution_id in found]
     billed = sum(w.billed_seconds for w in ranking) / 3600
     return {

@@ -24,6 +24,7 @@ from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL, Series
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import (
     Expr,
+    Matcher,
     Range,
     aggregate,
     call,
@@ -183,6 +184,11 @@ class ExecutionFigures:
         return sum(g.worked for g in self.gpus) * self.gpu_interval
 
 
+def any_execution(ids: Iterable[str]) -> Matcher:
+    """A matcher for any of the executions ``ids``, each matched as it is spelled."""
+    return match(EXECUTION_LABEL, "|".join(re.escape(eid) for eid in ids), "=~")
+
+
 class Scope:
     """Which series a report reads: one execution, a few named ones (``named``) or all, of one tenant or all."""
 
@@ -191,7 +197,7 @@ class Scope:
         self.tenant_value = tenant
         self.execution = [match(EXECUTION_LABEL, execution_id)] if execution_id else []
         if ids := sorted(named):
-            self.execution = [match(EXECUTION_LABEL, "|".join(re.escape(eid) for eid in ids), "=~")]
+            self.execution = [any_execution(ids)]
         self.tenant = [match(cfg.api.tenant_label, tenant)] if tenant else []
 
     def gpu(self, series: Series) -> Expr:
@@ -220,6 +226,11 @@ class Scope:
         if self.tenant_value is not None:
             tenant = [match(self.cfg.api.tenant_label, re.escape(self.tenant_value) + "|", "=~")]
         return selector(ALERTS_METRIC, match("alertstate", "firing"), *executions, *tenant)
+
+
+def span_range(seconds: float) -> str:
+    """A span of ``seconds`` as a range of whole seconds, at least one."""
+    return format_duration(max(1.0, math.ceil(seconds)))
 
 
 def over(function: str, expr: Expr, window: str) -> Expr:
@@ -307,17 +318,7 @@ def gpu_queries(cfg: Config, scope: Scope, w: Window) -> dict[str, Expr]:
         "energy_spread": over("max_over_time", energy, window) - over("min_over_time", energy, window),
         "energy_resets": over("resets", energy, window),
         "energy_samples": over("count_over_time", energy, window),
-    }
-
-
-def work_queries(cfg: Config, scope: Scope, w: Window) -> dict[str, Expr]:
-    """The ``GpuFigures`` fields of what the engines did and of GPUs shared between executions, by field name."""
-    window = w.window
-
-    def g(series: Series) -> Expr:
-        return scope.gpu(series)
-
-    return {
+        # What the engines did, and a GPU shared between executions.
         "engine_mean": over("avg_over_time", g(catalog.GPU_GRAPHICS_ENGINE_ACTIVE), window),
         "tensor_mean": over("avg_over_time", g(catalog.GPU_TENSOR_ACTIVE), window),
         "dram_mean": over("avg_over_time", g(catalog.GPU_DRAM_ACTIVE), window),
@@ -443,18 +444,20 @@ async def collect(
     window_seconds: float,
     at: float,
     alerts_after: float = 0.0,
+    known_intervals: tuple[float, float] | None = None,
 ) -> dict[str, ExecutionFigures]:
     """Figures of every execution in ``scope`` with samples in the ``window_seconds`` before ``at``.
 
     Alerts are read ``alerts_after`` seconds beyond ``at`` too: an execution whose telemetry
-    stopped is told so by alerts that fire after its last sample.
+    stopped is told so by alerts that fire after its last sample. ``known_intervals``: ``intervals``'
+    answer where the caller has read it already.
     """
-    gpu_interval, derived_interval = await intervals(cfg, prometheus)
-    w = Window(format_duration(max(1.0, math.ceil(window_seconds))), format_duration(gpu_interval), gpu_interval)
-    gpu, host = {**gpu_queries(cfg, scope, w), **work_queries(cfg, scope, w)}, host_queries(scope, w)
+    gpu_interval, derived_interval = known_intervals or await intervals(cfg, prometheus)
+    w = Window(span_range(window_seconds), format_duration(gpu_interval), gpu_interval)
+    gpu, host = gpu_queries(cfg, scope, w), host_queries(scope, w)
     queries = {**gpu, **presence_queries(scope, w), **host, **execution_queries(scope, w)}
     asked = [(expr, at) for expr in queries.values()]
-    alerts_window = format_duration(max(1.0, math.ceil(window_seconds + alerts_after)))
+    alerts_window = span_range(window_seconds + alerts_after)
     asked.append((alerts_query(scope, alerts_window), at + alerts_after))
     answers = await asyncio.gather(*(prometheus.instant(render(expr), at=when) for expr, when in asked))
     results = dict(zip([*queries, "alerts"], answers, strict=True))
@@ -479,7 +482,7 @@ class Waste:
 
 
 async def waste_by_execution(
-    cfg: Config, prometheus: PrometheusClient, scope: Scope, window_seconds: float, at: float
+    cfg: Config, prometheus: PrometheusClient, scope: Scope, window_seconds: float, at: float, gpu_interval: float
 ) -> list[Waste]:
     """GPU time billed and worked of every execution in ``scope`` with samples in the ``window_seconds`` before
     ``at``, in a few queries however many executions there are: the fleet view ranks all executions with them
@@ -487,9 +490,9 @@ async def waste_by_execution(
     utilisation, and for a GPU held by several executions at some moment, its share and worked series instead.
 
     Only the GPUs with a share under 1 read the share series for their sums: the share of a GPU nobody else
-    holds is 1 throughout, and reading it for every GPU would double the cost of the ranking."""
-    gpu_interval, _ = await intervals(cfg, prometheus)
-    window = format_duration(max(1.0, math.ceil(window_seconds)))
+    holds is 1 throughout, and reading it for every GPU would double the cost of the ranking. ``gpu_interval``:
+    the seconds between per-GPU samples (``intervals``)."""
+    window = span_range(window_seconds)
 
     def by_execution(expr: Expr) -> Expr:
         return aggregate("sum", (EXECUTION_LABEL,), expr)
@@ -543,7 +546,7 @@ async def util_high_without_engine(
         return
     # Named in the query while few, so it reads only their series; beyond, the URL would grow past what
     # proxies accept, and the scope's series are read instead (the others' answers are not used).
-    named = Scope(cfg, None, None, blind).execution if len(blind) <= MAX_NAMED else []
+    named = [any_execution(blind)] if len(blind) <= MAX_NAMED else []
     util = catalog.GPU_UTILIZATION.select(*named, *scope.execution, *scope.tenant)
     high = util.ge(cfg.alerts.gpu_stalled.util_threshold)
     result = await prometheus.instant(render(call("count_over_time", Range(high, w.window, w.step))), at=at)
@@ -562,7 +565,7 @@ async def co_holders(
         return
     own = catalog.GPU_SHARE.select(match(EXECUTION_LABEL, f.execution_id), *scope.tenant).lt(1)
     others = catalog.GPU_SHARE.select(*scope.tenant).lt(1).and_(own, on(catalog.DEVICE_LABELS))
-    window = format_duration(max(1.0, math.ceil(window_seconds)))
+    window = span_range(window_seconds)
     step = format_duration(f.gpu_interval)
     expr = aggregate(
         "group", (EXECUTION_LABEL, *catalog.DEVICE_LABELS), call("count_over_time", Range(others, window, step))
