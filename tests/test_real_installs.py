@@ -2,7 +2,8 @@
 
 The scenario library's real-install scenarios (``library.real_installs``) render the label sets
 and quirks of real deployments; the promtool suites check every recorded series
-on them. Each test here brings one of the nine known failures back and shows the suite catches it.
+on them. Each test here brings one of the nine known failures back and shows the suite catches it;
+tests 10 and 11 bring back the merging of two machines whose short names agree (issue 24).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def failures(tmp_path: Path, hosts: list[str], overrides: dict[str, Any] | None 
 
 
 def test_every_real_install_records_every_series_under_the_nodes_real_name(tmp_path: Path):
-    assert len(INSTALLS) >= 11
+    assert len(INSTALLS) >= 14
     assert failures(tmp_path, list(INSTALLS)) == ""
 
 
@@ -69,10 +70,43 @@ def test_2_a_relabelled_hostname_wins_over_the_exporters_own_hostname(tmp_path, 
 
 
 def test_3_short_names_and_fqdns_are_matched_on_both_sides(tmp_path):
-    # gpuop4's FQDN is still matched through the shared address; these two are not.
-    out = failures(tmp_path, ["fqdn1", "bm2x"], {"node": {"host_regex": "(.+)"}})
-    for host in ("fqdn1.dc1.example.com", "bm2x.dc1.example.com"):
-        assert f'hostname="{host}"' in out, host
+    # gpuop4's FQDN is still matched through the shared address; bm2x's short label is not. An FQDN both
+    # exporters give matches exactly, whatever the regex.
+    out = failures(tmp_path, ["fqdn1.dc1.example.com", "bm2x"], {"node": {"host_regex": "(.+)"}})
+    assert 'hostname="bm2x.dc1.example.com"' in out
+    assert "fqdn1" not in out
+
+
+def without_exact_names(monkeypatch) -> None:
+    """The old host map: every name read through node.host_regex, none matched exactly first."""
+    gpu_candidates, node_candidates = RuleBuilder.host_candidates, RuleBuilder.node_host_candidates
+
+    def gpu(self, candidates):
+        return gpu_candidates(self, {k: v for k, v in candidates.items() if not k.endswith("exactly")})
+
+    def node(self, candidates):
+        return node_candidates(self, {k: v for k, v in candidates.items() if k != "nodename exactly"})
+
+    monkeypatch.setattr(RuleBuilder, "host_candidates", gpu)
+    monkeypatch.setattr(RuleBuilder, "node_host_candidates", node)
+
+
+def test_10_an_fqdn_both_exporters_give_is_matched_exactly_and_kept(tmp_path, monkeypatch):
+    without_exact_names(monkeypatch)
+    out = failures(tmp_path, ["fqdn1.dc1.example.com", "gpu-02.dc1.example.com", "ip-10-0-1-5.ec2.internal"])
+    # Named by the short name, and the two machines of each pair merged into one host.
+    for short in ("fqdn1", "gpu-02", "ip-10-0-1-5"):
+        assert f'hostname="{short}"' in out, short
+    assert catalog.NODE_RAM_TOTAL.name in out
+
+
+def test_11_a_short_name_two_machines_claim_joins_no_gpu(tmp_path, monkeypatch):
+    # Without the collision check, both nodes are named by the short name and merged: each execution
+    # reads the other machine's RAM and CPU.
+    monkeypatch.setattr(RuleBuilder, "host_name_collisions", lambda self: call("vector", 0).gt(1))
+    out = failures(tmp_path, ["gpu-01.dc1.example.com"])
+    assert 'hostname="gpu-01"' in out and catalog.NODE_RAM_TOTAL.name in out
+    assert f'expr: "{catalog.NODE_HOST_COLLISIONS.name}"' in out
 
 
 def test_4a_without_a_host_label_the_shared_address_names_the_host(tmp_path, monkeypatch):
@@ -148,15 +182,17 @@ def test_a_real_prometheus_records_every_api_series_of_every_install_under_the_n
         start = server.load_scenario(together, Config(), end)
         # Every execution is running. Backfilled rules leave no stale markers: what a rule recorded at
         # the first step, before the host maps it reads had a value, lingers for the 5-minute lookback
-        # at each level of the rules, so the check looks past the first 10 minutes.
-        at = start + 12.5 * 60
+        # at each level of the rules (a node's exact name reads the dcgm-exporters' labels: one level more
+        # than the short name), so the check looks past the first 15 minutes.
+        minute = 17.5
+        at = start + minute * 60
         for execution in together.executions:
             host = execution.gpus[0].host
             match = f'{{execution_id="{execution.id}"}}'
             no_memory = together.missing_on(host) >= FRAMEBUFFER_SIGNALS
             # The model's truth says which served GPU series the exporter's fields give (none of the
             # memory series without framebuffer fields, no engine activity without its field).
-            truth = model.gpu_truth(together, execution, execution.gpus[0], 12.5) or {}
+            truth = model.gpu_truth(together, execution, execution.gpus[0], minute) or {}
             for series in catalog.API_SERIES:
                 result = server.query(series.name + match, at)
                 if series.labels == catalog.GPU_LABELS and series not in truth:
@@ -176,5 +212,8 @@ def test_a_real_prometheus_records_every_api_series_of_every_install_under_the_n
                 assert bool(server.query(series.name + match, at)) == expected, (host, series.name)
             [gpus] = server.query(catalog.EXECUTION_GPU_COUNT.name + match, at)
             assert float(gpus["value"][1]) == 2
+            # The host's own RAM, never another machine's (the machines of each pair differ in RAM).
+            [ram] = server.query(catalog.NODE_RAM_TOTAL.name + match, at)
+            assert float(ram["value"][1]) == together.host(host).ram_total_bytes, (host, ram)
     finally:
         server.stop()

@@ -575,12 +575,22 @@ DCGM_TARGET_LABELS = Series(
     (),
     "The host labels each dcgm-exporter target publishes (one pass over its GPUs): what its host is resolved from.",
 )
+NODE_HOST_COLLISIONS = Series(
+    "node_exporter:host_name_collisions",
+    "count",
+    (HOST_LABEL,),
+    (),
+    "How many machines (distinct node_exporter nodenames) claim one host name: a node named exactly by a "
+    "dcgm-exporter claims its nodename, any other its nodename after node.host_regex. Only names that a "
+    "dcgm-exporter's host label, after node.host_regex, also gives. No GPU is joined to a host by such a name.",
+)
 NODE_EXPORTER_HOST = Series(
     "node_exporter:host_info",
     "info",
     _TARGET_HOST,
     (),
-    "The host each node_exporter target is on: its nodename (after node.host_regex), or, for a placeholder "
+    "The host each node_exporter target is on: its nodename as a dcgm-exporter spells it exactly, else its "
+    "nodename after node.host_regex (its whole nodename where that name collides), or, for a placeholder "
     "nodename, the dcgm-exporter host scraped from the same address, else that address.",
 )
 GPU_EXPORTER_HOST = Series(
@@ -589,7 +599,8 @@ GPU_EXPORTER_HOST = Series(
     _TARGET_HOST,
     (),
     "The host each dcgm-exporter target is on: the first of its hostname or Hostname label, its pod's "
-    "Kubernetes node, or the node_exporter at its address that names a known host; else its own label.",
+    "Kubernetes node that names a known host exactly, then the same after node.host_regex (never a colliding "
+    "name), or the node_exporter at its address; else its own label.",
 )
 # A node counter is rated from one series per target: a host has 64 to 224 CPUs, and rating each
 # CPU's counter over the rate windows in every evaluation cost the host CPU series most of its
@@ -615,6 +626,7 @@ NODE_CPU_IDLE_RATE = Series(
 NODE_COUNTER_RATES: dict[str, tuple[Series, float]] = {"cpu_idle_seconds": (NODE_CPU_IDLE_RATE, 1.1)}
 HOST_SERIES: tuple[Series, ...] = (
     DCGM_TARGET_LABELS,
+    NODE_HOST_COLLISIONS,
     NODE_EXPORTER_HOST,
     GPU_EXPORTER_HOST,
     NODE_CPU_IDLE_RATE,

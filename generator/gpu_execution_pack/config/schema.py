@@ -159,12 +159,17 @@ class Dcgm:
 class Node:
     host_regex: str = opt(
         "([^.]+).*",
-        "Regex whose first group is a host's name, applied alike to node_uname_info's nodename, to "
-        "dcgm-exporter's host labels and to Kubernetes node names; a GPU and a host are the same machine "
-        "when their names agree after it. The default keeps the short name, so `gpu-01` and "
-        "`gpu-01.cluster.local` agree, and every recorded series names hosts by their short name.",
-        "Your host names differ only after the first dot (e.g. `rack1.gpu-01` and `rack2.gpu-01`): use `(.+)` "
-        "and make both exporters report the same spelling.",
+        "Regex whose first group is a host's name where the exporters spell it differently. A GPU's host is "
+        "first the node whose nodename equals its host label (hostname, Hostname, or its exporter pod's "
+        "Kubernetes node) exactly, and the series name it so (an FQDN both exporters give stays an FQDN); "
+        "only where no nodename matches exactly are both names read through this regex, and a GPU and a host "
+        "whose names agree after it are the same machine. The default keeps the short name, so `gpu-01` and "
+        "`gpu-01.cluster.local` agree, and such hosts are named by their short name. Where two machines' "
+        "nodenames agree after it (`gpu-01.dc1.example.com` and `gpu-01.dc2.example.com`), no GPU is joined "
+        "by that name: each node keeps its whole nodename, its GPUs find it only by an exact name or by the "
+        "scrape address they share, and GpuExecutionHostNameCollision fires.",
+        "Your host names differ only after the first dot (e.g. `rack1.gpu-01` and `rack2.gpu-01`): make both "
+        "exporters report the same spelling (then they match exactly), or use `(.+)`.",
         kind="regex",
     )
     placeholder_nodenames: str = opt(
@@ -412,6 +417,11 @@ class Alerts:
     xid_errors: WindowAlert = section(
         lambda: WindowAlert("15m", "warning"),
         "An Xid error was reported on an execution's GPU.",
+    )
+    host_name_collision: DurationAlert = section(
+        lambda: DurationAlert("10m", "warning"),
+        "Two machines' node_exporters claim one host name (after node.host_regex) that a dcgm-exporter gives: "
+        "no GPU is joined to a host by that name.",
     )
 
 

@@ -360,6 +360,20 @@ class AlertBuilder:
             f"{EXECUTION}: {GPU_NAME} reported Xid {{{{ $value }}}} within the last {a.window}.",
         )
 
+    # -- host identity -----------------------------------------------------------------------
+    def host_name_collision(self) -> AlertRule:
+        a = self.a.host_name_collision
+        return self.rule(
+            "HostNameCollision",
+            catalog.NODE_HOST_COLLISIONS.select(),
+            a.severity,
+            "Two machines claim one host name; GPUs giving only that name are joined to no host by it.",
+            f"{{{{ $value }}}} machines' node_exporters claim the host name {label_value(HOST_LABEL)} (after "
+            f"node.host_regex `{self.cfg.node.host_regex}`), which a dcgm-exporter gives: each node keeps its whole "
+            "nodename, and a GPU naming its host that way finds it only by its scrape address.",
+            a.for_,
+        )
+
     def rules(self) -> tuple[AlertRule, ...]:
         return (
             self.gpu_memory_high(),
@@ -373,6 +387,7 @@ class AlertBuilder:
             self.telemetry_missing(),
             self.dcgm_exporter_down(),
             self.xid_errors(),
+            self.host_name_collision(),
         )
 
 

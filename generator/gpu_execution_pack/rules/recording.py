@@ -49,6 +49,7 @@ from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
 
 GROUP_PREFIX = "gpu-execution-pack"
 ADDRESS = "address"  # a scratch label: the host part of a target's instance
+EXACT = "(.*)"  # a name copied as it is
 
 
 class Attribution:
@@ -267,17 +268,19 @@ class RuleBuilder:
     def host_rules(self) -> tuple[RecordingRule, ...]:
         """Which host every dcgm-exporter and node_exporter target is on, resolved once per target.
 
-        A GPU's host is the first of these that names a known host (a node_exporter target's):
-        its ``hostname`` label, its ``Hostname`` label, the Kubernetes node of its exporter pod
-        (kube_pod_info), or the host of the node_exporter scraped from the same address. Where none
-        does, its own label (else its address) still names a host. node.host_regex normalises every
-        name alike, so a short name and its FQDN agree.
+        A node named exactly by a dcgm-exporter (its ``hostname`` or ``Hostname`` label, or its exporter
+        pod's Kubernetes node) keeps that name; any other is named by node.host_regex (the short name),
+        unless that name collides: two machines claim it, and each keeps its whole nodename. A GPU's host
+        is the first of these that names a known host: its labels exactly, then after node.host_regex
+        (never a colliding name), or the host of the node_exporter scraped from the same address. Where
+        none does, its own label (else its address) still names a host.
         """
         presence = catalog.presence_raws(self.cfg.dcgm.generations)
         raw = any_of([r.select(*self.cfg.selectors.dcgm_matchers) for r in presence], stacked=False)
         labels = catalog.DCGM_TARGET_LABELS
         return (
             RecordingRule(labels.name, aggregate("group", labels.labels, raw)),
+            RecordingRule(catalog.NODE_HOST_COLLISIONS.name, self.host_name_collisions()),
             RecordingRule(catalog.NODE_EXPORTER_HOST.name, self.node_hosts()),
             RecordingRule(catalog.GPU_EXPORTER_HOST.name, self.gpu_hosts()),
             *(self.node_rate_rule(key) for key in catalog.NODE_COUNTER_RATES),
@@ -292,52 +295,113 @@ class RuleBuilder:
     def _address(expr: Expr) -> Expr:
         return label_copy(expr, ADDRESS, catalog.INSTANCE_LABEL, catalog.ADDRESS_REGEX)
 
-    def own_names(self) -> Expr:
+    def own_names(self, pattern: str = "") -> Expr:
         """What each dcgm-exporter target calls its host: hostname, else Hostname, else its address."""
         labels, placeholder = catalog.DCGM_TARGET_LABELS, self.cfg.node.placeholder_nodenames
         return self.firsts(
             [
                 *(
-                    self._named(label, labels.select(labelled(label), match(label, placeholder, "!~")))
+                    self._named(label, labels.select(labelled(label), match(label, placeholder, "!~")), pattern)
                     for label in catalog.DCGM_HOST_LABELS
                 ),
                 self._named(catalog.INSTANCE_LABEL, labels.select(), catalog.ADDRESS_REGEX),
             ]
         )
 
+    def pod_nodes(self) -> Expr:
+        """Each dcgm-exporter target with its pod's Kubernetes node (kube_pod_info), where it runs in a pod."""
+        a, targets = self.cfg.attribution, catalog.TARGET_LABELS
+        pods = aggregate(
+            "group",
+            (*catalog.KUBERNETES_JOIN_LABELS, catalog.POD_NODE_LABEL),
+            selector(a.pod_info_metric, *a.kubernetes_matchers),
+        )
+        exporter_pods = aggregate(
+            "group", (*targets, *catalog.KUBERNETES_JOIN_LABELS), catalog.DCGM_TARGET_LABELS.select()
+        )
+        return join(exporter_pods, "*", on(catalog.KUBERNETES_JOIN_LABELS, group_left=(catalog.POD_NODE_LABEL,)), pods)
+
+    def gpu_label_names(self, pattern: str = "") -> dict[str, Expr]:
+        """Each dcgm-exporter target's host as its hostname label, its Hostname label and its pod's node name it
+        (after host_regex unless ``pattern``)."""
+        labels = catalog.DCGM_TARGET_LABELS
+        return {
+            "hostname label": self._named(HOST_LABEL, labels.select(labelled(HOST_LABEL)), pattern),
+            "Hostname label": self._named(LEGACY_HOST_LABEL, labels.select(labelled(LEGACY_HOST_LABEL)), pattern),
+            "exporter pod's node": self._named(catalog.POD_NODE_LABEL, self.pod_nodes(), pattern),
+        }
+
+    def exact_nodenames(self) -> Expr:
+        """Every name a dcgm-exporter gives its host exactly, as a ``nodename`` (a placeholder matches no real one)."""
+        names = label_copy(any_of(self.gpu_label_names(EXACT).values()), catalog.NODE_NAME_LABEL, HOST_LABEL, EXACT)
+        return aggregate("group", (catalog.NODE_NAME_LABEL,), names)
+
+    def real_nodenames(self) -> Selector:
+        """node_exporter's uname series whose nodename is a real name, not a placeholder."""
+        uname = selector(catalog.NODE_INFO_METRIC, *self.cfg.selectors.node_matchers)
+        return uname.where(match(catalog.NODE_NAME_LABEL, self.cfg.node.placeholder_nodenames, "!~"))
+
+    def host_name_collisions(self) -> Expr:
+        """Names two or more machines (distinct nodenames) claim, with their count, where a GPU could be joined by
+        it: a node named exactly by a dcgm-exporter claims its nodename, any other its name after host_regex."""
+        real, by_name = self.real_nodenames(), on((catalog.NODE_NAME_LABEL,))
+        claims = any_of(
+            [
+                label_copy(
+                    real.unless(self.exact_nodenames(), by_name),
+                    HOST_LABEL,
+                    catalog.NODE_NAME_LABEL,
+                    self.cfg.node.host_regex,
+                ),
+                label_copy(real.and_(self.exact_nodenames(), by_name), HOST_LABEL, catalog.NODE_NAME_LABEL, EXACT),
+            ]
+        )
+        machines = aggregate("count", (HOST_LABEL,), aggregate("group", (HOST_LABEL, catalog.NODE_NAME_LABEL), claims))
+        gpu_names = aggregate("group", (HOST_LABEL,), any_of(self.gpu_label_names().values()))
+        return Paren(machines.gt(1)).and_(gpu_names, on((HOST_LABEL,)), stacked=True)
+
     def node_hosts(self) -> Expr:
-        """Each node_exporter target's host: its nodename, or for a placeholder nodename the name of the
+        """Each node_exporter target's host: its nodename where a dcgm-exporter spells it exactly so, else after
+        host_regex (its whole nodename where that name collides); for a placeholder nodename the name of the
         dcgm-exporter at the same address, else that address."""
         targets, placeholder = catalog.TARGET_LABELS, self.cfg.node.placeholder_nodenames
         uname = selector(catalog.NODE_INFO_METRIC, *self.cfg.selectors.node_matchers)
-        real = self._named(catalog.NODE_NAME_LABEL, uname.where(match(catalog.NODE_NAME_LABEL, placeholder, "!~")))
+        real, nodename = self.real_nodenames(), catalog.NODE_NAME_LABEL
+        exact = self._named(nodename, real.and_(self.exact_nodenames(), on((nodename,))), EXACT)
+        short = label_copy(real, HOST_LABEL, nodename, self.cfg.node.host_regex)
+        collided = self._named(
+            nodename, short.and_(catalog.NODE_HOST_COLLISIONS.select(), on((HOST_LABEL,)), stacked=True), EXACT
+        )
         unnamed = self._address(
             aggregate("group", targets, uname.where(match(catalog.NODE_NAME_LABEL, placeholder, "=~")))
         )
         dcgm_by_address = aggregate("topk", (ADDRESS,), self._address(self.own_names()), param=1)
         by_dcgm = join(unnamed, "*", on((ADDRESS,), group_left=(HOST_LABEL,)), dcgm_by_address)
         by_dcgm = aggregate("group", (*targets, HOST_LABEL), by_dcgm)
-        hosts = aggregate("topk", targets, self.firsts([real, by_dcgm, self._named(ADDRESS, unnamed, "(.*)")]), param=1)
-        return hosts
+        candidates = {
+            "nodename exactly": exact,
+            "whole nodename of a colliding name": collided,
+            "nodename": self._named(nodename, real),
+            "dcgm-exporter at the same address": by_dcgm,
+            "address": self._named(ADDRESS, unnamed, EXACT),
+        }
+        return aggregate("topk", targets, self.firsts(self.node_host_candidates(candidates)), param=1)
+
+    def node_host_candidates(self, candidates: dict[str, Expr]) -> list[Expr]:
+        """A node_exporter target's host candidates, in the order they are tried (a seam for the mutation tests)."""
+        return list(candidates.values())
 
     def gpu_hosts(self) -> Expr:
         """Each dcgm-exporter target's host: the first candidate that names a known host, else its own name."""
         targets, labels = catalog.TARGET_LABELS, catalog.DCGM_TARGET_LABELS
-        known = aggregate("group", (HOST_LABEL,), catalog.NODE_EXPORTER_HOST.select())
+        # A node's name can change (a dcgm-exporter spelling it exactly appears or goes): only its newest counts.
+        hosts = aggregate("group", (HOST_LABEL,), current(catalog.NODE_EXPORTER_HOST))
+        collisions = catalog.NODE_HOST_COLLISIONS.select()
 
-        def if_known(expr: Expr) -> Expr:
+        def if_known(expr: Expr, known: Expr) -> Expr:
             return Paren(expr.and_(known, on((HOST_LABEL,)), stacked=True))
 
-        a = self.cfg.attribution
-        pods = aggregate(
-            "group",
-            (*catalog.KUBERNETES_JOIN_LABELS, catalog.POD_NODE_LABEL),
-            selector(a.pod_info_metric, *a.kubernetes_matchers),
-        )
-        exporter_pods = aggregate("group", (*targets, *catalog.KUBERNETES_JOIN_LABELS), labels.select())
-        pod_nodes = join(
-            exporter_pods, "*", on(catalog.KUBERNETES_JOIN_LABELS, group_left=(catalog.POD_NODE_LABEL,)), pods
-        )
+        unique = Paren(hosts.unless(collisions, on((HOST_LABEL,))))
         nodes_by_address = aggregate("topk", (ADDRESS,), self._address(current(catalog.NODE_EXPORTER_HOST)), param=1)
         at_address = join(
             self._address(aggregate("group", targets, labels.select())),
@@ -346,11 +410,11 @@ class RuleBuilder:
             nodes_by_address,
         )
         candidates = {
-            "hostname label": if_known(self._named(HOST_LABEL, labels.select(labelled(HOST_LABEL)))),
-            "Hostname label": if_known(self._named(LEGACY_HOST_LABEL, labels.select(labelled(LEGACY_HOST_LABEL)))),
-            "exporter pod's node": if_known(self._named(catalog.POD_NODE_LABEL, pod_nodes)),
+            **{f"{k} exactly": if_known(v, hosts) for k, v in self.gpu_label_names(EXACT).items()},
+            **{k: if_known(v, unique) for k, v in self.gpu_label_names().items()},
             "node_exporter at the same address": aggregate("group", (*targets, HOST_LABEL), at_address),
-            "own label": self.own_names(),
+            "own label": Paren(self.own_names().unless(collisions, on((HOST_LABEL,)), stacked=True)),
+            "own label exactly": self.own_names(EXACT),
         }
         return aggregate("topk", targets, self.firsts(self.host_candidates(candidates)), param=1)
 

@@ -20,7 +20,7 @@ from gpu_execution_pack.config import Alerts, Config, PredictAlert
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.scenario import expected, model
 from gpu_execution_pack.scenario.humanize import go_value, humanize, humanize_percentage
-from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Scenario
+from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, NameCollision, Scenario
 
 PREFIX = "GpuExecution"
 # The level, used and total series of each "runs out" alert pair.
@@ -471,6 +471,29 @@ def xid_spec(a: Alerts) -> AlertSpec:
     return AlertSpec("XidError", 0, x.severity, gpu_entities, holds, describe)
 
 
+def collision_spec(cfg: Config) -> AlertSpec:
+    """HostNameCollision: while two machines claim a name a dcgm-exporter gives (the scenario says when)."""
+    a = cfg.alerts.host_name_collision
+
+    def entities(w: World) -> list[Entity]:
+        return [Entity(((HOST_LABEL, c.name),), host=c.name) for c in dict.fromkeys(w.s.host_name_collisions)]
+
+    def collisions(w: World, e: Entity, m: float) -> list[NameCollision]:
+        return [c for c in w.s.host_name_collisions if c.name == e.host and c.at(m)]
+
+    def describe(w: World, e: Entity, m: float) -> str:
+        [collision] = collisions(w, e, m)
+        return (
+            f"{go_value(collision.machines)} machines' node_exporters claim the host name {e.host} (after "
+            f"node.host_regex `{cfg.node.host_regex}`), which a dcgm-exporter gives: each node keeps its whole "
+            "nodename, and a GPU naming its host that way finds it only by its scrape address."
+        )
+
+    return AlertSpec(
+        "HostNameCollision", minutes(a.for_), a.severity, entities, lambda w, e, m: bool(collisions(w, e, m)), describe
+    )
+
+
 def specs(cfg: Config) -> list[AlertSpec]:
     """Every alert the pack ships, as the oracle states it, in the rules' order."""
     a = cfg.alerts
@@ -483,6 +506,7 @@ def specs(cfg: Config) -> list[AlertSpec]:
         stalled_spec(a),
         *telemetry_specs(a),
         xid_spec(a),
+        collision_spec(cfg),
     ]
 
 

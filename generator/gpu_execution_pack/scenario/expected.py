@@ -81,6 +81,9 @@ def expected(scenario: Scenario, minute: float) -> dict[str, list[Sample]]:
         if any(g.host == host.name for g in scenario.all_gpus()) and not (outage and outage[0] <= minute < outage[1]):
             dcgm = {"job": "dcgm-exporter", "instance": host.dcgm_instance, HOST_LABEL: host.name}
             out[catalog.GPU_EXPORTER_HOST.name].append(Sample(dcgm, 1.0))
+    for collision in scenario.host_name_collisions:
+        if collision.at(minute):
+            out[catalog.NODE_HOST_COLLISIONS.name].append(Sample({HOST_LABEL: collision.name}, collision.machines))
     for e in running(scenario, minute):
         per_gpu = [(g, model.gpu_truth(scenario, e, g, minute)) for g in e.gpus]
         for gpu, truth in per_gpu:

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpu_execution_pack.scenario.model import FRAMEBUFFER_SIGNALS, TRAINING, Execution, Gpu, Host, Scenario, XidEvent
+from gpu_execution_pack.scenario.model import (
+    FRAMEBUFFER_SIGNALS,
+    TRAINING,
+    Execution,
+    Gpu,
+    Host,
+    NameCollision,
+    Scenario,
+    XidEvent,
+)
 
 
 def training() -> Scenario:
@@ -67,7 +76,8 @@ def missing_optional(missing: frozenset[str], name: str) -> Scenario:
 # --- Real installs ----------------------------------------------------------------------------
 # How labels really arrive: each scenario is one execution on a host whose exporters are deployed
 # one real way (the GPU Operator, the upstream Helm chart, bare metal). Host.name is the node's
-# real name; every recorded series must call the host that, however the exporters spell it.
+# name as the series must give it (its FQDN where both exporters say it, else its short name),
+# however the exporters spell it.
 
 
 def _install(
@@ -83,13 +93,74 @@ def _install(
     return Scenario(name, f"{name}: the node is {host.name}.", (host,), (execution,), unowned_gpus=(free,), **kw)
 
 
+def _pair(name: str, first: Host, second: Host, collisions: tuple[NameCollision, ...] = (), **kw) -> Scenario:
+    """Two machines whose names agree in part, one execution on two GPUs of each (the third free).
+
+    Their RAM and CPU differ, so a series carrying the other machine's values fails.
+    """
+    first = replace(first, ram_total_bytes=128 * 1024**3, base_ram_used_bytes=16 * 1024**3, base_cpu_busy=0.25)
+    executions, free = [], []
+    for host in (first, second):
+        gpus = (Gpu(host.name, 0), Gpu(host.name, 1))
+        executions.append(
+            Execution(
+                f"{host.name}-job", gpus, ("loading", "compute", "idle"), util_offsets=(0, -2), namespace="team-a"
+            )
+        )
+        free.append(Gpu(host.name, 2))
+    return Scenario(
+        name,
+        f"{name}: the nodes are {first.name} and {second.name}.",
+        (first, second),
+        tuple(executions),
+        unowned_gpus=tuple(free),
+        host_name_collisions=collisions,
+        **kw,
+    )
+
+
+def name_collision_installs() -> list[Scenario]:
+    """Two machines whose short names agree, seen by one Prometheus: never merged."""
+    return [
+        # Bare metal: dcgm-exporter's os.Hostname() is the short name, node_exporter's nodename the FQDN. The
+        # short name is claimed twice: no GPU is joined by it; each node keeps its FQDN, and each GPU finds it
+        # through the node_exporter at its own address.
+        _pair(
+            "same short name in two domains, dcgm-exporter with the short name",
+            Host("gpu-01.dc1.example.com", "4.10", dcgm_host="gpu-01"),
+            Host("gpu-01.dc2.example.com", "4.10", dcgm_host="gpu-01"),
+            collisions=(NameCollision("gpu-01", 2),),
+        ),
+        # Both exporters publish the FQDN, on different addresses from the node_exporter's: only the exact
+        # names tell the machines apart, and the series keep the FQDN.
+        _pair(
+            "same short name in two domains, FQDN on both sides",
+            Host("gpu-02.dc1.example.com", "4.9", dcgm_address="10.1.0.2"),
+            Host("gpu-02.dc2.example.com", "4.9", dcgm_address="10.2.0.2"),
+        ),
+        # EKS in two regions: private-IP node names. The GPU Operator's NODE_NAME is the node's FQDN on both;
+        # one AMI's nodename is the FQDN (exact), the other's the short name, which no other machine claims.
+        _pair(
+            "private-IP node names in two VPCs",
+            Host("ip-10-0-1-5.ec2.internal", "4.9", exporter_pod="nvidia-dcgm-exporter-a1b2c"),
+            Host(
+                "ip-10-0-1-5",
+                "4.9",
+                dcgm_host="ip-10-0-1-5.us-west-2.compute.internal",
+                address="ip-10-0-1-5.us-west-2.compute.internal",
+                exporter_pod="nvidia-dcgm-exporter-d3e4f",
+            ),
+        ),
+    ]
+
+
 def _h100_instance(host: str, index: int, instance: str) -> Gpu:
     return Gpu(host, index, mig_instance=instance, mig_profile="3g.40gb", mem_total_mib=40960)
 
 
 def real_installs() -> list[Scenario]:
     """One scenario per way real clusters deploy the exporters, with their label sets."""
-    return [*kubernetes_installs(), *host_installs()]
+    return [*kubernetes_installs(), *host_installs(), *name_collision_installs()]
 
 
 def kubernetes_installs() -> list[Scenario]:
@@ -157,7 +228,7 @@ def host_installs() -> list[Scenario]:
         ),
         _install(
             "FQDN on both sides",
-            Host("fqdn1", "4.9", dcgm_host="fqdn1.dc1.example.com", nodename="fqdn1.dc1.example.com"),
+            Host("fqdn1.dc1.example.com", "4.9"),
         ),
         _install(
             "no host label on the DCGM series: the shared address names the host",
@@ -298,6 +369,19 @@ def xid() -> Scenario:
     return Scenario("Xid errors", xid.__doc__ or "", (Host("h16"),), (e,), xid_events=events, minutes=40)
 
 
+def name_collision_while_exporter_down() -> Scenario:
+    """gpu-03.dc1's dcgm-exporter gives its FQDN, gpu-03.dc2's the short name. While dc1's exporter is down
+    (minutes 12 to 32) nothing names dc1's node exactly, both nodes claim `gpu-03`, and dc2's GPUs find their
+    node by its address only: the collision is recorded, and alerts once it has lasted 10 minutes."""
+    return _pair(
+        "a short name two machines claim while one exporter is down",
+        Host("gpu-03.dc1.example.com", "4.10", dcgm_outage=(12, 32)),
+        Host("gpu-03.dc2.example.com", "4.10", dcgm_host="gpu-03"),
+        collisions=(NameCollision("gpu-03", 2, 12, 32),),
+        minutes=45,
+    )
+
+
 def alert_suite() -> list[Scenario]:
     """Scenarios the alert rules are tested on (with the built-in defaults)."""
     return [
@@ -319,6 +403,7 @@ def alert_suite() -> list[Scenario]:
         fp32_job(),  # busy engines, idle tensor pipes: not stalled
         mig_activity_only(),  # utilisation is the engine activity: never stalled
         profiling_locked(),
+        name_collision_while_exporter_down(),
     ]
 
 

@@ -411,8 +411,23 @@ class XidEvent:
 
 
 @dataclass(frozen=True)
+class NameCollision:
+    """A host name two or more machines' node_exporters claim while a dcgm-exporter gives it, from minute
+    ``start`` until ``end``: what the recorded collision series (catalog.NODE_HOST_COLLISIONS) must hold."""
+
+    name: str
+    machines: int
+    start: float = 0
+    end: float = float("inf")
+
+    def at(self, minute: float) -> bool:
+        return self.start <= minute < self.end
+
+
+@dataclass(frozen=True)
 class Host:
-    """A machine: ``name`` is its real (short) name, what every recorded series must call it.
+    """A machine: ``name`` is what every recorded series must call it: the name both exporters give it
+    where they agree exactly, else its short name (its whole nodename where two machines claim that).
 
     The other fields say how its exporters spell it, as the GPU Operator, the upstream Helm chart and
     bare-metal installs do (``library.real_installs``).
@@ -468,6 +483,7 @@ class Scenario:
     power_limit_enforced_watts: float = 700
     power_limit_requested_watts: float = 750
     minutes: int = 0  # window length; default: until the last execution ends
+    host_name_collisions: tuple[NameCollision, ...] = ()
 
     @property
     def window_minutes(self) -> int:
