@@ -9,8 +9,9 @@ current code answer the same requests on the same data and compares the bytes. T
     git archive 10efbb0 generator | tar -x -C /tmp/api-10efbb0
     PYTHONPATH=generator .venv/bin/python -m tests.golden.make_api_default /tmp/api-10efbb0/generator
 
-The data ends at a fixed time, and its recorded series are evaluated at the same instants on every
-run (``SlottedPrometheus``), so every byte of the answers (times included) is the same each time;
+The data ends at a fixed time, and the harness backfills every recorded series at the same instants on
+every run (one group name and relative file for every round), so every byte of the answers (times
+included) is the same each time;
 Prometheus' time retention counts from its newest block, not from the clock, so old data stays.
 """
 
@@ -18,19 +19,14 @@ from __future__ import annotations
 
 import json
 import math
-import shutil
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpu_execution_pack import promtool
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.output import to_yaml
 from gpu_execution_pack.rules.files import all_groups
-from gpu_execution_pack.rules.groups import RecordingRule
 from gpu_execution_pack.scenario import library
-from gpu_execution_pack.scenario.model import STEP_SECONDS, Scenario
+from gpu_execution_pack.scenario.model import Scenario
 from gpu_execution_pack.scenario.render import Renderer
 
 from harness.prometheus import Prometheus
@@ -43,47 +39,6 @@ KEYS = {ADMIN: "*", RESEARCH: "research"}
 # The streamed path is taken for any window over STREAM_POINTS points; lowered so these short windows
 # are streamed, in chunks of an odd size so that stitching is exercised.
 STREAMED = {"STREAM_POINTS": 1, "CHUNK_POINTS": 37}
-
-
-class SlottedPrometheus(Prometheus):
-    """A Prometheus whose recorded series are backfilled at the same instants on every run.
-
-    Prometheus (and promtool's backfill) offsets a rule group's evaluations within its interval by a
-    hash of the group's name and of its file's path as given. The harness gives a temporary
-    directory's path, so the offset, and with it the step at which each recorded series starts,
-    changes from run to run; here the file is given by a relative path, the same each time.
-    """
-
-    def backfill_rules(self, name: str, rules: list[RecordingRule], start: int, end: int) -> None:
-        """Record ``rules`` over [start, end] from what the running server holds, and restart it with the result."""
-        rule_file = f"{name}.rules.yml"
-        doc = {"groups": [{"name": name, "rules": [{"record": r.record, "expr": r.expr} for r in rules]}]}
-        (self.workdir / rule_file).write_text(to_yaml(doc))
-        out = self.workdir / name
-        args = [f"--start={start}", f"--end={end}", f"--url={self.url}", f"--output-dir={out}"]
-        proc = subprocess.run(
-            [
-                promtool.find(),
-                "tsdb",
-                "create-blocks-from",
-                "rules",
-                *args,
-                f"--eval-interval={STEP_SECONDS}s",
-                rule_file,
-            ],
-            cwd=self.workdir,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=300,
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"promtool tsdb create-blocks-from rules failed: {proc.stdout}{proc.stderr}")
-        self.stop()  # the server reads new blocks only at start
-        for block in out.iterdir():
-            if block.is_dir():
-                shutil.move(str(block), self.data / block.name)
-        self.start()
 
 
 def scenarios() -> tuple[Scenario, ...]:

@@ -24,6 +24,7 @@ from gpu_execution_pack.query.params import parse_series
 from gpu_execution_pack.scenario import model
 from starlette.testclient import TestClient
 
+from harness.prometheus import Prometheus
 from harness.upstreams import Proxy
 
 from . import api_golden
@@ -42,7 +43,7 @@ OTHER_TENANT = "physics-key-0123456789"
 @pytest.fixture(scope="module")
 def data(tmp_path_factory: pytest.TempPathFactory):
     """The golden data in a real Prometheus; yields (server, start of the data)."""
-    server = api_golden.SlottedPrometheus(tmp_path_factory.mktemp("series"))
+    server = Prometheus(tmp_path_factory.mktemp("series"))
     try:
         yield server, api_golden.load(server)
     finally:

@@ -17,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from harness.prometheus import Prometheus
 from tests import api_golden
 from tests.conftest import major_version
 
@@ -48,7 +49,7 @@ def main(argv: list[str]) -> int:
     tree = Path(argv[0]).resolve()
     major = major_version("prometheus")
     with tempfile.TemporaryDirectory() as scratch:
-        server = api_golden.SlottedPrometheus(Path(scratch))
+        server = Prometheus(Path(scratch))
         try:
             api_golden.load(server)
             for request in api_golden.REQUESTS:
