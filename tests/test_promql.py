@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from gpu_execution_pack.promql import (
+    Binary,
     LabelRef,
     Matcher,
     Matching,
@@ -15,6 +16,7 @@ from gpu_execution_pack.promql import (
     match,
     on,
     parse_matchers,
+    partitioned,
     render,
     render_matchers,
     selector,
@@ -129,3 +131,25 @@ def test_bad_matcher_text_is_refused_with_the_reason(text: str, problem: str):
     with pytest.raises(ValueError) as err:
         parse_matchers(text)
     assert problem in str(err.value)
+
+
+def test_partitioning_adds_the_label_to_every_by_and_on_clause():
+    x, y = selector("x"), selector("y")
+    expr = join(
+        aggregate("sum", ["a"], x),
+        "/",
+        on(["a"], group_left=["b"]),
+        aggregate("count", None, aggregate("topk", ["cluster", "a"], y, param=1)),
+    )
+    assert render(partitioned(expr, "cluster")) == (
+        "sum by (cluster, a) (x)\n/ on (cluster, a) group_left (b)\ncount by (cluster) (topk by (cluster, a) (1, y))"
+    )
+
+
+def test_partitioning_keeps_ignoring_all_label_matches_and_shared_nodes():
+    x, y = selector("x"), selector("y")
+    ignored = Binary("/", x, y, ignoring(["b"]))
+    shared = join(x, "*", on(["m"], group_left=(), shared=True), aggregate("group", ["m"], y, shared=True))
+    for expr in (ignored, x.unless(y), shared):
+        assert partitioned(expr, "cluster") == expr
+    assert partitioned(aggregate("sum", ["a"], x), "") == aggregate("sum", ["a"], x)

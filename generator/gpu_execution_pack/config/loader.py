@@ -136,7 +136,7 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
     }
     if kind in checks:
         ok, accepted = checks[kind]
-        allow_empty = kind == "duration" and (f.default == "" or f.metadata.get("empty_ok", False))
+        allow_empty = f.metadata.get("empty_ok", False) or (kind == "duration" and f.default == "")
         if not (allow_empty and value == "") and not ok(value):
             also = " (or empty)" if allow_empty else ""
             raise ConfigError(f"{where}: {value!r} is not accepted; expected {accepted}{also}")

@@ -669,6 +669,18 @@ class Config:
         "Your exporter publishes the id under another name, e.g. `hpc_job` from dcgm-exporter's --hpc-job-mapping-dir.",
         kind="label",
     )
+    cluster_label: str = opt(
+        "",
+        "Label that names the cluster on every raw series (an external label of each cluster's Prometheus, "
+        "or one its remote write adds). When set, every per-GPU, per-host and per-execution series keeps it, "
+        "every join and aggregation is computed per cluster (hosts are matched within their cluster), alerts "
+        "name it, dashboards get a cluster variable, and the endpoint and report take a `cluster` parameter. "
+        "Empty: one cluster, nothing added.",
+        "Rules are evaluated centrally (Mimir or Thanos ruler, several Prometheus servers remote-writing to one "
+        "tenant) over clusters whose host names, pods or execution ids repeat: `cluster`.",
+        kind="label",
+        empty_ok=True,
+    )
     attribution: Attribution = section(Attribution, "How DCGM series are tied to executions.")
     selectors: Selectors = section(Selectors, "Scrape selectors for the exporters.")
     dcgm: Dcgm = section(Dcgm, "dcgm-exporter facts that differ between installs.")

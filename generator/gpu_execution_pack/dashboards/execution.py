@@ -109,7 +109,7 @@ def condition_seconds(series: Series) -> Expr:
 
 def priced(expr: Expr) -> Expr:
     """``expr``, per execution and GPU model, times the price of a GPU-hour of that model."""
-    return join(expr, "*", on([catalog.MODEL_LABEL], group_left=()), catalog.PRICE.select())
+    return join(expr, "*", on([catalog.MODEL_LABEL], group_left=(), shared=True), catalog.PRICE.select())
 
 
 def billed_cost(by: Iterable[str] | None, *matchers: Matcher) -> Expr:

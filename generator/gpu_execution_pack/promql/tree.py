@@ -192,23 +192,27 @@ class Call(Expr):
 
 @dataclass(frozen=True)
 class Aggregate(Expr):
-    """``op by (labels) ([param, ]expr)``; no ``by`` clause when ``by`` is None."""
+    """``op by (labels) ([param, ]expr)``; no ``by`` clause when ``by`` is None. ``shared`` keeps it
+    across a partition label (``partitioned``): a table every partition reads, such as prices."""
 
     op: str
     by: tuple[str, ...] | None
     expr: Expr
     param: Expr | None = None
+    shared: bool = False
 
 
 @dataclass(frozen=True)
 class Matching:
     """Vector matching of a binary operation: ``on (labels)`` or, with ``ignoring``, ``ignoring (labels)``;
-    then ``group_left (labels)`` or ``group_right (labels)`` for a many-to-one match."""
+    then ``group_left (labels)`` or ``group_right (labels)`` for a many-to-one match. ``shared``
+    keeps ``on`` as it is under a partition label (``partitioned``): a join with a shared table."""
 
     on: tuple[str, ...]
     group_left: tuple[str, ...] | None = None
     ignoring: bool = False
     group_right: tuple[str, ...] | None = None
+    shared: bool = False
 
     def __post_init__(self) -> None:
         if self.group_left is not None and self.group_right is not None:
@@ -282,8 +286,10 @@ def call(function: str, *args: Operand | str) -> Call:
     return Call(function, tuple(String(a) if isinstance(a, str) else lift(a) for a in args))
 
 
-def aggregate(op: str, by: Iterable[str] | None, expr: Expr, param: Operand | None = None) -> Aggregate:
-    return Aggregate(op, None if by is None else tuple(by), expr, None if param is None else lift(param))
+def aggregate(
+    op: str, by: Iterable[str] | None, expr: Expr, param: Operand | None = None, shared: bool = False
+) -> Aggregate:
+    return Aggregate(op, None if by is None else tuple(by), expr, None if param is None else lift(param), shared)
 
 
 def label_copy(expr: Expr, target: str, source: str, regex: str = "(.+)") -> Call:
@@ -297,10 +303,13 @@ def label_set(expr: Expr, label: str, value: str) -> Call:
 
 
 def on(
-    labels: Iterable[str], group_left: Iterable[str] | None = None, group_right: Iterable[str] | None = None
+    labels: Iterable[str],
+    group_left: Iterable[str] | None = None,
+    group_right: Iterable[str] | None = None,
+    shared: bool = False,
 ) -> Matching:
     """``on (labels)``, then ``group_left (labels)`` or ``group_right (labels)`` where given."""
-    return Matching(tuple(labels), _labels(group_left), group_right=_labels(group_right))
+    return Matching(tuple(labels), _labels(group_left), group_right=_labels(group_right), shared=shared)
 
 
 def ignoring(
@@ -364,6 +373,34 @@ def transform(expr: Expr, change: Callable[[Expr], Expr | None]) -> Expr:
         elif isinstance(value, tuple) and any(isinstance(v, Expr) for v in value):
             changes[f.name] = tuple(transform(v, change) if isinstance(v, Expr) else v for v in value)
     return replace(expr, **changes) if changes else expr  # type: ignore[type-var]
+
+
+def partitioned(expr: Expr, label: str) -> Expr:
+    """``expr`` computed apart for each value of ``label`` (a cluster, say), as if each value's series
+    were alone: ``label`` leads every aggregation's ``by`` clause (a bare aggregation gets one) and every
+    ``on`` match; an ``ignoring`` match, a match of all labels, and a function keep it anyway. Nodes
+    marked ``shared`` are left as they are, and so is everything when ``label`` is empty."""
+    if not label:
+        return expr
+
+    def scoped(labels: tuple[str, ...] | None) -> tuple[str, ...]:
+        return labels if labels and label in labels else (label, *(labels or ()))
+
+    def change(node: Expr) -> Expr:
+        changes = {}
+        for f in fields(node):  # type: ignore[arg-type]
+            value = getattr(node, f.name)
+            if isinstance(value, Expr):
+                changes[f.name] = change(value)
+            elif isinstance(value, tuple) and any(isinstance(v, Expr) for v in value):
+                changes[f.name] = tuple(change(v) if isinstance(v, Expr) else v for v in value)
+            elif isinstance(value, Matching) and not value.ignoring and not value.shared:
+                changes[f.name] = replace(value, on=scoped(value.on))
+        if isinstance(node, Aggregate) and not node.shared:
+            changes["by"] = scoped(node.by)
+        return replace(node, **changes) if changes else node  # type: ignore[type-var]
+
+    return change(expr)
 
 
 def substitute(expr: Expr, values: Callable[[str], Expr]) -> Expr:

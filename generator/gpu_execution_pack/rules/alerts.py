@@ -82,12 +82,6 @@ def alerts_own(series: Series, labels: tuple[str, ...]) -> Selector:
     return series.select(*(match(label, LabelRef(label)) for label in labels))
 
 
-def gpu_value(series: Series, humanize: str, before: str = "", after: str = "") -> str:
-    """``before value after`` with the alerting GPU's current value of ``series``; empty if it has none."""
-    query = template_query(alerts_own(series, GPU_OF_EXECUTION))
-    return f"{{{{ with {query} | query }}}}{before}{{{{ . | first | value | {humanize} }}}}{after}{{{{ end }}}}"
-
-
 def bit_set(expr: Expr, bit: int) -> Expr:
     return (call("floor", expr / bit) % 2).eq(1)
 
@@ -103,6 +97,21 @@ class AlertBuilder:
     def __init__(self, cfg: Config):
         self.cfg = cfg
         self.a = cfg.alerts
+        cluster = cfg.cluster_label
+        # Where rules run over several clusters, descriptions name the alert's cluster and their
+        # queries read that cluster's series only.
+        self.in_cluster = f" in cluster {label_value(cluster)}" if cluster else ""
+        self.own_labels: tuple[str, ...] = (cluster,) if cluster else ()
+        self.execution = EXECUTION + self.in_cluster
+
+    def own(self, series: Series, labels: tuple[str, ...]) -> Selector:
+        """``series`` where ``labels`` (and the cluster label) have the alert's own values."""
+        return alerts_own(series, (*labels, *self.own_labels))
+
+    def gpu_value(self, series: Series, humanize: str, before: str = "", after: str = "") -> str:
+        """``before value after`` with the alerting GPU's current value of ``series``; empty if it has none."""
+        query = template_query(self.own(series, GPU_OF_EXECUTION))
+        return f"{{{{ with {query} | query }}}}{before}{{{{ . | first | value | {humanize} }}}}{after}{{{{ end }}}}"
 
     def rule(self, name: str, expr: Expr, severity: str, summary: str, description: str, for_: str = "") -> AlertRule:
         alert = ALERT_PREFIX + name
@@ -117,7 +126,7 @@ class AlertBuilder:
             catalog.GPU_MEMORY_UTILIZATION.select().ge(a.threshold),
             a.severity,
             "An execution's GPU memory is nearly full; its next allocations may fail with out-of-memory.",
-            f"{EXECUTION} has used {{{{ $value | humanizePercentage }}}} of the memory of {GPU_NAME} "
+            f"{self.execution} has used {{{{ $value | humanizePercentage }}}} of the memory of {GPU_NAME} "
             f"for {a.for_} (threshold {percent(a.threshold)}).",
             a.for_,
         )
@@ -151,7 +160,8 @@ class AlertBuilder:
             expr,
             a.severity,
             "An execution's GPU memory is predicted to run out.",
-            f"{EXECUTION} has used {{{{ $value | humanizePercentage }}}} of the memory of {GPU_NAME}, and {clause}.",
+            f"{self.execution} has used {{{{ $value | humanizePercentage }}}} of the memory of {GPU_NAME}, "
+            f"and {clause}.",
             a.for_,
         )
 
@@ -163,7 +173,8 @@ class AlertBuilder:
             catalog.NODE_RAM_UTILIZATION.select().ge(a.threshold),
             a.severity,
             "A host an execution runs on is nearly out of RAM; the kernel's OOM killer may end the job.",
-            f"Host {label_value(HOST_LABEL)}, where execution {label_value(EXECUTION_LABEL)} runs, has used "
+            f"Host {label_value(HOST_LABEL)}{self.in_cluster}, where execution {label_value(EXECUTION_LABEL)} runs, "
+            "has used "
             f"{{{{ $value | humanizePercentage }}}} of its RAM for {a.for_} (threshold {percent(a.threshold)}).",
             a.for_,
         )
@@ -178,7 +189,8 @@ class AlertBuilder:
             expr,
             a.severity,
             "A host an execution runs on is predicted to run out of RAM.",
-            f"Host {label_value(HOST_LABEL)}, where execution {label_value(EXECUTION_LABEL)} runs, has used "
+            f"Host {label_value(HOST_LABEL)}{self.in_cluster}, where execution {label_value(EXECUTION_LABEL)} runs, "
+            "has used "
             f"{{{{ $value | humanizePercentage }}}} of its RAM, and {clause}.",
             a.for_,
         )
@@ -210,10 +222,10 @@ class AlertBuilder:
             self.power_throttling_condition(),
             a.severity,
             "An execution's GPU is held down by its power limit.",
-            f"{EXECUTION}: {GPU_NAME} has been held at its power limit for {a.for_}"
-            + gpu_value(catalog.GPU_POWER_TO_LIMIT, "humanizePercentage", ", drawing ", " of the limit")
-            + gpu_value(catalog.GPU_SM_CLOCK, "humanize", ", SM clock at ", "Hz")
-            + gpu_value(catalog.GPU_SM_CLOCK_PEAK, "humanize", " (peak ", "Hz)")
+            f"{self.execution}: {GPU_NAME} has been held at its power limit for {a.for_}"
+            + self.gpu_value(catalog.GPU_POWER_TO_LIMIT, "humanizePercentage", ", drawing ", " of the limit")
+            + self.gpu_value(catalog.GPU_SM_CLOCK, "humanize", ", SM clock at ", "Hz")
+            + self.gpu_value(catalog.GPU_SM_CLOCK_PEAK, "humanize", " (peak ", "Hz)")
             + ".",
             a.for_,
         )
@@ -232,8 +244,8 @@ class AlertBuilder:
             self.thermal_throttling_condition(),
             a.severity,
             "An execution's GPU is hot enough to slow down.",
-            f"{EXECUTION}: {GPU_NAME} has been hot or slowed down by temperature for {a.for_}"
-            + gpu_value(temp, "humanize", ", at ", " °C")
+            f"{self.execution}: {GPU_NAME} has been hot or slowed down by temperature for {a.for_}"
+            + self.gpu_value(temp, "humanize", ", at ", " °C")
             + f" (threshold {a.threshold_celsius:g} °C).",
             a.for_,
         )
@@ -242,8 +254,8 @@ class AlertBuilder:
     def gpu_underutilized(self) -> AlertRule:
         a = self.a.gpu_underutilized
         execution = (EXECUTION_LABEL,)
-        cpu = template_query(aggregate("max", None, alerts_own(catalog.NODE_CPU_UTILIZATION, execution)))
-        gpus = template_query(alerts_own(catalog.EXECUTION_GPU_COUNT, execution))
+        cpu = template_query(aggregate("max", None, self.own(catalog.NODE_CPU_UTILIZATION, execution)))
+        gpus = template_query(self.own(catalog.EXECUTION_GPU_COUNT, execution))
         cpu_clause = (
             f"{{{{ with {cpu} | query }}}}{{{{ $cpu := . | first | value }}}}"
             f"{{{{ if ge $cpu {a.cpu_saturated} }}}}Its host CPU is saturated ({{{{ $cpu | humanizePercentage }}}}):"
@@ -257,7 +269,7 @@ class AlertBuilder:
             catalog.EXECUTION_GPU_UTILIZATION_AVG.select().lt(a.threshold),
             a.severity,
             "An execution holds GPUs it barely uses.",
-            f"{EXECUTION} has kept its {{{{ with {gpus} | query }}}}{{{{ . | first | value }}}} {{{{ end }}}}GPUs "
+            f"{self.execution} has kept its {{{{ with {gpus} | query }}}}{{{{ . | first | value }}}} {{{{ end }}}}GPUs "
             f"at {{{{ $value | humanizePercentage }}}} mean utilisation for {a.for_} "
             f"(threshold {percent(a.threshold)}). {cpu_clause}",
             a.for_,
@@ -285,9 +297,11 @@ class AlertBuilder:
             self.stalled_condition(),
             a.severity,
             "An execution's GPU looks busy but does no work: kernels are resident while its engines idle.",
-            f"{EXECUTION}: {GPU_NAME} has had kernels resident {{{{ $value | humanizePercentage }}}} of the time "
+            f"{self.execution}: {GPU_NAME} has had kernels resident {{{{ $value | humanizePercentage }}}} of the time "
             f"for {a.for_}"
-            + gpu_value(catalog.GPU_GRAPHICS_ENGINE_ACTIVE, "humanizePercentage", ", its graphics engine active only ")
+            + self.gpu_value(
+                catalog.GPU_GRAPHICS_ENGINE_ACTIVE, "humanizePercentage", ", its graphics engine active only "
+            )
             + f" (threshold {percent(a.engine_threshold)}): a hung collective or a spin-wait.",
             a.for_,
         )
@@ -314,7 +328,8 @@ class AlertBuilder:
             join(held, "unless", on((UUID_LABEL,)), self.reporting()),
             a.severity,
             "A GPU an execution holds stopped reporting to DCGM; its metrics and billing are incomplete.",
-            f"{GPU_NAME}, held by execution {label_value(EXECUTION_LABEL)}, has reported nothing to dcgm-exporter "
+            f"{GPU_NAME}{self.in_cluster}, held by execution {label_value(EXECUTION_LABEL)}, "
+            "has reported nothing to dcgm-exporter "
             f"for {a.for_}.",
             a.for_,
         )
@@ -342,7 +357,8 @@ class AlertBuilder:
             Binary("or", named, down, on(catalog.TARGET_LABELS), stacked=True),
             a.severity,
             "A dcgm-exporter target is down; its GPUs cannot be attributed to executions.",
-            f"dcgm-exporter target {label_value(catalog.INSTANCE_LABEL)} of job {label_value(catalog.JOB_LABEL)} "
+            f"dcgm-exporter target {label_value(catalog.INSTANCE_LABEL)} of job "
+            f"{label_value(catalog.JOB_LABEL)}{self.in_cluster} "
             f"has been down for {a.for_}: executions on its GPUs have no GPU metrics.",
             a.for_,
         )
@@ -357,7 +373,7 @@ class AlertBuilder:
             xid.gt(0).and_(call("changes", xid.range(a.window)).gt(0)),
             a.severity,
             "An execution's GPU reported an Xid error.",
-            f"{EXECUTION}: {GPU_NAME} reported Xid {{{{ $value }}}} within the last {a.window}.",
+            f"{self.execution}: {GPU_NAME} reported Xid {{{{ $value }}}} within the last {a.window}.",
         )
 
     # -- host identity -----------------------------------------------------------------------
@@ -368,7 +384,8 @@ class AlertBuilder:
             catalog.NODE_HOST_COLLISIONS.select(),
             a.severity,
             "Two machines claim one host name; GPUs giving only that name are joined to no host by it.",
-            f"{{{{ $value }}}} machines' node_exporters claim the host name {label_value(HOST_LABEL)} (after "
+            f"{{{{ $value }}}} machines' node_exporters claim the host name "
+            f"{label_value(HOST_LABEL)}{self.in_cluster} (after "
             f"node.host_regex `{self.cfg.node.host_regex}`), which a dcgm-exporter gives: each node keeps its whole "
             "nodename, and a GPU naming its host that way finds it only by its scrape address.",
             a.for_,

@@ -51,5 +51,6 @@ def rule_files(cfg: Config, rules_dir: Path | None = None, regenerate: str = com
 
 
 def all_groups(cfg: Config) -> list[RuleGroup]:
-    """Recording groups first (alerts read them), in evaluation order."""
-    return [*recording_groups(cfg), alert_group(cfg)]
+    """Recording groups first (alerts read them), in evaluation order; computed per cluster where
+    ``cluster_label`` is set."""
+    return [g.partitioned(cfg.cluster_label) for g in (*recording_groups(cfg), alert_group(cfg))]

@@ -5,9 +5,9 @@ A rule's expression is a PromQL tree: ``expr`` is its text, ``inputs`` the metri
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from gpu_execution_pack.promql import Expr, render
+from gpu_execution_pack.promql import Expr, partitioned, render
 
 # Mimir's ruler refuses larger groups by default (ruler_max_rules_per_rule_group; Thanos Ruler sets no such limit).
 MAX_RULES_PER_GROUP = 20
@@ -62,3 +62,9 @@ class RuleGroup:
     def __post_init__(self) -> None:
         if len(self.rules) > MAX_RULES_PER_GROUP:
             raise ValueError(f"group {self.name} has {len(self.rules)} rules; keep it within {MAX_RULES_PER_GROUP}")
+
+    def partitioned(self, label: str) -> RuleGroup:
+        """The group with every rule computed apart for each value of ``label`` (itself where it is empty)."""
+        if not label:
+            return self
+        return replace(self, rules=tuple(replace(r, tree=partitioned(r.tree, label)) for r in self.rules))

@@ -471,7 +471,11 @@ class RuleBuilder:
         d = self.cfg.dashboards
         model = catalog.MODEL_LABEL
         listed = [label_set(call("vector", price), model, name) for name, price in d.price_per_gpu_hour]
-        others = aggregate("group", (model,), catalog.MODEL_GPU_COUNT.select()) * 0 + d.default_price_per_gpu_hour
+        # One price list for every cluster (shared): the models every cluster holds, at the default price.
+        others = (
+            aggregate("group", (model,), catalog.MODEL_GPU_COUNT.select(), shared=True) * 0
+            + d.default_price_per_gpu_hour
+        )
         return RecordingRule(catalog.PRICE.name, any_of([*listed, others]))
 
     # -- groups ----------------------------------------------------------------------------
