@@ -52,6 +52,7 @@ from pathlib import Path
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import SEVERITIES, Config
+from gpu_execution_pack.config.alertmanager import GROUP_BY_ALL
 from gpu_execution_pack.output import command, yaml_document
 from gpu_execution_pack.rules.alerts import ALERT_PREFIX, GPU_OF_EXECUTION, AlertBuilder, alert_rules
 from gpu_execution_pack.rules.files import SOURCE
@@ -120,7 +121,7 @@ def inhibition(
 def inhibit_rules(cfg: Config) -> list[dict]:
     """The inhibitions the module docstring explains, in its order."""
     b = AlertBuilder(cfg)
-    return [
+    rules = [
         # 1. A silent GPU: its measurement alerts say nothing reliable.
         *inhibition(b.telemetry_missing(), gpu_measurement_alerts(cfg), (PHYSICAL_GPU_LABEL,)),
         # 2. Nearly full GPU memory makes the forecast of it running out redundant.
@@ -138,6 +139,18 @@ def inhibit_rules(cfg: Config) -> list[dict]:
         # 5. A stalled GPU explains its execution's underuse: the hang is the news.
         *inhibition(b.gpu_stalled(), [b.gpu_underutilized()], (catalog.EXECUTION_LABEL,)),
     ]
+    # An alert silences only alerts of its own cluster: names repeat from one cluster to the next.
+    cluster = (cfg.cluster_label,) if cfg.cluster_label else ()
+    return [{**r, "equal": [*cluster, *r["equal"]]} for r in rules]
+
+
+def group_by(cfg: Config) -> list[str]:
+    """``alertmanager.group_by``, led by the cluster label where one is set: no notification mixes clusters."""
+    labels = list(cfg.alertmanager.group_by)
+    cluster = cfg.cluster_label
+    if not cluster or cluster in labels or GROUP_BY_ALL in labels:
+        return labels
+    return [cluster, *labels]
 
 
 def pack_route(cfg: Config) -> dict:
@@ -146,7 +159,7 @@ def pack_route(cfg: Config) -> dict:
     route: dict = {
         "receiver": a.receiver,
         "matchers": pack_matchers(cfg),
-        "group_by": list(a.group_by),
+        "group_by": group_by(cfg),
         "group_wait": a.group_wait,
         "group_interval": a.group_interval,
         "repeat_interval": a.repeat_interval,

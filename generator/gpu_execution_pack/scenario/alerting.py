@@ -57,6 +57,8 @@ class World:
     def __init__(self, scenario: Scenario, cfg: Config):
         self.s = scenario
         self.cfg = cfg
+        # Descriptions name the cluster where the config has a cluster label.
+        self.in_cluster = f" in cluster {scenario.cluster}" if cfg.cluster_label else ""
         self.gpu_truth = cache(self._gpu_truth)
         self.host_truth = cache(self._host_truth)
 
@@ -231,7 +233,7 @@ def gpu_memory_specs(a: Alerts) -> list[AlertSpec]:
         def describe(w: World, e: Entity, m: float) -> str:
             assert e.execution is not None
             return (
-                f"Execution {e.execution.id} has used {humanize_percentage(ratio(w, e, m))} "
+                f"Execution {e.execution.id}{w.in_cluster} has used {humanize_percentage(ratio(w, e, m))} "
                 f"of the memory of {gpu_name(e)}{tail}"
             )
 
@@ -266,7 +268,7 @@ def host_memory_specs(a: Alerts) -> list[AlertSpec]:
         def describe(w: World, e: Entity, m: float) -> str:
             assert e.execution is not None
             return (
-                f"Host {e.host}, where execution {e.execution.id} runs, has used "
+                f"Host {e.host}{w.in_cluster}, where execution {e.execution.id} runs, has used "
                 f"{humanize_percentage(ratio(w, e, m))} of its RAM{tail}"
             )
 
@@ -321,7 +323,8 @@ def power_spec(a: Alerts) -> AlertSpec:
         if catalog.GPU_POWER_TO_LIMIT in truth:
             drawing = f", drawing {humanize_percentage(truth[catalog.GPU_POWER_TO_LIMIT])} of the limit"
         return (
-            f"Execution {e.execution.id}: {gpu_name(e)} has been held at its power limit for {p.for_}{drawing}"
+            f"Execution {e.execution.id}{w.in_cluster}: {gpu_name(e)} has been held at its power limit for "
+            f"{p.for_}{drawing}"
             f", SM clock at {humanize(truth[catalog.GPU_SM_CLOCK])}Hz"
             f" (peak {humanize(truth[catalog.GPU_SM_CLOCK_PEAK])}Hz)."
         )
@@ -344,7 +347,8 @@ def thermal_spec(a: Alerts) -> AlertSpec:
         truth = truth_of(w, e, m)
         assert truth is not None and e.execution is not None
         return (
-            f"Execution {e.execution.id}: {gpu_name(e)} has been hot or slowed down by temperature for {t.for_}"
+            f"Execution {e.execution.id}{w.in_cluster}: {gpu_name(e)} has been hot or slowed down by temperature "
+            f"for {t.for_}"
             f", at {humanize(truth[catalog.GPU_TEMPERATURE])} °C (threshold {t.threshold_celsius:g} °C)."
         )
 
@@ -368,7 +372,7 @@ def waste_spec(a: Alerts) -> AlertSpec:
         hosts = [w.host_truth(e.execution, h, m) for h in sorted({g.host for g in e.execution.gpus})]
         cpus = [h[catalog.NODE_CPU_UTILIZATION] for h in hosts if h]
         text = (
-            f"Execution {e.execution.id} has kept its {go_value(gpus)} GPUs at "
+            f"Execution {e.execution.id}{w.in_cluster} has kept its {go_value(gpus)} GPUs at "
             f"{humanize_percentage(mean_utilization(w, e, m))} mean utilisation for {u.for_} "
             f"(threshold {u.threshold * 100:g}%). "
         )
@@ -411,7 +415,8 @@ def stalled_spec(a: Alerts) -> AlertSpec:
         u, g = util(w, e, m), engine(w, e, m)
         assert u is not None and g is not None
         return (
-            f"Execution {e.execution.id}: {gpu_name(e)} has had kernels resident {humanize_percentage(u)} "
+            f"Execution {e.execution.id}{w.in_cluster}: {gpu_name(e)} has had kernels resident "
+            f"{humanize_percentage(u)} "
             f"of the time for {s.for_}, its graphics engine active only {humanize_percentage(g)} "
             f"(threshold {s.engine_threshold * 100:g}%): a hung collective or a spin-wait."
         )
@@ -432,12 +437,13 @@ def telemetry_specs(a: Alerts) -> list[AlertSpec]:
     def missing_described(w: World, e: Entity, m: float) -> str:
         assert e.execution is not None
         return (
-            f"{gpu_name(e)}, held by execution {e.execution.id}, has reported nothing to dcgm-exporter for {tm.for_}."
+            f"{gpu_name(e)}{w.in_cluster}, held by execution {e.execution.id}, has reported nothing to "
+            f"dcgm-exporter for {tm.for_}."
         )
 
     def down_described(w: World, e: Entity, m: float) -> str:
         return (
-            f"dcgm-exporter target {e.host}:9400 of job dcgm-exporter has been down for {down.for_}: "
+            f"dcgm-exporter target {e.host}:9400 of job dcgm-exporter{w.in_cluster} has been down for {down.for_}: "
             "executions on its GPUs have no GPU metrics."
         )
 
@@ -466,7 +472,9 @@ def xid_spec(a: Alerts) -> AlertSpec:
     def describe(w: World, e: Entity, m: float) -> str:
         assert e.execution is not None
         code = go_value(xid(w, e, m))
-        return f"Execution {e.execution.id}: {gpu_name(e)} reported Xid {code} within the last {x.window}."
+        return (
+            f"Execution {e.execution.id}{w.in_cluster}: {gpu_name(e)} reported Xid {code} within the last {x.window}."
+        )
 
     return AlertSpec("XidError", 0, x.severity, gpu_entities, holds, describe)
 
@@ -484,7 +492,8 @@ def collision_spec(cfg: Config) -> AlertSpec:
     def describe(w: World, e: Entity, m: float) -> str:
         [collision] = collisions(w, e, m)
         return (
-            f"{go_value(collision.machines)} machines' node_exporters claim the host name {e.host} (after "
+            f"{go_value(collision.machines)} machines' node_exporters claim the host name {e.host}{w.in_cluster} "
+            "(after "
             f"node.host_regex `{cfg.node.host_regex}`), which a dcgm-exporter gives: each node keeps its whole "
             "nodename, and a GPU naming its host that way finds it only by its scrape address."
         )

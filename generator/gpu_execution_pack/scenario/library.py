@@ -154,6 +154,16 @@ def name_collision_installs() -> list[Scenario]:
     ]
 
 
+def two_clusters() -> list[Scenario]:
+    """Two clusters whose hosts, GPUs, pods and execution ids have the same names, in one store (a central
+    ruler over both): every series stays in its own cluster. The first host of each has less RAM and more
+    CPU load, and it is gpu-01 in one cluster and gpu-02 in the other, so a series carrying the other
+    cluster's values, or a sum over both, fails."""
+    eu = _pair("cluster eu-1", Host("gpu-01"), Host("gpu-02"))
+    us = _pair("cluster us-1", Host("gpu-02"), Host("gpu-01"))
+    return [replace(eu, cluster="eu-1"), replace(us, cluster="us-1")]
+
+
 def _h100_instance(host: str, index: int, instance: str) -> Gpu:
     return Gpu(host, index, mig_instance=instance, mig_profile="3g.40gb", mem_total_mib=40960)
 

@@ -26,6 +26,7 @@ PERCENT_PER_RATIO = 100
 MILLIJOULES_PER_JOULE = 1000
 
 STEP_SECONDS = 15  # dcgm-exporter's and node_exporter's usual scrape interval
+CLUSTER = "eu-1"  # a scenario's cluster, where the config names a cluster label
 RESERVED_MIB = 512  # framebuffer the driver keeps: FB_RESERVED, and in FB_TOTAL but not in used + free
 # DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION (mJ since the driver loaded): the generations that publish it
 # under that name, and what it reads when the scenario starts (a value seen on a real A30).
@@ -484,6 +485,7 @@ class Scenario:
     power_limit_requested_watts: float = 750
     minutes: int = 0  # window length; default: until the last execution ends
     host_name_collisions: tuple[NameCollision, ...] = ()
+    cluster: str = CLUSTER  # the cluster label's value on every series (cluster_label set)
 
     @property
     def window_minutes(self) -> int:

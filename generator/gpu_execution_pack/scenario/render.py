@@ -9,7 +9,7 @@ mode, so the same truth can be checked through every combination.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, partial
 
 from gpu_execution_pack import catalog
@@ -324,7 +324,13 @@ class Renderer:
                 yield RenderedSeries(pod_info, tuple(sorted(labels.items())), tuple(1.0 for _ in self.minutes()))
 
     def all_series(self) -> list[RenderedSeries]:
-        return [*self.dcgm_series(), *self.attribution_series(), *self.node_series(), *self.kube_state_series()]
+        """Every raw series of the scenario; each carries the scenario's cluster where the config names a
+        cluster label (an external label of the cluster's Prometheus, as a central store sees it)."""
+        series = [*self.dcgm_series(), *self.attribution_series(), *self.node_series(), *self.kube_state_series()]
+        label = self.cfg.cluster_label
+        if not label:
+            return series
+        return [replace(s, labels=tuple(sorted(dict(s.labels, **{label: self.s.cluster}).items()))) for s in series]
 
 
 # -- promtool notation -----------------------------------------------------------------------

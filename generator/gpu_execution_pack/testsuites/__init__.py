@@ -32,6 +32,7 @@ class Variant:
     config: Config
     scenarios: tuple[Scenario, ...]
     alerts: bool = False  # also test its alert rules on the alert scenarios
+    together: bool = False  # its scenarios in one test, as one store holds them (e.g. several clusters)
 
 
 def default_variants() -> list[Variant]:
@@ -49,6 +50,13 @@ def default_variants() -> list[Variant]:
         variant(
             "hpc_job",
             {"execution_label": "hpc_job", "selectors": {"dcgm": 'job="dcgm-exporter"', "node": 'job="node"'}},
+        ),
+        # Two clusters with the same host and execution names in one store (a central ruler).
+        Variant(
+            "clusters",
+            config_from_mapping({"cluster_label": "cluster"}, "variant clusters"),
+            tuple(library.two_clusters()),
+            together=True,
         ),
     ]
 
@@ -78,7 +86,7 @@ def suite_files(variants: list[Variant], build_dir: Path, only: str = "") -> dic
     for v in variants:
         rules = rule_files(v.config, build_dir / v.name, command("test"))
         relative = [p.relative_to(build_dir) for p in rules]
-        suites = {v.name: lambda v=v: recording_suite(v.config, list(v.scenarios))}
+        suites = {v.name: lambda v=v: recording_suite(v.config, list(v.scenarios), v.together)}
         if v.alerts:
             suites[f"{v.name}-alerts"] = lambda v=v: alert_suite(v.config, library.alert_suite())
         for name, tests in suites.items():

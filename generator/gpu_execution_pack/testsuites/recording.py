@@ -11,7 +11,7 @@ from typing import Any
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.promql import call, format_duration, match, render, selector
+from gpu_execution_pack.promql import Matcher, call, format_duration, match, render, selector
 from gpu_execution_pack.scenario import expected, model
 from gpu_execution_pack.scenario import render as scenario_render
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Scenario
@@ -56,10 +56,17 @@ def _labels(name: str, labels: dict[str, str]) -> str:
     return render(selector(name, *(match(k, v) for k, v in sorted(labels.items()))))
 
 
-def unowned(gpu: model.Gpu) -> str:
+def unowned(gpu: model.Gpu, cluster: tuple[Matcher, ...]) -> str:
     """A selector of every per-GPU recorded series of ``gpu`` (its MIG instance, if it is one)."""
     instance = [match(catalog.MIG_INSTANCE_LABEL, gpu.mig_instance)] if gpu.mig_instance else []
-    return render(selector("", match("__name__", PER_GPU_NAMES, "=~"), match(catalog.UUID_LABEL, gpu.uuid), *instance))
+    return render(
+        selector("", match("__name__", PER_GPU_NAMES, "=~"), match(catalog.UUID_LABEL, gpu.uuid), *instance, *cluster)
+    )
+
+
+def scenario_cluster(scenario: Scenario, cfg: Config) -> dict[str, str]:
+    """The cluster label and value every series of ``scenario`` carries; none without ``cluster_label``."""
+    return {cfg.cluster_label: scenario.cluster} if cfg.cluster_label else {}
 
 
 def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
@@ -75,6 +82,9 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
         *(series for series, _ in catalog.NODE_COUNTER_RATES.values()),
     )
     records = [s.name for s in catalog.ALL_SERIES if s not in unchecked]
+    # Checks read the scenario's own cluster: beside another cluster's series, they must see the same.
+    own = scenario_cluster(scenario, cfg)
+    cluster = tuple(match(k, v) for k, v in own.items())
     for minute in expected.eval_minutes(scenario):
         want = expected.expected(scenario, minute) | expected.conditions(scenario, cfg, minute)
         steady = expected.hosts_steady(scenario, minute)
@@ -83,10 +93,10 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
                 continue  # host load changes within the rate window: not a clean check
             samples = sorted(want.get(record, []), key=lambda s: sorted(s.labels.items()))
             if record in AVERAGED:
-                exp = [{"labels": _labels("", s.labels), "value": rounded(s.value)} for s in samples]
+                exp = [{"labels": _labels("", s.labels | own), "value": rounded(s.value)} for s in samples]
                 checks.append(
                     {
-                        "expr": render(call("round", selector(record), ROUND_TO)),
+                        "expr": render(call("round", selector(record, *cluster), ROUND_TO)),
                         "eval_time": format_duration(minute * 60),
                         "exp_samples": exp,
                     }
@@ -94,9 +104,9 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
                 continue
             checks.append(
                 {
-                    "expr": record,
+                    "expr": render(selector(record, *cluster)),
                     "eval_time": format_duration(minute * 60),
-                    "exp_samples": [{"labels": _labels(record, s.labels), "value": s.value} for s in samples],
+                    "exp_samples": [{"labels": _labels(record, s.labels | own), "value": s.value} for s in samples],
                 }
             )
         d = cfg.dashboards
@@ -111,7 +121,7 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
         for gpu in scenario.unowned_gpus:  # a GPU nobody holds has no execution_gpu: series
             checks.append(
                 {
-                    "expr": unowned(gpu),
+                    "expr": unowned(gpu, cluster),
                     "eval_time": format_duration(minute * 60),
                     "exp_samples": [],
                 }
@@ -124,6 +134,19 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
     }
 
 
-def recording_suite(cfg: Config, scenarios: list[Scenario]) -> list[dict[str, Any]]:
-    """The promtool tests of ``scenarios`` for the rules ``cfg`` generates."""
-    return [scenario_test(s, cfg) for s in scenarios]
+def recording_suite(cfg: Config, scenarios: list[Scenario], together: bool = False) -> list[dict[str, Any]]:
+    """The promtool tests of ``scenarios`` for the rules ``cfg`` generates; ``together``: one test
+    holding every scenario's series at once (scenarios of different clusters in one store)."""
+    tests = [scenario_test(s, cfg) for s in scenarios]
+    if not together:
+        return tests
+    # The price list is one for every cluster: each scenario's price check sees the others' models.
+    price = catalog.PRICE.name
+    return [
+        {
+            "name": " + ".join(t["name"] for t in tests),
+            "interval": f"{STEP_SECONDS}s",
+            "input_series": [series for t in tests for series in t["input_series"]],
+            "promql_expr_test": [c for t in tests for c in t["promql_expr_test"] if c["expr"] != price],
+        }
+    ]

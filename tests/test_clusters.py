@@ -1,0 +1,91 @@
+"""Several clusters in one store (a Mimir or Thanos ruler over all of them): ``cluster_label``.
+
+With the label set, the scenario library must pass with it on every series, and two clusters whose
+hosts, GPUs, pods and execution ids have the same names must never read each other's values.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from gpu_execution_pack import catalog, testsuites
+from gpu_execution_pack.config import Config, config_from_mapping
+from gpu_execution_pack.rules.files import rule_files
+from gpu_execution_pack.rules.groups import RuleGroup
+from gpu_execution_pack.rules.routing import alertmanager_config
+from gpu_execution_pack.scenario import library
+
+from .conftest import suite_failures
+
+CLUSTERED = {"cluster_label": "cluster"}
+# A by or on clause as the rule files print it, and the one table every cluster shares (prices).
+CLAUSE = re.compile(r"\b(by|on) \(([^)]*)\)")
+SHARED_TABLE = catalog.PRICE.name
+
+
+def clauses(text: str) -> list[tuple[str, str]]:
+    return CLAUSE.findall(text)
+
+
+def test_every_by_and_on_clause_of_the_rules_names_the_cluster_but_the_price_lists():
+    files = rule_files(config_from_mapping(CLUSTERED), Path("rules"))
+    checked = 0
+    for path, text in files.items():
+        for rule in re.split(r"\n  - (?=record:|alert:)", text):
+            if rule.startswith(f"record: {SHARED_TABLE}"):
+                assert all("cluster" not in labels for _, labels in clauses(rule)), rule
+                continue
+            for kind, labels in clauses(rule.split("annotations:")[0]):
+                checked += 1
+                assert "cluster" in [x.strip() for x in labels.split(",")], f"{path}: {kind} ({labels}) in\n{rule}"
+    assert checked > 100
+
+
+def test_without_a_cluster_label_no_rule_names_one():
+    for text in rule_files(Config(), Path("rules")).values():
+        assert "cluster" not in text
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_the_scenario_library_passes_with_a_cluster_label_on_every_series(tmp_path: Path):
+    assert suite_failures(testsuites.config_variants(config_from_mapping(CLUSTERED)), tmp_path) == ""
+
+
+def two_clusters(tmp_path: Path) -> str:
+    variant = testsuites.Variant(
+        "clusters", config_from_mapping(CLUSTERED), tuple(library.two_clusters()), together=True
+    )
+    return suite_failures([variant], tmp_path)
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_two_clusters_with_the_same_names_keep_their_own_values(tmp_path: Path):
+    eu, us = library.two_clusters()
+    assert {h.name for h in eu.hosts} == {h.name for h in us.hosts}
+    assert {e.id for e in eu.executions} == {e.id for e in us.executions}
+    assert two_clusters(tmp_path) == ""
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_rules_not_computed_per_cluster_mix_the_two_clusters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(RuleGroup, "partitioned", lambda self, label: self)
+    out = two_clusters(tmp_path)
+    assert catalog.NODE_EXPORTER_HOST.name in out or "execution_node:" in out, out[:2000]
+
+
+def test_alertmanager_groups_and_inhibits_within_one_cluster():
+    config = alertmanager_config(config_from_mapping(CLUSTERED))
+    [route] = config["route"]["routes"]
+    assert route["group_by"][0] == "cluster"
+    assert config["inhibit_rules"]
+    for rule in config["inhibit_rules"]:
+        assert rule["equal"][0] == "cluster", rule
+    everything = config_from_mapping({**CLUSTERED, "alertmanager": {"group_by": ["..."]}})
+    assert alertmanager_config(everything)["route"]["routes"][0]["group_by"] == ["..."]
+    plain = alertmanager_config(Config())
+    assert all("cluster" not in r["equal"] for r in plain["inhibit_rules"])
