@@ -261,6 +261,77 @@ def test_rate_intervals_in_dashboards_use_the_rate_interval_variable():
                 assert window == "$__rate_interval"
 
 
+# --- Clusters (cluster_label) -----------------------------------------------------------------
+
+CLUSTERED = {"cluster_label": "k8s_cluster"}  # a label not named like the variable: the two must not be confused
+# `name{matchers}` or a bare `name` of a recorded series (they all hold a colon), read from the printed query.
+SELECTOR = re.compile(r'(?<![\w:$])([a-zA-Z_][a-zA-Z0-9_]*:[a-zA-Z0-9_:]*)(\{(?:[^}"]|"(?:[^"\\]|\\.)*")*\})?')
+
+
+def clustered() -> dict[str, dict]:
+    cfg = config_from_mapping(CLUSTERED)
+    return {name: json.loads(render(cfg)) for name, render in DASHBOARDS.items()}
+
+
+def test_with_a_cluster_label_every_dashboard_chooses_a_cluster_before_anything_else():
+    for name, d in clustered().items():
+        variables = d["templating"]["list"]
+        # The data source comes first: the cluster variable's query is sent to it.
+        assert [v["name"] for v in variables[:2]] == [house.DATASOURCE_VARIABLE, "cluster"], name
+        cluster = variables[1]
+        assert cluster["type"] == "query" and cluster["multi"] is False and cluster["includeAll"] is False
+        assert re.fullmatch(r"label_values\([a-z_:]+, k8s_cluster\)", cluster["query"]), cluster["query"]
+        for other in variables[2:]:
+            assert 'k8s_cluster="$cluster"' in other["query"], (name, other["query"])
+    [execution_id] = clustered()["execution"]["templating"]["list"][2:]
+    assert execution_id["name"] == execution.VARIABLE
+
+
+def test_with_a_cluster_label_every_recorded_series_a_panel_reads_is_of_the_chosen_cluster():
+    read = 0
+    for name, d in clustered().items():
+        exprs = [(title, expr) for title, expr in dashboard_lint.queries(d)]
+        exprs += [("annotation " + a["name"], a["expr"]) for a in d["annotations"]["list"] if "expr" in a]
+        for title, expr in exprs:
+            selectors = SELECTOR.findall(expr)
+            assert len(selectors) == len(re.findall(r"\b[a-z_]+:[a-z_:]+\b", expr)), (name, title)  # none missed
+            for metric, matchers in selectors:
+                read += 1
+                if metric == catalog.PRICE.name:  # one price list for every cluster
+                    assert "k8s_cluster" not in matchers, (name, title, expr)
+                else:
+                    assert 'k8s_cluster="$cluster"' in matchers, (name, title, metric, expr)
+            if "ALERTS" in expr:
+                assert re.search(r'\bALERTS\{[^}]*k8s_cluster="\$cluster"', expr), expr
+    assert read >= 100
+
+
+def links(dashboard: dict) -> list[str]:
+    """The URLs of the dashboard's data links."""
+    defaults = [p.get("fieldConfig", {}).get("defaults", {}) for p in dashboard_lint.panels(dashboard)]
+    return [link["url"] for d in defaults for link in d.get("links", [])]
+
+
+def test_with_a_cluster_label_fleet_and_cost_rows_open_the_execution_in_its_cluster():
+    urls = [url for d in clustered().values() for url in links(d)]
+    assert len(urls) >= 4
+    assert all("var-cluster=${cluster}" in url for url in urls), urls
+    assert not any("var-cluster" in url for d in committed().values() for url in links(d))
+
+
+def test_with_a_cluster_label_the_dashboards_pass_the_linter_and_the_sdk_model():
+    for name, d in clustered().items():
+        assert dashboard_lint.lint(name, d) == []
+        assert dashboard_lint.model_problems(name, d) == []
+
+
+def test_without_a_cluster_label_no_dashboard_has_a_cluster_variable_or_matcher():
+    for name, d in committed().items():
+        assert "cluster" not in [v["name"] for v in d["templating"]["list"]], name
+        assert all("$cluster" not in expr for _, expr in dashboard_lint.queries(d)), name
+    assert {path.stem: json.loads(text) for path, text in dashboard_json(Config()).items()} == committed()
+
+
 # --- Deployment wrappers --------------------------------------------------------------------
 
 
