@@ -261,6 +261,77 @@ def test_rate_intervals_in_dashboards_use_the_rate_interval_variable():
                 assert window == "$__rate_interval"
 
 
+# --- Clusters (cluster_label) -----------------------------------------------------------------
+
+CLUSTERED = {"cluster_label": "k8s_cluster"}  # a label not named like the variable: the two must not be confused
+# `name{matchers}` or a bare `name` of a recorded series (they all hold a colon), read from the printed query.
+SELECTOR = re.compile(r'(?<![\w:$])([a-zA-Z_][a-zA-Z0-9_]*:[a-zA-Z0-9_:]*)(\{(?:[^}"]|"(?:[^"\\]|\\.)*")*\})?')
+
+
+def clustered() -> dict[str, dict]:
+    cfg = config_from_mapping(CLUSTERED)
+    return {name: json.loads(render(cfg)) for name, render in DASHBOARDS.items()}
+
+
+def test_with_a_cluster_label_every_dashboard_chooses_a_cluster_before_anything_else():
+    for name, d in clustered().items():
+        variables = d["templating"]["list"]
+        # The data source comes first: the cluster variable's query is sent to it.
+        assert [v["name"] for v in variables[:2]] == [house.DATASOURCE_VARIABLE, "cluster"], name
+        cluster = variables[1]
+        assert cluster["type"] == "query" and cluster["multi"] is False and cluster["includeAll"] is False
+        assert re.fullmatch(r"label_values\([a-z_:]+, k8s_cluster\)", cluster["query"]), cluster["query"]
+        for other in variables[2:]:
+            assert 'k8s_cluster="$cluster"' in other["query"], (name, other["query"])
+    [execution_id] = clustered()["execution"]["templating"]["list"][2:]
+    assert execution_id["name"] == execution.VARIABLE
+
+
+def test_with_a_cluster_label_every_recorded_series_a_panel_reads_is_of_the_chosen_cluster():
+    read = 0
+    for name, d in clustered().items():
+        exprs = [(title, expr) for title, expr in dashboard_lint.queries(d)]
+        exprs += [("annotation " + a["name"], a["expr"]) for a in d["annotations"]["list"] if "expr" in a]
+        for title, expr in exprs:
+            selectors = SELECTOR.findall(expr)
+            assert len(selectors) == len(re.findall(r"\b[a-z_]+:[a-z_:]+\b", expr)), (name, title)  # none missed
+            for metric, matchers in selectors:
+                read += 1
+                if metric == catalog.PRICE.name:  # one price list for every cluster
+                    assert "k8s_cluster" not in matchers, (name, title, expr)
+                else:
+                    assert 'k8s_cluster="$cluster"' in matchers, (name, title, metric, expr)
+            if "ALERTS" in expr:
+                assert re.search(r'\bALERTS\{[^}]*k8s_cluster="\$cluster"', expr), expr
+    assert read >= 100
+
+
+def links(dashboard: dict) -> list[str]:
+    """The URLs of the dashboard's data links."""
+    defaults = [p.get("fieldConfig", {}).get("defaults", {}) for p in dashboard_lint.panels(dashboard)]
+    return [link["url"] for d in defaults for link in d.get("links", [])]
+
+
+def test_with_a_cluster_label_fleet_and_cost_rows_open_the_execution_in_its_cluster():
+    urls = [url for d in clustered().values() for url in links(d)]
+    assert len(urls) >= 4
+    assert all("var-cluster=${cluster}" in url for url in urls), urls
+    assert not any("var-cluster" in url for d in committed().values() for url in links(d))
+
+
+def test_with_a_cluster_label_the_dashboards_pass_the_linter_and_the_sdk_model():
+    for name, d in clustered().items():
+        assert dashboard_lint.lint(name, d) == []
+        assert dashboard_lint.model_problems(name, d) == []
+
+
+def test_without_a_cluster_label_no_dashboard_has_a_cluster_variable_or_matcher():
+    for name, d in committed().items():
+        assert "cluster" not in [v["name"] for v in d["templating"]["list"]], name
+        assert all("$cluster" not in expr for _, expr in dashboard_lint.queries(d)), name
+    assert {path.stem: json.loads(text) for path, text in dashboard_json(Config()).items()} == committed()
+
+
 # --- Deployment wrappers --------------------------------------------------------------------
 
 
@@ -311,12 +382,14 @@ def test_backfill_rounds_follow_the_rules_dependencies():
     assert hosts < first < later < last
 
 
-def panel_queries(cfg: Config, window: str) -> list[tuple[str, str, str]]:
-    """(dashboard, panel, PromQL as Grafana would send it over the scenario's window) of every target."""
+def panel_queries(cfg: Config, window: str, cluster: str = "") -> list[tuple[str, str, str]]:
+    """(dashboard, panel, PromQL as Grafana would send it over the scenario's window, in ``cluster`` where
+    given) of every target."""
+    variables = {execution.VARIABLE: EXECUTION, **({"cluster": cluster} if cluster else {})}
     out = []
     for path, text in dashboard_json(cfg).items():
         for title, expr in dashboard_lint.queries(json.loads(text)):
-            sent = dashboard_lint.substitute(expr.replace("$__range", window), {execution.VARIABLE: EXECUTION})
+            sent = dashboard_lint.substitute(expr.replace("$__range", window), variables)
             out.append((path.stem, title, sent))
     return out
 
@@ -357,6 +430,64 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(prometheus):
     ]
     assert {e.split(": ")[1] for e in expected} == {"SM activity and occupancy", SHARED_TABLE}
     assert empty_queries(server, queries, start, end) == expected
+
+
+def other_cluster() -> model.Scenario:
+    """The training's first execution id again, in another cluster whose hosts have the training's names: on
+    two GPUs, busier and for less time, so any of its series read with the first cluster's changes an answer."""
+    e = model.Execution(EXECUTION, (model.Gpu("h1", 0), model.Gpu("h2", 1)), ("compute", "throttled"))
+    return model.Scenario("the training's id in another cluster", "", (model.Host("h1"), model.Host("h2")), (e,))
+
+
+@pytest.fixture(scope="module")
+def two_clusters(prometheus, tmp_path_factory: pytest.TempPathFactory):
+    """A real Prometheus holding the training scenario as cluster "a" and ``other_cluster`` as "b", each
+    series labelled with its cluster, over the window of ``prometheus`` (the training alone, no cluster)."""
+    _, start, end, _ = prometheus
+    cfg = config_from_mapping({"cluster_label": "cluster"})
+    series = [
+        dataclasses.replace(s, labels=(*s.labels, ("cluster", name)))
+        for name, scenario in (("a", library.training_in("4.8")), ("b", other_cluster()))
+        for s in render.Renderer(scenario, cfg).all_series()
+    ]
+    server = Prometheus(tmp_path_factory.mktemp("prometheus-clusters"))
+    try:
+        server.load(series, all_groups(cfg), start, end)
+        yield server, cfg
+    finally:
+        server.stop()
+
+
+def answers(result: list[dict], cluster: str) -> dict[frozenset, list[tuple[float, float]]]:
+    """Each series' points keyed by its labels but the cluster's, which, where a series has it, is ``cluster``."""
+    assert {r["metric"].get("cluster", cluster) for r in result} <= {cluster}, result
+    out = {}
+    for r in result:
+        labels = frozenset((k, v) for k, v in r["metric"].items() if k != "cluster")
+        out[labels] = [(t, float(v)) for t, v in r["values"]]
+    return out
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_with_a_cluster_label_every_panel_answers_for_the_chosen_cluster_alone(prometheus, two_clusters):
+    """Two clusters hold execution train-0001 on hosts of the same names: each panel's answer for cluster a
+    is its answer where the training is alone, and cluster b's GPUs are b's own."""
+    alone, start, end, window = prometheus
+    server, cfg = two_clusters
+    single = panel_queries(Config(), window)
+    in_a = panel_queries(cfg, window, "a")
+    assert [(d, t) for d, t, _ in in_a] == [(d, t) for d, t, _ in single] and len(single) > 40
+    for (d, t, want), (_, _, got) in zip(single, in_a, strict=True):
+        expected = answers(alone.query_range(want, start, end), "a")
+        actual = answers(server.query_range(got, start, end), "a")
+        assert actual.keys() == expected.keys(), (d, t, got)
+        for labels, points in expected.items():
+            assert [p[0] for p in actual[labels]] == [p[0] for p in points], (d, t, labels)
+            assert [p[1] for p in actual[labels]] == pytest.approx([p[1] for p in points], rel=1e-9), (d, t, got)
+    gpus = {c: dict(((d, t), q) for d, t, q in panel_queries(cfg, window, c))[("execution", "GPUs")] for c in "ab"}
+    assert [max(v for _, v in p) for p in answers(server.query_range(gpus["b"], start, end), "b").values()] == [2]
+    assert [max(v for _, v in p) for p in answers(server.query_range(gpus["a"], start, end), "a").values()] == [4]
 
 
 @pytest.mark.e2e

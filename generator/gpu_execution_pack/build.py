@@ -92,7 +92,7 @@ def convention_problems(cfg: Config, files: dict[Path, str], config: str | None 
                 problems += dashboard_lint.schema_problems(path.name, dashboard)
         except dashboard_lint.SchemasUnavailable as missing:
             problems.append(str(missing))
-    variables = {execution.VARIABLE: "example"}
+    variables = {execution.VARIABLE: "example", execution.CLUSTER_VARIABLE: "example"}
     problems += dashboard_lint.promql_problems(
         [
             (f"{p.name}: panel {title!r}", dashboard_lint.substitute(expr, variables))

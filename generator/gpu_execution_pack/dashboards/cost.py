@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.dashboards import fleet, house
+from gpu_execution_pack.dashboards import execution, fleet, house
 from gpu_execution_pack.dashboards.execution import (
     MODEL_LEGEND,
     billed_cost,
@@ -90,7 +90,8 @@ def render(cfg: Config) -> str:
     return house.render(
         title(cfg),
         panels,
-        [house.datasource_variable(d.datasource_name)],
+        execution.variables(cfg),
         "GPU-hours billed against GPU-hours of actual work, and their cost, per execution and per GPU model.",
         time_from="now-7d",
+        scope=execution.in_cluster(cfg),
     )

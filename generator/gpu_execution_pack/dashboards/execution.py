@@ -51,8 +51,49 @@ def selected(series: Series) -> Selector:
 
 
 def query(expr: Expr, legend: str = "") -> Query:
-    """A panel target: ``expr`` printed as PromQL."""
-    return Query(promql.render(expr), legend)
+    """A panel target: ``expr``, printed as PromQL (within the dashboard's cluster) by ``house.render``."""
+    return Query(expr, legend)
+
+
+# The cluster variable, where ``cluster_label`` is set: fixed like VARIABLE (links carry var-cluster),
+# whatever the label is named.
+CLUSTER_VARIABLE = "cluster"
+# Recorded once for every cluster, without the cluster label: no cluster matcher on it.
+SHARED_SERIES = frozenset({catalog.PRICE.name})
+
+
+def cluster_matchers(cfg: Config) -> tuple[Matcher, ...]:
+    """The matcher of the dashboard's cluster, where ``cluster_label`` is set; none otherwise."""
+    label = cfg.cluster_label
+    return (match(label, f"${CLUSTER_VARIABLE}"),) if label else ()
+
+
+def in_cluster(cfg: Config) -> Callable[[Expr], Expr]:
+    """What puts a query within the dashboard's cluster: every selector but a shared series' gets the
+    cluster matcher (both sides of a join are then of that cluster). Unchanged without ``cluster_label``."""
+    matchers = cluster_matchers(cfg)
+
+    def scoped(node: Expr) -> Expr | None:
+        if isinstance(node, Selector) and node.metric not in SHARED_SERIES:
+            return Selector(node.metric, (*matchers, *node.matchers))
+        return None
+
+    return lambda expr: promql.transform(expr, scoped) if matchers else expr
+
+
+def variables(cfg: Config, *queried: tuple[str, str, Series, str]) -> list[dict[str, object]]:
+    """The data source, the cluster where ``cluster_label`` is set, then each (name, label, series, label
+    of its values) of ``queried``: a query variable over that label's values, within the cluster."""
+    # label_values() is Grafana's variable query, not PromQL: it names a selector and a label.
+    matchers = cluster_matchers(cfg)
+    out = [house.datasource_variable(cfg.dashboards.datasource_name)]
+    if matchers:
+        values = f"label_values({promql.render(catalog.EXECUTION_GPU_COUNT.select())}, {cfg.cluster_label})"
+        out.append(house.query_variable(CLUSTER_VARIABLE, "Cluster", values))
+    for name, label, series, of in queried:
+        values = f"label_values({promql.render(series.select(*matchers))}, {of})"
+        out.append(house.query_variable(name, label, values))
+    return out
 
 
 def plot(series: Series, legend: str = GPU_LEGEND) -> Query:
@@ -508,14 +549,15 @@ def rows(cfg: Config) -> list[Section]:
 # --- The dashboard ----------------------------------------------------------------------------
 
 
-def alert_annotations() -> dict[str, object]:
-    """The execution's firing alerts, marked on every panel."""
+def alert_annotations(cfg: Config) -> dict[str, object]:
+    """The execution's firing alerts (those of the dashboard's cluster), marked on every panel."""
+    firing = in_cluster(cfg)(selector("ALERTS", match("alertstate", "firing"), SEL))
     return {
         "name": "Alerts",
         "datasource": house.DATASOURCE,
         "enable": True,
         "iconColor": "red",
-        "expr": promql.render(selector("ALERTS", match("alertstate", "firing"), SEL)),
+        "expr": promql.render(firing),
         "titleFormat": "{{alertname}}",
         "textFormat": "{{hostname}} GPU {{gpu}}",
         "step": "1m",
@@ -524,17 +566,12 @@ def alert_annotations() -> dict[str, object]:
 
 def render(cfg: Config) -> str:
     """The Execution dashboard as JSON text."""
-    # label_values() is Grafana's variable query, not PromQL: it names the series and the label.
-    executions = f"label_values({catalog.EXECUTION_GPU_COUNT.name}, {catalog.EXECUTION_LABEL})"
-    variables = [
-        house.datasource_variable(cfg.dashboards.datasource_name),
-        house.query_variable(VARIABLE, "Execution", executions),
-    ]
     panels = house.layout([overview(cfg), *rows(cfg)])
     return house.render(
         title(cfg),
         panels,
-        variables,
+        variables(cfg, (VARIABLE, "Execution", catalog.EXECUTION_GPU_COUNT, catalog.EXECUTION_LABEL)),
         "One execution: whether it used the GPUs it was billed for, OOM risk, throttling, and its hosts.",
-        annotations=[alert_annotations()],
+        annotations=[alert_annotations(cfg)],
+        scope=in_cluster(cfg),
     )

@@ -19,12 +19,14 @@ def title(cfg: Config) -> str:
 
 
 def execution_link(cfg: Config) -> str:
-    """The Execution dashboard for the row's execution, over the same time range."""
+    """The Execution dashboard for the row's execution (in the same cluster), over the same time range."""
     uid = house.uid_for(execution.title(cfg))
     variables = (
         f"var-{execution.VARIABLE}=${{__data.fields.{catalog.EXECUTION_LABEL}}}"
         f"&var-{house.DATASOURCE_VARIABLE}=${{{house.DATASOURCE_VARIABLE}}}"
     )
+    if cfg.cluster_label:
+        variables += f"&var-{execution.CLUSTER_VARIABLE}=${{{execution.CLUSTER_VARIABLE}}}"
     return f"/d/{uid}?{variables}&${{__url_time_range}}"
 
 
@@ -229,7 +231,8 @@ def render(cfg: Config) -> str:
     return house.render(
         title(cfg),
         house.layout([now(cfg), waste(cfg), disagreement(cfg), shared(cfg), health(cfg)]),
-        [house.datasource_variable(cfg.dashboards.datasource_name)],
+        execution.variables(cfg),
         "Every execution at once: waste, GPUs that look busy and are not, shared GPUs, throttling, OOM risk and "
         "utilisation by GPU model.",
+        scope=execution.in_cluster(cfg),
     )

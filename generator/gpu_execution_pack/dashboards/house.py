@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from grafanalib import core
 from grafanalib._gen import DashboardEncoder
+
+from gpu_execution_pack import promql
+from gpu_execution_pack.promql import Expr
 
 SCHEMA_VERSION = 39  # Grafana 10.4 and 11
 DATASOURCE_VARIABLE = "datasource"
@@ -50,9 +54,9 @@ LEGACY_KEYS = {
 
 @dataclass(frozen=True)
 class Query:
-    """One PromQL target of a panel."""
+    """One PromQL target of a panel: a tree, printed when the dashboard is rendered."""
 
-    expr: str
+    expr: Expr
     legend: str = ""
     instant: bool = False
 
@@ -70,6 +74,7 @@ class Section:
 
 
 def targets(queries: list[Query], table_format: bool = False) -> list[core.Target]:
+    """The panel's targets, each holding its query's tree until ``render`` prints it."""
     return [
         core.Target(
             expr=q.expr,
@@ -261,8 +266,13 @@ def render(
     annotations: list[dict[str, Any]] | None = None,
     tags: tuple[str, ...] = ("gpu", "dcgm"),
     time_from: str = "now-24h",
+    scope: Callable[[Expr], Expr] | None = None,
 ) -> str:
-    """The dashboard as current-format JSON text, keys sorted."""
+    """The dashboard as current-format JSON text, keys sorted; every target's query passes through
+    ``scope`` (where given) before it is printed."""
+    for panel in panels:
+        for target in getattr(panel, "targets", None) or []:
+            target.expr = promql.render(scope(target.expr) if scope else target.expr)
     dashboard = core.Dashboard(
         title=title,
         description=description,
