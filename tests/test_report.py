@@ -222,7 +222,7 @@ def test_the_fleet_views_top_rows_are_those_of_the_whole_ranking(loaded):
     whole, head, figures = asyncio.run(run())
     assert {r["executionId"] for r in whole["top"]} == {e.id for e in SCENARIO.executions}
     for row in whole["top"]:
-        f = figures[row["executionId"]]
+        f = figures[("", row["executionId"])]
         billed, worked = f.billed_seconds / 3600, f.worked_seconds / 3600
         assert (row["gpuHoursBilled"], row["gpuHoursWorked"]) == pytest.approx((billed, worked), abs=1e-4)
         # Read for the named top rows, the rest of the row is what reading every execution gives.

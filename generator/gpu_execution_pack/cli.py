@@ -18,6 +18,9 @@ from gpu_execution_pack.output import stale_files, write_all
 from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, rule_files
 
 DEFAULT_BUILD_DIR = Path("build/promtool")
+CLUSTER_HELP = (
+    "the cluster (value of cluster_label) that holds the execution; needed only when several clusters hold its id"
+)
 
 
 def _write(files: dict[Path, str], directory: Path, patterns: tuple[str, ...]) -> int:
@@ -186,6 +189,7 @@ def cmd_query(args: argparse.Namespace) -> int:
                 args.end,
                 args.step,
                 timeout=cfg.api.timeout_seconds,
+                cluster=args.cluster,
             ),
             then=write,
         )
@@ -208,11 +212,15 @@ def cmd_report(args: argparse.Namespace) -> int:
         print("error: give an EXECUTION_ID, or --since DURATION for the fleet view", file=sys.stderr)
         return 2
     if args.since is not None:
-        body = ask_prometheus(args, lambda cfg, client: document.fleet_summary(cfg, client, args.since, args.top))
+        body = ask_prometheus(
+            args, lambda cfg, client: document.fleet_summary(cfg, client, args.since, args.top, cluster=args.cluster)
+        )
     else:
         body = ask_prometheus(
             args,
-            lambda cfg, client: document.execution_summary(cfg, client, args.execution_id, args.start, args.end),
+            lambda cfg, client: document.execution_summary(
+                cfg, client, args.execution_id, args.start, args.end, cluster=args.cluster
+            ),
         )
     if isinstance(body, int):
         return body
@@ -292,6 +300,7 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--start", help="ISO 8601 (default: the execution's first sample)")
     q.add_argument("--end", help="ISO 8601 (default: its last sample, or now while it reports)")
     q.add_argument("--step", help="Prometheus duration (default 15s)")
+    q.add_argument("--cluster", help=CLUSTER_HELP)
     q.set_defaults(func=cmd_query)
     r = with_config(
         sub.add_parser("report", help="an execution's report with verdicts, or (--since) the fleet ranked by waste")
@@ -303,6 +312,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--prometheus", help="Prometheus URL (default: api.prometheus_url)")
     r.add_argument("--start", help="ISO 8601 (default: the execution's first sample)")
     r.add_argument("--end", help="ISO 8601 (default: its last sample)")
+    r.add_argument("--cluster", help=CLUSTER_HELP + "; with --since, only that cluster's executions")
     r.set_defaults(func=cmd_report)
     sv = with_config(sub.add_parser("serve", help="serve GET /api/v2/external/execution/{id}/metrics"))
     sv.add_argument("--host", default="127.0.0.1")

@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from gpu_execution_pack.api.auth import ALL_TENANTS, INSECURE_FLAG, load_keys, no_keys_message, tenant_for
 from gpu_execution_pack.api.metrics import respond
-from gpu_execution_pack.api.openapi import FLEET_PATH, ID, PATH, SERIES, SUMMARY_PATH, openapi_document
+from gpu_execution_pack.api.openapi import CLUSTER, FLEET_PATH, ID, PATH, SERIES, SUMMARY_PATH, openapi_document
 from gpu_execution_pack.api.responses import Document, HeaderLimit, answer, error
 from gpu_execution_pack.config import Config, ConfigError
 from gpu_execution_pack.query.execution import ExecutionMetrics
@@ -111,9 +111,17 @@ class Routes:
         timeout = self.cfg.api.timeout_seconds
 
         async def work(tenant: str | None) -> Document:
-            series = once(q, SERIES)
+            series, cluster = once(q, SERIES), once(q, CLUSTER)
             return await respond(
-                self.started(), execution_id, q.get("start"), q.get("end"), q.get("step"), tenant, timeout, series
+                self.started(),
+                execution_id,
+                q.get("start"),
+                q.get("end"),
+                q.get("step"),
+                tenant,
+                timeout,
+                series,
+                cluster,
             )
 
         return await self.serve(request, work)
@@ -121,12 +129,14 @@ class Routes:
     async def execution_summary(self, request: Request) -> Response:
         """GET SUMMARY_PATH: the execution's report."""
         q, execution_id = request.query_params, request.path_params[ID]
-        return await self.serve(
-            request,
-            lambda tenant: document.execution_summary(
-                self.cfg, self.started().prometheus, execution_id, q.get("start"), q.get("end"), tenant=tenant
-            ),
-        )
+
+        async def work(tenant: str | None) -> dict[str, Any]:
+            prometheus, cluster = self.started().prometheus, once(q, CLUSTER)
+            return await document.execution_summary(
+                self.cfg, prometheus, execution_id, q.get("start"), q.get("end"), tenant=tenant, cluster=cluster
+            )
+
+        return await self.serve(request, work)
 
     async def fleet_summary(self, request: Request) -> Response:
         """GET FLEET_PATH: the tenant's executions ranked by GPU-hours wasted."""
@@ -140,7 +150,7 @@ class Routes:
                     f"top: {top[:20]!r} is not accepted; accepted: a whole number from 1 to {document.MAX_FLEET_TOP}",
                 )
             return await document.fleet_summary(
-                self.cfg, self.started().prometheus, q.get("since", "7d"), int(top), tenant
+                self.cfg, self.started().prometheus, q.get("since", "7d"), int(top), tenant, cluster=once(q, CLUSTER)
             )
 
         return await self.serve(request, work)
@@ -168,12 +178,11 @@ class Routes:
 
 def once(q: QueryParams, name: str) -> str | None:
     """Query parameter ``name``'s value, None if absent; a 400 if it is given more than once, since which
-    one would count is a guess (its names go in one value, separated by commas)."""
+    one would count is a guess (``series``' names go in one value, separated by commas)."""
     values = q.getlist(name)
     if len(values) > 1:
-        raise RequestError(
-            400, f"{name}: given {len(values)} times; accepted: once, the names in one value separated by commas"
-        )
+        accepted = "once, the names in one value separated by commas" if name == SERIES else "once"
+        raise RequestError(400, f"{name}: given {len(values)} times; accepted: {accepted}")
     return values[0] if values else None
 
 

@@ -35,8 +35,15 @@ def assemble(execution_id: str, params: Params, window: Window, answers: list[li
 
 
 def head(execution_id: str, params: Params, window: Window) -> dict[str, Any]:
-    """The document's keys before ``series``."""
-    return {"executionId": execution_id, "start": iso(window.start), "end": iso(window.end), "step": params.step_text}
+    """The document's keys before ``series``; ``cluster`` only where a cluster label is configured."""
+    cluster = {} if params.cluster is None else {"cluster": params.cluster}
+    return {
+        "executionId": execution_id,
+        **cluster,
+        "start": iso(window.start),
+        "end": iso(window.end),
+        "step": params.step_text,
+    }
 
 
 def encode_values(series: catalog.Series, samples: list[list[float]]) -> bytes:

@@ -29,6 +29,7 @@ async def respond(
     tenant: str | None = None,
     timeout: float = math.inf,
     series: str | None = None,
+    cluster: str | None = None,
 ) -> bytes | MetricsStream:
     """What the endpoint answers: the document's JSON, or, for a window of more than STREAM_POINTS
     points, a :class:`MetricsStream` whose first piece has been fetched (the bytes are the same).
@@ -36,15 +37,16 @@ async def respond(
     Large documents are converted and encoded in a worker thread, off the event loop. Once a
     stream's headers are sent, each later piece must arrive within ``timeout`` seconds of the
     stream waiting for it (api.timeout_seconds; the caller bounds everything before). ``series``
-    is the request's parameter as given: comma-separated API names, None for the default answer.
+    is the request's parameter as given: comma-separated API names, None for the default answer;
+    ``cluster`` too (None: not given).
     """
-    params, window = await metrics.request_window(execution_id, start, end, step, tenant, series)
+    params, window = await metrics.request_window(execution_id, start, end, step, tenant, series, cluster)
     if window.points > STREAM_POINTS:
         stream = MetricsStream(metrics, execution_id, params, window, tenant)
-        await stream.open(await metrics.entries(execution_id, window, tenant, params.series))
+        await stream.open(await metrics.entries(execution_id, window, tenant, params.series, params.cluster))
         stream.timeout = timeout
         return stream
-    answers = await metrics.answers(execution_id, window, tenant, params.series)
+    answers = await metrics.answers(execution_id, window, tenant, params.series, params.cluster)
     if sum(len(r["values"]) for result in answers for r in result) <= OFFLOAD_SAMPLES:
         return orjson.dumps(assemble(execution_id, params, window, answers))
     return await off_loop(lambda: orjson.dumps(assemble(execution_id, params, window, answers)))

@@ -16,12 +16,21 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.api.responses import MAX_HEADER_BYTES
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql.durations import DURATION_PATTERN
-from gpu_execution_pack.query.params import DEFAULT_STEP, MAX_ID_LENGTH, MAX_STEP, MIN_STEP, TIME_EXAMPLE
+from gpu_execution_pack.query.params import (
+    DEFAULT_STEP,
+    MAX_CLUSTER_LENGTH,
+    MAX_ID_LENGTH,
+    MAX_STEP,
+    MIN_STEP,
+    TIME_EXAMPLE,
+)
 from gpu_execution_pack.query.prometheus import READY_QUERY
 from gpu_execution_pack.report.document import MAX_FLEET_TOP
 
 ID = "execution_id"  # the path parameter that carries the execution id, whose pattern the config sets
 SERIES = "series"  # the metrics route's query parameter that names the series to answer
+CLUSTER = "cluster"  # the query parameter that names a cluster (only with a cluster label configured)
+ONE_EXECUTION, FILTER = "execution", "filter"  # what ``cluster`` does on a route: pick the execution's, or filter
 PATH = f"/api/v2/external/execution/{{{ID}}}/metrics"
 SUMMARY_PATH = f"/api/v2/external/execution/{{{ID}}}/summary"
 FLEET_PATH = "/api/v2/external/executions/summary"
@@ -66,6 +75,7 @@ class Operation:
     errors: tuple[str, ...] = ()  # statuses of ERRORS, and 504 (``too_slow``)
     too_slow: str = PAST_DEADLINE
     public: bool = False  # answered without a bearer token
+    cluster: str = ""  # with a cluster label configured: ONE_EXECUTION or FILTER (the ``cluster`` parameter)
 
 
 ROUTES: dict[str, Operation] = {
@@ -108,6 +118,7 @@ ROUTES: dict[str, Operation] = {
             SERIES_PARAMETER,
         ),
         ("400", "401", "404", "431", "502", "504"),
+        cluster=ONE_EXECUTION,
     ),
     SUMMARY_PATH: Operation(
         "An execution's report: utilisation, memory, power, energy, cost, alerts and verdicts",
@@ -124,6 +135,7 @@ ROUTES: dict[str, Operation] = {
         ),
         ("400", "401", "431", "502", "504", "404"),
         REPORT_PAST_DEADLINE,
+        cluster=ONE_EXECUTION,
     ),
     FLEET_PATH: Operation(
         "The key's executions of the last `since`, ranked by GPU-hours wasted",
@@ -138,6 +150,7 @@ ROUTES: dict[str, Operation] = {
         ),
         ("400", "401", "431", "502", "504"),
         REPORT_PAST_DEADLINE,
+        cluster=FILTER,
     ),
     "/healthz": Operation(
         "Liveness: the process is up (Prometheus is not asked)", {"200": ('{"status": "ok"}', "Status")}, public=True
@@ -205,7 +218,7 @@ ENTRY = {
 def openapi_document(cfg: Config | None = None) -> dict[str, Any]:
     """The endpoint's OpenAPI 3.1 description for ``cfg`` (its id pattern); the series and units from the catalog."""
     cfg = cfg or Config()
-    return copy.deepcopy(  # a fresh document per call, as a literal would be: the tables stay as they are
+    document = copy.deepcopy(  # a fresh document per call, as a literal would be: the tables stay as they are
         {
             "openapi": "3.1.0",
             "info": {"title": "gpu-execution-pack metrics", "version": "2"},
@@ -217,6 +230,27 @@ def openapi_document(cfg: Config | None = None) -> dict[str, Any]:
             "paths": {path: {"get": operation(route, cfg)} for path, route in ROUTES.items()},
         }
     )
+    if cfg.cluster_label:
+        with_clusters(document["components"]["schemas"])
+    return document
+
+
+def with_clusters(schemas: dict[str, Any]) -> None:
+    """The schemas where a cluster label is configured: the documents name the execution's cluster, and a 409
+    lists the clusters that hold an id."""
+    for name in ("Metrics", "Summary"):
+        schemas[name]["required"].insert(1, CLUSTER)
+    schemas["Metrics"]["properties"] = {"executionId": {"type": "string"}, CLUSTER: {"type": "string"}} | {
+        k: v for k, v in schemas["Metrics"]["properties"].items() if k != "executionId"
+    }
+    schemas["Ambiguous"] = {
+        "type": "object",
+        "required": ["error", "clusters"],
+        "properties": {
+            "error": {"type": "string"},
+            "clusters": {"type": "array", "items": {"type": "string"}, "description": "The clusters, sorted"},
+        },
+    }
 
 
 def metrics_schema() -> dict[str, Any]:
@@ -262,15 +296,40 @@ def series_schema(series: catalog.Series) -> dict[str, Any]:
 def operation(route: Operation, cfg: Config) -> dict[str, Any]:
     """A route's ``get`` object: its parameters (the id's pattern from ``cfg``) and its responses."""
     out: dict[str, Any] = {"summary": route.summary}
+    clustered = route.cluster if cfg.cluster_label else ""
     if route.parameters:
         out["parameters"] = [id_parameter(cfg) if p == ID else p for p in route.parameters]
+    if clustered:
+        out["parameters"].append(cluster_parameter(cfg, clustered))
     if route.public:
         out["security"] = []
     out["responses"] = {
         **{status: response(description, schema) for status, (description, schema) in route.answers.items()},
         **{status: response(route.too_slow if status == "504" else ERRORS[status], "Error") for status in route.errors},
     }
+    if clustered == ONE_EXECUTION:
+        out["responses"]["409"] = response(
+            f"The execution id exists in more than one cluster and no {CLUSTER} was given: the clusters are listed",
+            "Ambiguous",
+        )
     return out
+
+
+def cluster_parameter(cfg: Config, does: str) -> dict[str, Any]:
+    """The ``cluster`` query parameter: a value of the configured cluster label."""
+    if does == ONE_EXECUTION:
+        description = (
+            f"The cluster ({cfg.cluster_label} label) that holds the execution; required only when the id exists in "
+            "more than one cluster this key may see (else 409), otherwise the one cluster that holds it"
+        )
+    else:
+        description = f"Only the executions of this cluster ({cfg.cluster_label} label); default: every cluster"
+    return {
+        "name": CLUSTER,
+        "in": "query",
+        "schema": {"type": "string", "minLength": 1, "maxLength": MAX_CLUSTER_LENGTH},
+        "description": description,
+    }
 
 
 def id_parameter(cfg: Config) -> dict[str, Any]:

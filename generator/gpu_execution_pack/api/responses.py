@@ -59,9 +59,11 @@ class StreamedJSON(StreamingResponse):
 Document = dict[str, Any] | bytes | MetricsStream  # what a route's work answers with
 
 
-def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    """The JSON error every route answers with: ``{"error": message}``."""
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
+def error(
+    status: int, message: str, headers: dict[str, str] | None = None, details: dict[str, Any] | None = None
+) -> JSONResponse:
+    """The JSON error every route answers with: ``{"error": message}``, and ``details``' keys where given."""
+    return JSONResponse({"error": message, **(details or {})}, status_code=status, headers=headers)
 
 
 async def answer(request: Request, work: Callable[[], Awaitable[Document]], timeout: float, upstream: str) -> Response:
@@ -101,7 +103,9 @@ def response_for(outcome: Document | RequestError | PrometheusError) -> Response
     """The response for a route's outcome: its error as a JSON error, else its document as JSON."""
     if isinstance(outcome, PrometheusError):
         log.warning("prometheus: %s", outcome)
-    if isinstance(outcome, RequestError | PrometheusError):
+    if isinstance(outcome, RequestError):
+        return error(outcome.status, str(outcome), details=outcome.details)
+    if isinstance(outcome, PrometheusError):
         return error(outcome.status, str(outcome))
     if isinstance(outcome, MetricsStream):
         return StreamedJSON(outcome)

@@ -68,6 +68,7 @@ class MetricsStream:
         self.params = params
         self.window = window
         self.tenant = tenant
+        self.cluster_label = owner.cfg.cluster_label  # matched through the execution's own matchers
         self.timeout = math.inf  # once the headers are sent, how long the stream waits for any one piece
         self.pending: deque[asyncio.Task[tuple[dict[str, str] | None, bytes]]] = deque()
         self.entries: dict[str, list[dict[str, str]]] = {}  # set by ``open``
@@ -122,7 +123,8 @@ class MetricsStream:
             piece.series,
             self.execution_id,
             self.tenant,
-            *(match(k, v) for k, v in piece.labels.items() if k != catalog.EXECUTION_LABEL),
+            *(match(k, v) for k, v in piece.labels.items() if k not in (catalog.EXECUTION_LABEL, self.cluster_label)),
+            cluster=self.params.cluster,
         )
         answer = await self.owner.prometheus.range_answer(query, piece.start, piece.end, self.window.step)
         return await off_loop(self.encode, piece, answer)

@@ -15,7 +15,7 @@ import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gpu_execution_pack import catalog
@@ -29,6 +29,7 @@ from gpu_execution_pack.promql import (
     match,
     on,
     parse_duration_seconds,
+    partitioned,
     render,
     selector,
 )
@@ -62,6 +63,7 @@ class Span:
     first: float
     last: float
     running: bool
+    cluster: str | None = None  # the cluster that holds it (None: no cluster label configured)
 
 
 def seconds(n: int) -> str:
@@ -113,6 +115,16 @@ def resolve_window(params: Params, span: Span, max_points: float, now: float) ->
     return window
 
 
+def ambiguous(execution_id: str, label: str, clusters: list[str]) -> RequestError:
+    """The 409 for an execution id that more than one cluster holds, the request naming none of them."""
+    return RequestError(
+        409,
+        f"cluster: execution {execution_id!r} exists in {len(clusters)} clusters ({label}: {', '.join(clusters)}); "
+        "accepted: a cluster parameter naming one of them",
+        {"clusters": clusters},
+    )
+
+
 def too_many_points(params: Params, points: int, start: float, end: float, max_points: float) -> RequestError:
     """The 400 for a window of more than ``max_points`` points, naming the parameter the client set."""
     most = int(max_points)
@@ -141,18 +153,25 @@ class ExecutionMetrics:
         self.api = cfg.api
         self.prometheus = prometheus
         self.id_pattern = re.compile(cfg.api.execution_id_pattern)
-        # Spans of finished executions, by (id, tenant): 3 round trips saved per repeated request.
-        self.finished: OrderedDict[tuple[str, str | None], tuple[Span, float]] = OrderedDict()
+        # Spans of finished executions, by (id, tenant, cluster): 3 round trips saved per repeated request.
+        self.finished: OrderedDict[tuple[str, str | None, str | None], tuple[Span, float]] = OrderedDict()
 
-    def selector(self, series: catalog.Series, execution_id: str, tenant: str | None, *matchers: Matcher) -> str:
-        """The query for one series of the execution, scoped to ``tenant`` (None: every tenant).
+    def execution(self, execution_id: str, cluster: str | None) -> tuple[Matcher, ...]:
+        """The matchers of one execution: its id, and its cluster's where one is named (None: any cluster)."""
+        own = match(catalog.EXECUTION_LABEL, execution_id)
+        return (own,) if cluster is None else (own, match(self.cfg.cluster_label, cluster))
+
+    def selector(
+        self, series: catalog.Series, execution_id: str, tenant: str | None, *matchers: Matcher, cluster: str | None
+    ) -> str:
+        """The query for one series of the execution in ``cluster``, scoped to ``tenant`` (None: every tenant).
 
         Per-GPU series carry the tenant label. Host series do not (a host is shared): they are
         kept only for the hosts where this tenant's GPUs of the execution are, so a tenant never
         sees the hosts of another tenant's execution under the same id. ``matchers`` narrow it
         further (to one entry, for a streamed window).
         """
-        return render(self.scoped(series, execution_id, tenant, lambda e: e, *matchers))
+        return render(self.scoped(series, execution_id, tenant, lambda e: e, *matchers, cluster=cluster))
 
     def scoped(
         self,
@@ -161,33 +180,34 @@ class ExecutionMetrics:
         tenant: str | None,
         read: Callable[[Expr], Expr],
         *matchers: Matcher,
+        cluster: str | None = None,
     ) -> Expr:
         """``read(selector)`` of one series of the execution, scoped to ``tenant`` as ``selector`` says.
 
         ``read`` maps a plain selector to what is asked of it (itself, or ``last_over_time`` of it); for
         host series under a tenant, the hosts of the tenant's GPUs are read the same way.
         """
-        execution = match(catalog.EXECUTION_LABEL, execution_id)
+        execution = self.execution(execution_id, cluster)
         per_gpu = series.labels == catalog.GPU_LABELS
-        return self.within_tenant(series.select(execution), per_gpu, execution, tenant, read, matchers)
+        return self.within_tenant(series.select(*execution), per_gpu, execution, tenant, read, matchers)
 
     def within_tenant(
         self,
         picked: Selector,
         per_gpu: bool,
-        execution: Matcher,
+        execution: tuple[Matcher, ...],
         tenant: str | None,
         read: Callable[[Expr], Expr] = lambda e: e,
         matchers: tuple[Matcher, ...] = (),
     ) -> Expr:
         """``read(picked)`` narrowed by ``matchers``, scoped to ``tenant`` (None: every tenant): per-GPU series
-        by their tenant label, host series to the hosts of the tenant's GPUs of the ``execution``."""
+        by their tenant label, host series to the hosts of the tenant's GPUs of the ``execution`` (its matchers)."""
         if tenant is None:
             return read(picked.where(*matchers))
         scoped = match(self.api.tenant_label, tenant)
         if per_gpu:
             return read(picked.where(scoped, *matchers))
-        hosts = aggregate("group", catalog.NODE_LABELS, read(catalog.GPU_PRESENCE.select(execution, scoped)))
+        hosts = aggregate("group", catalog.NODE_LABELS, read(catalog.GPU_PRESENCE.select(*execution, scoped)))
         return read(picked.where(*matchers)).and_(hosts, on(catalog.NODE_LABELS))
 
     def by_name(
@@ -196,32 +216,43 @@ class ExecutionMetrics:
         execution_id: str,
         tenant: str | None,
         series: tuple[catalog.Series, ...] = catalog.API_SERIES,
+        cluster: str | None = None,
     ) -> str | None:
         """One query for the ``series`` of a level (``catalog.GPU_LABELS`` or ``NODE_LABELS``), by name;
         None when none of them is of that level (nothing to ask)."""
         names = [s.name for s in series if s.labels == level]
         if not names:
             return None
-        execution = match(catalog.EXECUTION_LABEL, execution_id)
-        picked = selector("", match("__name__", "|".join(re.escape(n) for n in names), "=~"), execution)
+        execution = self.execution(execution_id, cluster)
+        picked = selector("", match("__name__", "|".join(re.escape(n) for n in names), "=~"), *execution)
         return render(self.within_tenant(picked, level == catalog.GPU_LABELS, execution, tenant))
 
-    async def span(self, execution_id: str, tenant: str | None) -> Span:
+    async def span(self, execution_id: str, tenant: str | None, cluster: str | None = None) -> Span:
         """First and last sample of the execution's GPU series, and whether it still reports; 404 if none.
 
         Samples are counted per hour over the lookback (one cheap pass over the data; a
         ``timestamp()`` subquery is far slower), then the first and last hour with samples are
-        read whole for the exact times.
+        read whole for the exact times. With a cluster label configured, they are counted per
+        cluster: the one that holds the execution is the span's, and an id that several clusters
+        hold (within the tenant) is a 409 unless ``cluster`` names one.
         """
-        presence = self.scoped(catalog.GPU_PRESENCE, execution_id, tenant, lambda e: e)
+        presence = self.scoped(catalog.GPU_PRESENCE, execution_id, tenant, lambda e: e, cluster=cluster)
         now = time.time()
         lookback = parse_duration_seconds(self.api.lookback)
         bucket = max(SPAN_BUCKET_SECONDS, math.ceil(lookback / CHUNK_POINTS))
-        counts = await self.prometheus.range(render(presence_counts(presence, bucket)), now - lookback, now, bucket)
+        label = self.cfg.cluster_label
+        counting = partitioned(presence_counts(presence, bucket), label)
+        counts = await self.prometheus.range(render(counting), now - lookback, now, bucket)
         hours = [t for c in counts for t, _ in c["values"]]
         not_found = RequestError(404, f"execution {execution_id!r} not found")
         if not hours:
             raise not_found
+        if label and cluster is None:
+            clusters = sorted({c["metric"].get(label, "") for c in counts})
+            if len(clusters) > 1:
+                raise ambiguous(execution_id, label, clusters)
+            cluster = clusters[0]
+            presence = self.scoped(catalog.GPU_PRESENCE, execution_id, tenant, lambda e: e, cluster=cluster)
         samples = render(presence.range(seconds(bucket)))
         first = await self.prometheus.instant(samples, at=min(hours))
         last = await self.prometheus.instant(samples, at=max(hours))
@@ -230,22 +261,24 @@ class ExecutionMetrics:
         if not firsts or not lasts:  # its samples left the retention between the queries
             raise not_found
         end = max(lasts)
-        return Span(min(firsts), end, now - end < LOOKBACK_SECONDS)  # within Prometheus' lookback: it reports
+        # Within Prometheus' lookback: it reports.
+        return Span(min(firsts), end, now - end < LOOKBACK_SECONDS, cluster)
 
-    async def window(self, execution_id: str, params: Params, tenant: str | None) -> Window:
-        """The grid a request for ``execution_id`` (already checked) is answered on (its span read from Prometheus)."""
-        span = await self.cached_span(execution_id, tenant)
-        return resolve_window(params, span, self.api.max_points, time.time())
+    async def window(self, execution_id: str, params: Params, tenant: str | None) -> tuple[Params, Window]:
+        """The grid a request for ``execution_id`` (already checked) is answered on (its span read from Prometheus),
+        and ``params`` naming the cluster that holds the execution."""
+        span = await self.cached_span(execution_id, tenant, params.cluster)
+        return replace(params, cluster=span.cluster), resolve_window(params, span, self.api.max_points, time.time())
 
-    async def cached_span(self, execution_id: str, tenant: str | None) -> Span:
+    async def cached_span(self, execution_id: str, tenant: str | None, cluster: str | None = None) -> Span:
         """``span``, kept SPAN_CACHE_SECONDS for an execution that has finished: its span does not change
         (unless its id is reused, which the expiry bounds). Running executions are always read anew."""
-        key, now = (execution_id, tenant), time.monotonic()
+        key, now = (execution_id, tenant, cluster), time.monotonic()
         kept = self.finished.get(key)
         if kept is not None and kept[1] > now:
             self.finished.move_to_end(key)
             return kept[0]
-        span = await self.span(execution_id, tenant)
+        span = await self.span(execution_id, tenant, cluster)
         if not span.running:
             self.finished[key] = (span, now + SPAN_CACHE_SECONDS)
             self.finished.move_to_end(key)
@@ -261,11 +294,13 @@ class ExecutionMetrics:
         step: str | None,
         tenant: str | None,
         series: str | None = None,
+        cluster: str | None = None,
     ) -> tuple[Params, Window]:
-        """A request's id and parameters checked, and the window they ask for (400s name what is wrong)."""
+        """A request's id and parameters checked, and the window they ask for (400s name what is wrong);
+        the parameters name the cluster that holds the execution (``Params.cluster``)."""
         check_execution_id(execution_id, self.id_pattern)
-        params = parse_params(start, end, step, series)
-        return params, await self.window(execution_id, params, tenant)
+        params = parse_params(start, end, step, series, cluster, self.cfg.cluster_label)
+        return await self.window(execution_id, params, tenant)
 
     async def answers(
         self,
@@ -273,9 +308,10 @@ class ExecutionMetrics:
         window: Window,
         tenant: str | None,
         series: tuple[catalog.Series, ...] = catalog.API_SERIES,
+        cluster: str | None = None,
     ) -> list[list[dict[str, Any]]]:
         """Prometheus' answers for the window: one range query per level (GPU, host) with any of ``series``
-        and chunk, in order."""
+        and chunk, in order; of the execution in ``cluster`` (None: no cluster label)."""
         limit = asyncio.Semaphore(CONCURRENCY)
 
         async def chunk(query: str, chunk_start: float, chunk_end: float) -> list[dict[str, Any]]:
@@ -285,7 +321,8 @@ class ExecutionMetrics:
         # One range query per level (GPU, host) and chunk, the series picked by name: a round trip per
         # series cost more than the data. Chunks come back in order, so values stay sorted.
         levels = (catalog.GPU_LABELS, catalog.NODE_LABELS)
-        queries = [q for level in levels if (q := self.by_name(level, execution_id, tenant, series)) is not None]
+        asked = (self.by_name(level, execution_id, tenant, series, cluster) for level in levels)
+        queries = [q for q in asked if q is not None]
         return await asyncio.gather(*(chunk(q, a, b) for q in queries for a, b in window.chunks(CHUNK_POINTS)))
 
     async def entries(
@@ -294,6 +331,7 @@ class ExecutionMetrics:
         window: Window,
         tenant: str | None,
         series: tuple[catalog.Series, ...] = catalog.API_SERIES,
+        cluster: str | None = None,
     ) -> dict[str, list[dict[str, str]]]:
         """The label sets each of ``series`` may have an entry for in the window, in the document's order.
 
@@ -311,7 +349,7 @@ class ExecutionMetrics:
             return call("last_over_time", e.range(reach))
 
         async def found(one: catalog.Series) -> list[dict[str, str]]:
-            query = render(self.scoped(one, execution_id, tenant, last))
+            query = render(self.scoped(one, execution_id, tenant, last, cluster=cluster))
             async with limit:
                 result = await self.prometheus.range(query, window.start, window.end + every, every)
             labels = {}

@@ -7,7 +7,7 @@ accepted, so the API answers it as a 400 and the CLI prints it as is.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from gpu_execution_pack import catalog
@@ -22,14 +22,16 @@ TIME_EXAMPLE = "2026-12-02T10:00:00Z"
 EARLIEST = datetime(1, 1, 1, tzinfo=UTC)  # times must fall in years 1 to 9999 once converted to UTC
 LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)
 SERIES_SEPARATOR = ","  # between the API names of the ``series`` parameter
+MAX_CLUSTER_LENGTH = 256  # a cluster name's most characters (any string is a label value: only its length is held)
 
 
 class RequestError(Exception):
     """The request cannot be answered: ``status`` is the HTTP status, the message says why."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, details: dict[str, object] | None = None):
         super().__init__(message)
         self.status = status
+        self.details = details or {}  # more keys of the JSON error body, beside ``error``
 
 
 def bad(message: str) -> RequestError:
@@ -78,6 +80,9 @@ class Params:
     step: float
     step_text: str
     series: tuple[catalog.Series, ...] = catalog.API_SERIES
+    # The cluster asked for (None: not given, or no cluster label configured); once the execution is
+    # found, the cluster that holds it.
+    cluster: str | None = field(default=None)
 
 
 def check_execution_id(execution_id: str, pattern: re.Pattern[str]) -> None:
@@ -151,13 +156,36 @@ def parse_series(value: str | None) -> tuple[catalog.Series, ...]:
     return tuple(s for s in catalog.SERVABLE_SERIES if s.api_name in names)
 
 
-def parse_params(start: str | None, end: str | None, step: str | None, series: str | None = None) -> Params:
+def parse_cluster(value: str | None, cluster_label: str) -> str | None:
+    """The ``cluster`` parameter: None when not given; refused when the pack has no ``cluster_label``, and
+    when empty or longer than MAX_CLUSTER_LENGTH (any other string may be a label's value)."""
+    if value is None:
+        return None
+    if not cluster_label:
+        raise bad("cluster: the pack has no cluster label configured (cluster_label is empty); accepted: no cluster")
+    accepted = f"accepted: a cluster's name ({cluster_label} label), 1 to {MAX_CLUSTER_LENGTH} characters"
+    if not value:
+        raise bad(f"cluster: empty; {accepted}")
+    if len(value) > MAX_CLUSTER_LENGTH:
+        raise bad(f"cluster: {shown(value)} is too long; {accepted}")
+    return value
+
+
+def parse_params(
+    start: str | None,
+    end: str | None,
+    step: str | None,
+    series: str | None = None,
+    cluster: str | None = None,
+    cluster_label: str = "",
+) -> Params:
     """The request's parameters as far as they can be checked without the execution: syntax, range, order."""
     step_s = parse_step(step)
     start_s, end_s = parse_time("start", start), parse_time("end", end)
     if start_s is not None and end_s is not None and end_s < start_s:
         raise bad(f"end: before start ({iso(end_s)} < {iso(start_s)}); accepted: an end at or after start")
-    return Params(start_s, end_s, step_s, DEFAULT_STEP if step is None else step, parse_series(series))
+    step_text = DEFAULT_STEP if step is None else step
+    return Params(start_s, end_s, step_s, step_text, parse_series(series), parse_cluster(cluster, cluster_label))
 
 
 def iso(ts: float) -> str:

@@ -15,7 +15,7 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.query.execution import ExecutionMetrics
-from gpu_execution_pack.query.params import RequestError, check_execution_id, iso, parse_time
+from gpu_execution_pack.query.params import RequestError, check_execution_id, iso, parse_cluster, parse_time
 from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.report import figures as fig
 from gpu_execution_pack.report.verdicts import judge
@@ -203,6 +203,11 @@ def power_block(f: fig.ExecutionFigures, joules: float | None, source: str) -> d
     }
 
 
+def cluster_of(cfg: Config, f: fig.ExecutionFigures) -> dict[str, str]:
+    """The ``cluster`` key of an execution's document or row: only where a cluster label is configured."""
+    return {"cluster": f.cluster} if cfg.cluster_label else {}
+
+
 def summary(
     cfg: Config, f: fig.ExecutionFigures, start: float, end: float, running: bool, expected_samples: int | None
 ) -> dict[str, Any]:
@@ -210,6 +215,7 @@ def summary(
     joules, source = energy(f)
     return {
         "executionId": f.execution_id,
+        **cluster_of(cfg, f),
         "start": iso(start),
         "end": iso(end),
         "durationSeconds": round(end - start, 3),
@@ -235,8 +241,10 @@ async def execution_summary(
     start: str | None = None,
     end: str | None = None,
     tenant: str | None = None,
+    cluster: str | None = None,
 ) -> dict[str, Any]:
-    """The report of one execution over its span (or ``start``..``end``); ``tenant`` None: every tenant."""
+    """The report of one execution over its span (or ``start``..``end``); ``tenant`` None: every tenant;
+    ``cluster`` None: the one cluster that holds it (a 409 when several do)."""
     metrics = ExecutionMetrics(cfg, prometheus)
     check_execution_id(execution_id, metrics.id_pattern)
     start_s, end_s = parse_time("start", start), parse_time("end", end)
@@ -244,7 +252,7 @@ async def execution_summary(
         raise RequestError(
             400, f"end: before start ({iso(end_s)} < {iso(start_s)}); accepted: an end at or after start"
         )
-    span = await metrics.span(execution_id, tenant)
+    span = await metrics.span(execution_id, tenant, parse_cluster(cluster, cfg.cluster_label))
     first, last, running = span.first, span.last, span.running
     start_s = first if start_s is None else max(start_s, first)
     end_s = last if end_s is None else min(end_s, last)
@@ -252,17 +260,18 @@ async def execution_summary(
         raise RequestError(
             400, f"start..end: the execution has no samples between them (it ran {iso(first)} to {iso(last)})"
         )
-    scope = fig.Scope(cfg, execution_id, tenant)
+    scope = fig.Scope(cfg, execution_id, tenant, cluster=span.cluster)
     # Alerts about lost telemetry fire after the last sample: read them a telemetry_missing.window on.
     after = 0.0 if running else min(parse_duration_seconds(cfg.alerts.telemetry_missing.window), time.time() - end_s)
     found = await fig.collect(cfg, prometheus, scope, end_s - start_s, end_s, max(after, 0.0))
-    if execution_id not in found:
+    key = (span.cluster or "", execution_id)
+    if key not in found:
         raise RequestError(404, f"execution {execution_id!r} not found")
-    figures = found[execution_id]
+    figures = found[key]
     step = max(figures.gpu_interval, (end_s - start_s) / MAX_HEAVY_PHASE_POINTS)
     figures.heavy_phase_start, heavy = await fig.heavy_phase(cfg, prometheus, scope, start_s, end_s, step)
     for g in figures.gpus:
-        g.util_heavy_mean = heavy.get(fig.key_of({**g.labels}, fig.GPU_KEY))
+        g.util_heavy_mean = heavy.get(fig.key_of({**g.labels}, scope.gpu_key))
     await fig.co_holders(prometheus, scope, end_s - start_s, end_s, figures)
     expected_samples = round((end_s - start_s) / figures.gpu_interval) + 1
     return summary(cfg, figures, start_s, end_s, running and end is None, expected_samples)
@@ -277,6 +286,7 @@ def fleet_row(cfg: Config, f: fig.ExecutionFigures, waste: fig.Waste) -> dict[st
     verdicts = judge(f, cfg, running=f.reporting_at_end, expected_samples=None)
     return {
         "executionId": f.execution_id,
+        **cluster_of(cfg, f),
         "gpus": len(f.gpus),
         "models": sorted({g.labels.get(catalog.MODEL_LABEL, "") for g in f.gpus}),
         "gpuHoursBilled": rounded(billed, 4),
@@ -295,9 +305,10 @@ async def fleet_summary(
     top: int = 20,
     tenant: str | None = None,
     at: float | None = None,
+    cluster: str | None = None,
 ) -> dict[str, Any]:
     """Executions with samples in the ``since`` before ``at`` (default: now), ranked by GPU-hours wasted
-    (billed less worked)."""
+    (billed less worked); of one ``cluster``, or of all (two clusters' executions of one id are two rows)."""
     try:
         window = parse_duration_seconds(since)
     except ValueError:
@@ -307,18 +318,19 @@ async def fleet_summary(
         raise RequestError(400, f"since: {since!r} is not accepted; accepted: above 0 and at most {cfg.api.lookback}")
     if not 1 <= top <= MAX_FLEET_TOP:
         raise RequestError(400, f"top: {top} is not accepted; accepted: 1 to {MAX_FLEET_TOP}")
+    cluster = parse_cluster(cluster, cfg.cluster_label)
     now = time.time() if at is None else at
-    scope = fig.Scope(cfg, None, tenant)
+    scope = fig.Scope(cfg, None, tenant, cluster=cluster)
     # Ranked on two queries over every execution; the figures and verdicts are read for the top rows only
     # (named in the queries while few), so the view's cost grows with ``top``, not with the fleet.
     known_intervals = await fig.intervals(cfg, prometheus)
     ranking = await fig.waste_by_execution(cfg, prometheus, scope, window, now, known_intervals[0])
-    ranking.sort(key=lambda w: (-round(w.wasted_seconds / 3600, 4), w.execution_id))
+    ranking.sort(key=lambda w: (-round(w.wasted_seconds / 3600, 4), w.execution_id, w.cluster))
     shown = ranking[:top]
     if shown and len(shown) <= fig.MAX_NAMED:
-        scope = fig.Scope(cfg, None, tenant, [w.execution_id for w in shown])
+        scope = fig.Scope(cfg, None, tenant, {w.execution_id for w in shown}, cluster)
     found = await fig.collect(cfg, prometheus, scope, window, now, known_intervals=known_intervals) if shown else {}
-    rows = [fleet_row(cfg, found[w.execution_id], w) for w in shown if w.execution_id in found]
+    rows = [fleet_row(cfg, found[w.key], w) for w in shown if w.key in found]
     billed = sum(w.billed_seconds for w in ranking) / 3600
     return {
         "since": since,

@@ -1,7 +1,8 @@
 """The figures of an execution report, read from the recorded series with a few instant queries.
 
 Every figure is an ``*_over_time`` of a recorded series over the span, evaluated at the span's
-end, grouped by execution and GPU (or host). The same queries answer one execution (an
+end, grouped by execution and GPU (or host), and by cluster where a cluster label is configured:
+two clusters' executions of the same id are two executions. The same queries answer one execution (an
 ``execution_id`` matcher) and the fleet (none): one implementation behind ``report ID`` and
 ``report --since``. Times are counted in recorded samples times the interval of the group that
 records them, so GPU-hours are exact to the rule interval.
@@ -33,6 +34,7 @@ from gpu_execution_pack.promql import (
     match,
     on,
     parse_duration_seconds,
+    partitioned,
     render,
     selector,
 )
@@ -150,6 +152,7 @@ class ExecutionFigures:
     execution_id: str
     gpu_interval: float  # seconds between samples of the per-GPU series
     derived_interval: float  # seconds between samples of the alert inputs, conditions and alerts
+    cluster: str = ""  # the cluster that holds it ("" without a cluster label)
     gpus: list[GpuFigures] = field(default_factory=list)
     hosts: list[HostFigures] = field(default_factory=list)
     alerts: list[AlertFigures] = field(default_factory=list)
@@ -189,23 +192,51 @@ def any_execution(ids: Iterable[str]) -> Matcher:
     return match(EXECUTION_LABEL, "|".join(re.escape(eid) for eid in ids), "=~")
 
 
-class Scope:
-    """Which series a report reads: one execution, a few named ones (``named``) or all, of one tenant or all."""
+Key = tuple[str, str]  # an execution's cluster ("" without a cluster label) and id
 
-    def __init__(self, cfg: Config, execution_id: str | None, tenant: str | None, named: Iterable[str] = ()):
+
+class Scope:
+    """Which series a report reads: one execution, a few named ones (``named``) or all, of one tenant or all,
+    in one cluster (``cluster``) or all.
+
+    With a cluster label configured, every query is computed per cluster (``query``) and every figure
+    is keyed by it too (``gpu_key``, ``host_key``, ``key``).
+    """
+
+    def __init__(
+        self,
+        cfg: Config,
+        execution_id: str | None,
+        tenant: str | None,
+        named: Iterable[str] = (),
+        cluster: str | None = None,
+    ):
         self.cfg = cfg
         self.tenant_value = tenant
         self.execution = [match(EXECUTION_LABEL, execution_id)] if execution_id else []
         if ids := sorted(named):
             self.execution = [any_execution(ids)]
         self.tenant = [match(cfg.api.tenant_label, tenant)] if tenant else []
+        self.cluster_value = cluster
+        self.cluster = [match(cfg.cluster_label, cluster)] if cluster is not None and cfg.cluster_label else []
+        self.label = cfg.cluster_label
+        partition = (self.label,) if self.label else ()
+        self.gpu_key, self.host_key = (*partition, *GPU_KEY), (*partition, *HOST_KEY)
+
+    def key(self, metric: dict[str, str]) -> Key:
+        """The execution a result belongs to: its cluster ("" without a cluster label) and id."""
+        return (metric.get(self.label, "") if self.label else "", metric.get(EXECUTION_LABEL, ""))
+
+    def query(self, expr: Expr) -> str:
+        """``expr`` as PromQL, computed apart for each cluster where a cluster label is configured."""
+        return render(partitioned(expr, self.label))
 
     def gpu(self, series: Series) -> Expr:
-        return series.select(*self.execution, *self.tenant)
+        return series.select(*self.execution, *self.cluster, *self.tenant)
 
     def host(self, series: Series) -> Expr:
         """Host series carry no tenant: they are kept for the hosts the tenant's GPUs are on."""
-        expr = series.select(*self.execution)
+        expr = series.select(*self.execution, *self.cluster)
         if not self.tenant:
             return expr
         hosts = aggregate("group", HOST_KEY, self.gpu(catalog.GPU_PRESENCE))
@@ -213,7 +244,7 @@ class Scope:
 
     def host_over(self, function: str, series: Series, window: str) -> Expr:
         """``function`` over ``window`` of a host series, kept for the hosts the tenant's GPUs were on in it."""
-        expr = over(function, series.select(*self.execution), window)
+        expr = over(function, series.select(*self.execution, *self.cluster), window)
         if not self.tenant:
             return expr
         hosts = aggregate("group", HOST_KEY, over("count_over_time", self.gpu(catalog.GPU_PRESENCE), window))
@@ -225,7 +256,7 @@ class Scope:
         tenant = []
         if self.tenant_value is not None:
             tenant = [match(self.cfg.api.tenant_label, re.escape(self.tenant_value) + "|", "=~")]
-        return selector(ALERTS_METRIC, match("alertstate", "firing"), *executions, *tenant)
+        return selector(ALERTS_METRIC, match("alertstate", "firing"), *executions, *self.cluster, *tenant)
 
 
 def span_range(seconds: float) -> str:
@@ -364,60 +395,65 @@ def alerts_query(scope: Scope, window: str) -> Expr:
 
 
 def read_gpus(
-    results: dict[str, list[dict[str, Any]]], fields: Iterable[str], intervals: tuple[float, float]
-) -> dict[str, ExecutionFigures]:
+    results: dict[str, list[dict[str, Any]]], fields: Iterable[str], intervals: tuple[float, float], scope: Scope
+) -> dict[Key, ExecutionFigures]:
     """The executions and their GPUs: every GPU with utilisation samples, its ``fields`` and the series it has."""
-    executions: dict[str, ExecutionFigures] = {}
+    executions: dict[Key, ExecutionFigures] = {}
     gpus: dict[tuple[str, ...], GpuFigures] = {}
     for r in results["samples"]:
-        key = key_of(r["metric"], GPU_KEY)
-        labels = {k: v for k, v in zip(GPU_KEY, key, strict=True) if v}
+        key, execution = key_of(r["metric"], scope.gpu_key), scope.key(r["metric"])
+        labels = {k: v for k, v in zip(scope.gpu_key, key, strict=True) if v}
         gpus[key] = GpuFigures(labels, samples=int(value_of(r)))
-        if key[0] not in executions:
-            executions[key[0]] = ExecutionFigures(key[0], *intervals)
-        executions[key[0]].gpus.append(gpus[key])
+        if execution not in executions:
+            executions[execution] = ExecutionFigures(execution[1], *intervals, cluster=execution[0])
+        executions[execution].gpus.append(gpus[key])
     for name in fields:
         if name == "samples":
             continue
         for r in results[name]:
-            target = gpus.get(key_of(r["metric"], GPU_KEY))
+            target = gpus.get(key_of(r["metric"], scope.gpu_key))
             value = value_of(r)
             if target is not None and math.isfinite(value):
                 current = getattr(target, name)
                 setattr(target, name, int(value) if isinstance(current, int) else value)
     for series in REQUIRED_GPU_SERIES:
         for r in results[series.name]:
-            target = gpus.get(key_of(r["metric"], GPU_KEY))
+            target = gpus.get(key_of(r["metric"], scope.gpu_key))
             if target is not None:
                 target.present.add(series.name)
     return executions
 
 
 def read_hosts(
-    results: dict[str, list[dict[str, Any]]], fields: Iterable[str], executions: dict[str, ExecutionFigures]
+    results: dict[str, list[dict[str, Any]]],
+    fields: Iterable[str],
+    executions: dict[Key, ExecutionFigures],
+    scope: Scope,
 ) -> None:
     """Each execution's hosts and their ``fields`` (None where not a number)."""
     hosts: dict[tuple[str, ...], HostFigures] = {}
     for name in fields:
         for r in results[name]:
-            key = key_of(r["metric"], HOST_KEY)
-            if key[0] not in executions:
+            key, execution = key_of(r["metric"], scope.host_key), scope.key(r["metric"])
+            if execution not in executions:
                 continue  # a host series without GPU series in the window: nothing to report on
             if key not in hosts:
-                hosts[key] = HostFigures(key[1])
-                executions[key[0]].hosts.append(hosts[key])
+                hosts[key] = HostFigures(key[-1])
+                executions[execution].hosts.append(hosts[key])
             value = value_of(r)
             setattr(hosts[key], name, value if math.isfinite(value) else None)
 
 
-def read_executions(results: dict[str, list[dict[str, Any]]], executions: dict[str, ExecutionFigures]) -> None:
+def read_executions(
+    results: dict[str, list[dict[str, Any]]], executions: dict[Key, ExecutionFigures], scope: Scope
+) -> None:
     """The execution-wide figures of ``execution_queries`` and the alerts that fired; GPUs, hosts and
     alerts in a stable order."""
 
     def of(name: str) -> Iterable[tuple[ExecutionFigures, dict[str, Any]]]:
         for r in results[name]:
-            if (eid := r["metric"].get(EXECUTION_LABEL, "")) in executions:
-                yield executions[eid], r
+            if (execution := scope.key(r["metric"])) in executions:
+                yield executions[execution], r
 
     for figures, r in of("low_util_samples"):
         figures.low_util_samples = int(value_of(r))
@@ -425,14 +461,12 @@ def read_executions(results: dict[str, list[dict[str, Any]]], executions: dict[s
         figures.cpu_during_low_util = value_of(r)
     for figures, _ in of("reporting_at_end"):
         figures.reporting_at_end = True
-    firing: dict[str, list[AlertFigures]] = defaultdict(list)
+    firing: dict[Key, list[AlertFigures]] = defaultdict(list)
     for r in results["alerts"]:
         m = r["metric"]
-        firing[m.get(EXECUTION_LABEL, "")].append(
-            AlertFigures(m.get("alertname", ""), m.get("severity", ""), value_of(r))
-        )
-    for eid, figures in executions.items():
-        figures.alerts = sorted(firing.get(eid, []), key=lambda x: (x.alertname, x.severity))
+        firing[scope.key(m)].append(AlertFigures(m.get("alertname", ""), m.get("severity", ""), value_of(r)))
+    for execution, figures in executions.items():
+        figures.alerts = sorted(firing.get(execution, []), key=lambda x: (x.alertname, x.severity))
         figures.gpus.sort(key=lambda x: tuple(x.labels.get(k, "") for k in GPU_KEY))
         figures.hosts.sort(key=lambda x: x.hostname)
 
@@ -445,8 +479,9 @@ async def collect(
     at: float,
     alerts_after: float = 0.0,
     known_intervals: tuple[float, float] | None = None,
-) -> dict[str, ExecutionFigures]:
-    """Figures of every execution in ``scope`` with samples in the ``window_seconds`` before ``at``.
+) -> dict[Key, ExecutionFigures]:
+    """Figures of every execution in ``scope`` with samples in the ``window_seconds`` before ``at``, by
+    cluster ("" without a cluster label) and id.
 
     Alerts are read ``alerts_after`` seconds beyond ``at`` too: an execution whose telemetry
     stopped is told so by alerts that fire after its last sample. ``known_intervals``: ``intervals``'
@@ -459,11 +494,11 @@ async def collect(
     asked = [(expr, at) for expr in queries.values()]
     alerts_window = span_range(window_seconds + alerts_after)
     asked.append((alerts_query(scope, alerts_window), at + alerts_after))
-    answers = await asyncio.gather(*(prometheus.instant(render(expr), at=when) for expr, when in asked))
+    answers = await asyncio.gather(*(prometheus.instant(scope.query(expr), at=when) for expr, when in asked))
     results = dict(zip([*queries, "alerts"], answers, strict=True))
-    executions = read_gpus(results, gpu, (gpu_interval, derived_interval))
-    read_hosts(results, host, executions)
-    read_executions(results, executions)
+    executions = read_gpus(results, gpu, (gpu_interval, derived_interval), scope)
+    read_hosts(results, host, executions, scope)
+    read_executions(results, executions, scope)
     await util_high_without_engine(cfg, prometheus, scope, w, at, executions)
     return dict(sorted(executions.items()))
 
@@ -475,6 +510,12 @@ class Waste:
     execution_id: str
     billed_seconds: float
     worked_seconds: float
+    cluster: str = ""  # the cluster that holds it ("" without a cluster label)
+
+    @property
+    def key(self) -> Key:
+        """The execution's key among ``collect``'s figures."""
+        return (self.cluster, self.execution_id)
 
     @property
     def wasted_seconds(self) -> float:
@@ -504,11 +545,12 @@ async def waste_by_execution(
         by_execution(over("sum_over_time", util, window)),
         shared,
     )
-    answers = await asyncio.gather(*(prometheus.instant(render(expr), at=at) for expr in asked))
-    billed, worked, sharing = ({r["metric"].get(EXECUTION_LABEL, ""): value_of(r) for r in a} for a in answers)
+    answers = await asyncio.gather(*(prometheus.instant(scope.query(expr), at=at) for expr in asked))
+    billed, worked, sharing = ({scope.key(r["metric"]): value_of(r) for r in a} for a in answers)
     if sharing:
         # A shared GPU's samples and utilisation, replaced by its share and worked series summed.
-        named = Scope(cfg, None, scope.tenant_value, sharing) if len(sharing) <= MAX_NAMED else scope
+        ids = {eid for _, eid in sharing}
+        named = Scope(cfg, None, scope.tenant_value, ids, scope.cluster_value) if len(ids) <= MAX_NAMED else scope
         on_shared = over("min_over_time", named.gpu(catalog.GPU_SHARE), window).lt(1)
         corrections = (
             over("sum_over_time", named.gpu(catalog.GPU_SHARE), window)
@@ -517,15 +559,15 @@ async def waste_by_execution(
             - over("sum_over_time", named.gpu(catalog.GPU_UTILIZATION), window),
         )
         answers = await asyncio.gather(
-            *(prometheus.instant(render(by_execution(c.and_(on_shared))), at=at) for c in corrections)
+            *(prometheus.instant(scope.query(by_execution(c.and_(on_shared))), at=at) for c in corrections)
         )
         for sums, answer in zip((billed, worked), answers, strict=True):
             for r in answer:
-                eid = r["metric"].get(EXECUTION_LABEL, "")
-                sums[eid] = sums.get(eid, 0.0) + value_of(r)
+                execution = scope.key(r["metric"])
+                sums[execution] = sums.get(execution, 0.0) + value_of(r)
     return [
-        Waste(eid, samples * gpu_interval, worked.get(eid, 0.0) * gpu_interval)
-        for eid, samples in sorted(billed.items())
+        Waste(eid, samples * gpu_interval, worked.get((cluster, eid), 0.0) * gpu_interval, cluster)
+        for (cluster, eid), samples in sorted(billed.items())
         if eid
     ]
 
@@ -536,41 +578,42 @@ async def util_high_without_engine(
     scope: Scope,
     w: Window,
     at: float,
-    executions: dict[str, ExecutionFigures],
+    executions: dict[Key, ExecutionFigures],
 ) -> None:
     """For GPUs without engine activity, how many samples had utilisation at or above the stall's threshold:
     that long, the report cannot tell a stalled GPU from a busy one. One query, and only where such GPUs exist
     (exporters before 4.0, a profiling lock held by Nsight)."""
-    blind = sorted({eid for eid, f in executions.items() if any(g.engine_mean is None for g in f.gpus)})
+    blind = sorted({eid for (_, eid), f in executions.items() if any(g.engine_mean is None for g in f.gpus)})
     if not blind:
         return
     # Named in the query while few, so it reads only their series; beyond, the URL would grow past what
     # proxies accept, and the scope's series are read instead (the others' answers are not used).
     named = [any_execution(blind)] if len(blind) <= MAX_NAMED else []
-    util = catalog.GPU_UTILIZATION.select(*named, *scope.execution, *scope.tenant)
+    util = catalog.GPU_UTILIZATION.select(*named, *scope.execution, *scope.cluster, *scope.tenant)
     high = util.ge(cfg.alerts.gpu_stalled.util_threshold)
-    result = await prometheus.instant(render(call("count_over_time", Range(high, w.window, w.step))), at=at)
-    gpus = {key_of(g.labels, GPU_KEY): g for f in executions.values() for g in f.gpus if g.engine_mean is None}
+    result = await prometheus.instant(scope.query(call("count_over_time", Range(high, w.window, w.step))), at=at)
+    gpus = {key_of(g.labels, scope.gpu_key): g for f in executions.values() for g in f.gpus if g.engine_mean is None}
     for r in result:
-        if (target := gpus.get(key_of(r["metric"], GPU_KEY))) is not None:
+        if (target := gpus.get(key_of(r["metric"], scope.gpu_key))) is not None:
             target.util_high_samples = int(value_of(r))
 
 
 async def co_holders(
     prometheus: PrometheusClient, scope: Scope, window_seconds: float, at: float, f: ExecutionFigures
 ) -> None:
-    """Name, on each of ``f``'s shared GPUs, the other executions (within the scope's tenant) that held it at
-    the same moments as ``f`` did: those with a share under 1 while ``f``'s was."""
+    """Name, on each of ``f``'s shared GPUs, the other executions (within the scope's tenant and cluster) that
+    held it at the same moments as ``f`` did: those with a share under 1 while ``f``'s was."""
     if not any(g.shared for g in f.gpus):
         return
-    own = catalog.GPU_SHARE.select(match(EXECUTION_LABEL, f.execution_id), *scope.tenant).lt(1)
-    others = catalog.GPU_SHARE.select(*scope.tenant).lt(1).and_(own, on(catalog.DEVICE_LABELS))
+    within = (*scope.cluster, *scope.tenant)
+    own = catalog.GPU_SHARE.select(match(EXECUTION_LABEL, f.execution_id), *within).lt(1)
+    others = catalog.GPU_SHARE.select(*within).lt(1).and_(own, on(catalog.DEVICE_LABELS))
     window = span_range(window_seconds)
     step = format_duration(f.gpu_interval)
     expr = aggregate(
         "group", (EXECUTION_LABEL, *catalog.DEVICE_LABELS), call("count_over_time", Range(others, window, step))
     )
-    result = await prometheus.instant(render(expr), at=at)
+    result = await prometheus.instant(scope.query(expr), at=at)
     for g in f.gpus:
         if g.shared:
             device = key_of(g.labels, catalog.DEVICE_LABELS)
@@ -586,9 +629,9 @@ async def heavy_phase(
     cfg: Config, prometheus: PrometheusClient, scope: Scope, start: float, end: float, step: float
 ) -> tuple[float | None, dict[tuple[str, ...], float]]:
     """When the heavy phase starts (the execution's GPU memory first at ``report.heavy_phase_memory_share``
-    of its peak) and each GPU's mean utilisation from then to ``end``."""
+    of its peak) and each GPU's mean utilisation from then to ``end``, by ``scope.gpu_key``."""
     used = aggregate("sum", (EXECUTION_LABEL,), scope.gpu(catalog.GPU_MEMORY_USED))
-    points = await prometheus.range(render(used), start, end, step)
+    points = await prometheus.range(scope.query(used), start, end, step)
     values = [(float(t), float(v)) for r in points for t, v in r["values"] if math.isfinite(float(v))]
     if not values:
         return None, {}
@@ -596,5 +639,6 @@ async def heavy_phase(
     share = cfg.report.heavy_phase_memory_share
     begin = next(t for t, v in values if v >= share * peak)
     window = format_duration(max(1.0, end - begin))
-    result = await prometheus.instant(render(over("avg_over_time", scope.gpu(catalog.GPU_UTILIZATION), window)), at=end)
-    return begin, {key_of(r["metric"], GPU_KEY): float(r["values"][0][1]) for r in result}
+    mean = over("avg_over_time", scope.gpu(catalog.GPU_UTILIZATION), window)
+    result = await prometheus.instant(scope.query(mean), at=end)
+    return begin, {key_of(r["metric"], scope.gpu_key): float(r["values"][0][1]) for r in result}

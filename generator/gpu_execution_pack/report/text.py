@@ -48,7 +48,7 @@ def render_execution(doc: dict[str, Any]) -> str:
     gpus, u, mem, power, cost = doc["gpus"], doc["utilization"], doc["memory"], doc["power"], doc["cost"]
     lines = [
         "=" * 72,
-        f"  GPU execution report: {doc['executionId']}",
+        f"  GPU execution report: {doc['executionId']}" + (f" (cluster {doc['cluster']})" if "cluster" in doc else ""),
         "=" * 72,
         f"  Span:      {doc['start']} to {doc['end']} ({duration(doc['durationSeconds'])})"
         + ("  [running]" if doc["running"] else ""),
@@ -103,17 +103,20 @@ def render_execution(doc: dict[str, Any]) -> str:
 
 
 def render_fleet(doc: dict[str, Any]) -> str:
-    """The fleet ranking as a table, most GPU-hours wasted first."""
+    """The fleet ranking as a table, most GPU-hours wasted first; a cluster column where rows name one."""
+    clustered = any("cluster" in row for row in doc["top"])
     lines = [
         f"Executions in the last {doc['since']}: {doc['executions']}; GPU-hours billed {doc['gpuHoursBilled']}, "
         f"wasted {doc['gpuHoursWasted']}",
         "",
-        f"{'execution':<28} {'GPUs':>4} {'billed':>9} {'wasted':>9} {'eff.':>6}  verdicts",
+        (f"{'cluster':<16} " if clustered else "")
+        + f"{'execution':<28} {'GPUs':>4} {'billed':>9} {'wasted':>9} {'eff.':>6}  verdicts",
     ]
     for row in doc["top"]:
         eff = "n/a" if row["efficiencyPercent"] is None else f"{row['efficiencyPercent']:.0f}%"
+        cluster = f"{row.get('cluster', ''):<16} " if clustered else ""
         lines.append(
-            f"{row['executionId']:<28} {row['gpus']:>4} {row['gpuHoursBilled']:>9.2f} {row['gpuHoursWasted']:>9.2f} "
-            f"{eff:>6}  {', '.join(row['verdicts'])}"
+            f"{cluster}{row['executionId']:<28} {row['gpus']:>4} {row['gpuHoursBilled']:>9.2f} "
+            f"{row['gpuHoursWasted']:>9.2f} {eff:>6}  {', '.join(row['verdicts'])}"
         )
     return "\n".join(lines) + "\n"

@@ -1,0 +1,112 @@
+"""The ``cluster`` parameter without Prometheus: its checks, the OpenAPI document, the queries' cluster matcher."""
+
+from __future__ import annotations
+
+import pytest
+from gpu_execution_pack.api.app import FLEET_PATH, PATH, SUMMARY_PATH, create_app
+from gpu_execution_pack.api.openapi import openapi_document
+from gpu_execution_pack.config import config_from_mapping
+from gpu_execution_pack.query.params import MAX_CLUSTER_LENGTH, RequestError, parse_cluster, parse_params
+from gpu_execution_pack.report import figures, text
+from starlette.testclient import TestClient
+
+ADMIN = "admin-key-0123456789"
+CLOSED = "http://127.0.0.1:9"  # nothing listens: a request that reached Prometheus would be a 502
+
+
+def config(cluster_label: str):
+    return config_from_mapping({"cluster_label": cluster_label, "api": {"prometheus_url": CLOSED}})
+
+
+def refusal(value: str | None, label: str) -> str:
+    with pytest.raises(RequestError) as caught:
+        parse_cluster(value, label)
+    assert caught.value.status == 400
+    return str(caught.value)
+
+
+def test_a_cluster_is_any_nonempty_value_of_bounded_length():
+    assert parse_cluster(None, "cluster") is None
+    assert parse_cluster(None, "") is None
+    assert parse_cluster('eu-west "1" {}', "cluster") == 'eu-west "1" {}'  # a label value may hold anything
+    assert parse_cluster("x" * MAX_CLUSTER_LENGTH, "cluster") == "x" * MAX_CLUSTER_LENGTH
+    assert refusal("", "cluster").startswith("cluster: empty; accepted: a cluster's name")
+    too_long = refusal("x" * (MAX_CLUSTER_LENGTH + 1), "cluster")
+    assert too_long.startswith("cluster: ") and f"1 to {MAX_CLUSTER_LENGTH} characters" in too_long
+    assert len(too_long) < 200  # the value is not echoed back whole
+
+
+def test_a_cluster_without_a_cluster_label_is_refused_saying_so():
+    message = refusal("a", "")
+    assert message.startswith("cluster: the pack has no cluster label configured")
+    assert parse_params(None, None, None).cluster is None
+    assert parse_params(None, None, None, None, "a", "cluster").cluster == "a"
+
+
+@pytest.mark.parametrize("path", [PATH, SUMMARY_PATH, FLEET_PATH])
+def test_the_routes_answer_a_bad_cluster_400_before_asking_prometheus(path):
+    headers = {"Authorization": f"Bearer {ADMIN}"}
+    url = path.format(execution_id="train-0001")
+    with TestClient(create_app(config(""), {ADMIN: "*"})) as client:
+        response = client.get(url, params={"cluster": "a"}, headers=headers)
+        assert response.status_code == 400
+        assert response.json()["error"].startswith("cluster: the pack has no cluster label configured")
+    with TestClient(create_app(config("cluster"), {ADMIN: "*"})) as client:
+        empty = client.get(url, params={"cluster": ""}, headers=headers)
+        assert empty.status_code == 400 and empty.json()["error"].startswith("cluster: empty")
+        twice = client.get(f"{url}?cluster=a&cluster=b", headers=headers)
+        assert twice.status_code == 400 and twice.json() == {"error": "cluster: given 2 times; accepted: once"}
+
+
+def parameter_names(document: dict, path: str) -> list[str]:
+    return [p["name"] for p in document["paths"][path]["get"].get("parameters", [])]
+
+
+def test_the_openapi_document_lists_cluster_and_409_only_with_a_cluster_label():
+    plain, clustered = openapi_document(config("")), openapi_document(config("cluster"))
+    assert plain == openapi_document()
+    for path in (PATH, SUMMARY_PATH, FLEET_PATH):
+        assert "cluster" not in parameter_names(plain, path)
+        assert "cluster" in parameter_names(clustered, path)
+        assert "409" not in plain["paths"][path]["get"]["responses"]
+    for path in (PATH, SUMMARY_PATH):
+        conflict = clustered["paths"][path]["get"]["responses"]["409"]
+        assert conflict["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Ambiguous"}
+    assert "409" not in clustered["paths"][FLEET_PATH]["get"]["responses"]  # there the parameter only filters
+    schemas = clustered["components"]["schemas"]
+    assert schemas["Ambiguous"]["required"] == ["error", "clusters"]
+    assert "cluster" in schemas["Metrics"]["required"] and "cluster" in schemas["Summary"]["required"]
+    assert "Ambiguous" not in plain["components"]["schemas"]
+    assert "cluster" not in plain["components"]["schemas"]["Metrics"]["properties"]
+
+
+def test_an_executions_figures_carry_its_clusters_matcher_and_the_fleets_group_by_cluster():
+    cfg = config("cluster")
+    w = figures.Window("1h", "1m", 60.0)
+    one = figures.Scope(cfg, "train-0001", None, cluster="b")
+    for query in figures.gpu_queries(cfg, one, w).values():
+        assert 'cluster="b"' in one.query(query)
+    fleet = figures.Scope(cfg, None, None)
+    grouped = fleet.query(figures.execution_queries(fleet, w)["reporting_at_end"])
+    assert grouped.startswith("group by (cluster, execution_id)")
+    plain = figures.Scope(config(""), None, None)
+    assert plain.query(figures.execution_queries(plain, w)["reporting_at_end"]).startswith("group by (execution_id)")
+
+
+def fleet_document(rows: list[dict]) -> dict:
+    return {"since": "1d", "executions": len(rows), "gpuHoursBilled": 1.0, "gpuHoursWasted": 0.5, "top": rows}
+
+
+def test_the_fleet_table_has_a_cluster_column_only_where_rows_name_one():
+    row = {
+        "executionId": "train-0001",
+        "gpus": 2,
+        "gpuHoursBilled": 1.0,
+        "gpuHoursWasted": 0.5,
+        "efficiencyPercent": 50.0,
+        "verdicts": [],
+    }
+    plain = text.render_fleet(fleet_document([row])).splitlines()
+    assert plain[2].startswith("execution ") and plain[3].startswith("train-0001 ")
+    clustered = text.render_fleet(fleet_document([{**row, "cluster": "b"}])).splitlines()
+    assert clustered[2].startswith("cluster ") and clustered[3].split()[:2] == ["b", "train-0001"]
