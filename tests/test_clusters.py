@@ -54,6 +54,15 @@ def test_the_scenario_library_passes_with_a_cluster_label_on_every_series(tmp_pa
     assert suite_failures(testsuites.config_variants(config_from_mapping(CLUSTERED)), tmp_path) == ""
 
 
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+@pytest.mark.parametrize("mode", ["mapping", "kubernetes"])
+def test_each_attribution_mode_passes_with_a_cluster_label(tmp_path: Path, mode: str):
+    """The mapping metric and kube-state-metrics' pod labels carry the cluster too: joined per cluster."""
+    cfg = config_from_mapping({**CLUSTERED, "attribution": {"mode": mode}})
+    assert suite_failures(testsuites.config_variants(cfg), tmp_path) == ""
+
+
 def two_clusters(tmp_path: Path) -> str:
     variant = testsuites.Variant(
         "clusters", config_from_mapping(CLUSTERED), tuple(library.two_clusters()), together=True
