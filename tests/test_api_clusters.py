@@ -25,7 +25,7 @@ from gpu_execution_pack.query import execution
 from gpu_execution_pack.rules.files import all_groups
 from gpu_execution_pack.scenario import library, model
 from gpu_execution_pack.scenario.model import TRAINING, Execution, Gpu, Host, Scenario
-from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
+from gpu_execution_pack.scenario.render import Renderer
 from starlette.testclient import TestClient
 
 from harness.prometheus import Prometheus
@@ -37,12 +37,15 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("promtool_available")]
 LABEL = "cluster"
 ID = "train-0001"
 MINUTE = 12.5  # train-0001's compute phase in both clusters
-CLUSTER_A = library.training()
+# The renderer puts each scenario's cluster on every raw series, as each cluster's Prometheus adds its
+# external label.
+CLUSTER_A = replace(library.training(), cluster="a")
 CLUSTER_B = Scenario(
     "training, cluster b",
     "",
     (Host("h1"),),
     (Execution(ID, (Gpu("h1", 0), Gpu("h1", 1)), TRAINING, util_offsets=(-30, -40), namespace="physics"),),
+    cluster="b",
 )
 SCENARIOS = {"a": CLUSTER_A, "b": CLUSTER_B}
 
@@ -51,18 +54,13 @@ def config(url: str = "http://127.0.0.1:9") -> object:
     return config_from_mapping({"cluster_label": LABEL, "api": {"prometheus_url": url}})
 
 
-def in_cluster(series: list[RenderedSeries], name: str) -> list[RenderedSeries]:
-    """Every raw series with the cluster label, as each cluster's Prometheus adds it as an external label."""
-    return [replace(s, labels=tuple(sorted((*s.labels, (LABEL, name))))) for s in series]
-
-
 @pytest.fixture(scope="module")
 def two_clusters(tmp_path_factory: pytest.TempPathFactory):
     """A Prometheus holding both clusters' raw series and the rules' results, ended 15 minutes ago."""
     cfg = config()
     end = int(time.time()) // 60 * 60 - 15 * 60
     start = end - max(s.window_minutes for s in SCENARIOS.values()) * 60
-    series = [s for name, scenario in SCENARIOS.items() for s in in_cluster(Renderer(scenario, cfg).all_series(), name)]
+    series = [s for scenario in SCENARIOS.values() for s in Renderer(scenario, cfg).all_series()]
     server = Prometheus(tmp_path_factory.mktemp("clusters"))
     try:
         server.load(series, all_groups(cfg), start, end)

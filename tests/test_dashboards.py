@@ -445,11 +445,12 @@ def two_clusters(prometheus, tmp_path_factory: pytest.TempPathFactory):
     series labelled with its cluster, over the window of ``prometheus`` (the training alone, no cluster)."""
     _, start, end, _ = prometheus
     cfg = config_from_mapping({"cluster_label": "cluster"})
-    series = [
-        dataclasses.replace(s, labels=(*s.labels, ("cluster", name)))
-        for name, scenario in (("a", library.training_in("4.8")), ("b", other_cluster()))
-        for s in render.Renderer(scenario, cfg).all_series()
-    ]
+    # The renderer puts each scenario's cluster on every raw series, as its Prometheus' external label would.
+    clusters = (
+        dataclasses.replace(library.training_in("4.8"), cluster="a"),
+        dataclasses.replace(other_cluster(), cluster="b"),
+    )
+    series = [s for scenario in clusters for s in render.Renderer(scenario, cfg).all_series()]
     server = Prometheus(tmp_path_factory.mktemp("prometheus-clusters"))
     try:
         server.load(series, all_groups(cfg), start, end)
