@@ -55,6 +55,8 @@ Kind = Literal[
     "url",
     "header",
     "header_value",
+    "count",
+    "port",
 ]
 # Mapping keys (these kinds) are held as sorted (key, value) pairs, so the config stays
 # hashable and its output does not depend on how the YAML was ordered.
@@ -100,6 +102,8 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: expected true or false, got {value!r}")
         return value
+    if isinstance(current, int):
+        return _check_int(value, kind, where)
     if isinstance(current, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
@@ -140,6 +144,17 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         if not (allow_empty and value == "") and not ok(value):
             also = " (or empty)" if allow_empty else ""
             raise ConfigError(f"{where}: {value!r} is not accepted; expected {accepted}{also}")
+    return value
+
+
+def _check_int(value: Any, kind: str, where: str) -> int:
+    """A whole number: a count (0 or more) or a TCP port."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{where}: expected a whole number, got {value!r}")
+    if kind == "port" and not 0 < value < 65536:
+        raise ConfigError(f"{where}: {value} is not accepted; expected a TCP port from 1 to 65535")
+    if value < 0:
+        raise ConfigError(f"{where}: {value} is not accepted; expected 0 or a whole number above 0")
     return value
 
 

@@ -635,6 +635,82 @@ class Report:
 
 
 @dataclass(frozen=True)
+class Sharding:
+    """Scrape shards split by host, and a ruler over the global view (docs/scaling.md)."""
+
+    shards: int = opt(
+        0,
+        "Number of scrape shards. Above 0, `generate` also writes `<rules_dir>/sharded/`: for each shard i "
+        "(0 to shards-1) its scrape jobs for dcgm-exporter and node_exporter, relabelled with `hashmod` on the "
+        "host so both exporters of a host land on one shard (`shard-<i>/scrape-static.yml`, "
+        "`scrape-file-sd.yml`, `scrape-kubernetes.yml`), the rule files every shard evaluates (`shards/`) and "
+        "those the central ruler evaluates over every shard's series (`ruler/`). 0: one Prometheus, nothing "
+        "written there.",
+        "One Prometheus spends too much of its time on the rules or holds too many series (docs/scaling.md).",
+        kind="count",
+    )
+    dcgm_job: str = opt(
+        "dcgm-exporter",
+        "Job name of the generated dcgm-exporter scrape job; keep it matched by `selectors.dcgm_targets`, which "
+        "the exporter-down alert reads.",
+        "Your dashboards or other rules expect another job name.",
+        kind="label",
+    )
+    node_job: str = opt(
+        "node-exporter",
+        "Job name of the generated node_exporter scrape job.",
+        "Your dashboards or other rules expect another job name, e.g. `node`.",
+        kind="label",
+    )
+    hosts: tuple[str, ...] = opt(
+        (),
+        "Static variant: the GPU hosts, each scraped at `<host>:<dcgm_port>` and `<host>:<node_port>`; every "
+        "shard lists them all and keeps its own share. Empty: the static jobs list no target.",
+        "You list targets by hand rather than through file or Kubernetes discovery.",
+    )
+    dcgm_port: int = opt(9400, "Static variant: dcgm-exporter's port on each host.", "Your exporter listens elsewhere.", kind="port")
+    node_port: int = opt(9100, "Static variant: node_exporter's port on each host.", "Your exporter listens elsewhere.", kind="port")
+    dcgm_file_sd: str = opt(
+        "/etc/prometheus/targets/dcgm-exporter/*.yml",
+        "File discovery variant: the files (glob) that list dcgm-exporter targets, as `host:port`.",
+        "Your discovery writes its target files elsewhere.",
+        kind="path",
+    )
+    node_file_sd: str = opt(
+        "/etc/prometheus/targets/node-exporter/*.yml",
+        "File discovery variant: the files (glob) that list node_exporter targets, as `host:port`; each host "
+        "must be spelled as in the dcgm-exporter files, since the host part of the address picks the shard.",
+        "Your discovery writes its target files elsewhere.",
+        kind="path",
+    )
+    dcgm_pod_selector: str = opt(
+        "app.kubernetes.io/name=dcgm-exporter",
+        "Kubernetes variant: the label selector of the dcgm-exporter pods (pod discovery; the shard is picked by "
+        "the pod's node). The default is the label of dcgm-exporter's Helm chart.",
+        "The GPU operator labels its exporter `app=nvidia-dcgm-exporter`.",
+        kind="text",
+    )
+    node_pod_selector: str = opt(
+        "app.kubernetes.io/name=prometheus-node-exporter",
+        "Kubernetes variant: the label selector of the node_exporter pods: kube-prometheus-stack's label.",
+        "Your node_exporter DaemonSet is labelled otherwise.",
+        kind="text",
+    )
+    dcgm_port_name: str = opt(
+        "metrics",
+        "Kubernetes variant: the name of dcgm-exporter's container port that serves its metrics.",
+        "Your pod spec names the port otherwise.",
+        kind="text",
+    )
+    node_port_name: str = opt(
+        "http-metrics",
+        "Kubernetes variant: the name of node_exporter's container port that serves its metrics.",
+        "Your pod spec names the port otherwise.",
+        kind="text",
+    )
+
+
+@dataclass(frozen=True)
 class Output:
     """Relative paths are read from the config file's directory (or the working directory without one)."""
 
@@ -728,6 +804,7 @@ class Config:
         Alertmanager, "The Alertmanager routing snippet that delivers the pack's alerts."
     )
     report: Report = section(Report, "The execution report (`gpu-execution-pack report` and the summary endpoint).")
+    sharding: Sharding = section(Sharding, "Scrape shards split by host and the central ruler (docs/scaling.md).")
     output: Output = section(Output, "Where generated files go.")
 
     @property
