@@ -654,13 +654,13 @@ class Sharding:
         "Job name of the generated dcgm-exporter scrape job; keep it matched by `selectors.dcgm_targets`, which "
         "the exporter-down alert reads.",
         "Your dashboards or other rules expect another job name.",
-        kind="label",
+        kind="name",
     )
     node_job: str = opt(
         "node-exporter",
         "Job name of the generated node_exporter scrape job.",
         "Your dashboards or other rules expect another job name, e.g. `node`.",
-        kind="label",
+        kind="name",
     )
     hosts: tuple[str, ...] = opt(
         (),
@@ -668,8 +668,12 @@ class Sharding:
         "shard lists them all and keeps its own share. Empty: the static jobs list no target.",
         "You list targets by hand rather than through file or Kubernetes discovery.",
     )
-    dcgm_port: int = opt(9400, "Static variant: dcgm-exporter's port on each host.", "Your exporter listens elsewhere.", kind="port")
-    node_port: int = opt(9100, "Static variant: node_exporter's port on each host.", "Your exporter listens elsewhere.", kind="port")
+    dcgm_port: int = opt(
+        9400, "Static variant: dcgm-exporter's port on each host.", "Your exporter listens elsewhere.", kind="port"
+    )
+    node_port: int = opt(
+        9100, "Static variant: node_exporter's port on each host.", "Your exporter listens elsewhere.", kind="port"
+    )
     dcgm_file_sd: str = opt(
         "/etc/prometheus/targets/dcgm-exporter/*.yml",
         "File discovery variant: the files (glob) that list dcgm-exporter targets, as `host:port`.",
@@ -688,25 +692,25 @@ class Sharding:
         "Kubernetes variant: the label selector of the dcgm-exporter pods (pod discovery; the shard is picked by "
         "the pod's node). The default is the label of dcgm-exporter's Helm chart.",
         "The GPU operator labels its exporter `app=nvidia-dcgm-exporter`.",
-        kind="text",
+        kind="name",
     )
     node_pod_selector: str = opt(
         "app.kubernetes.io/name=prometheus-node-exporter",
         "Kubernetes variant: the label selector of the node_exporter pods: kube-prometheus-stack's label.",
         "Your node_exporter DaemonSet is labelled otherwise.",
-        kind="text",
+        kind="name",
     )
     dcgm_port_name: str = opt(
         "metrics",
         "Kubernetes variant: the name of dcgm-exporter's container port that serves its metrics.",
         "Your pod spec names the port otherwise.",
-        kind="text",
+        kind="name",
     )
     node_port_name: str = opt(
         "http-metrics",
         "Kubernetes variant: the name of node_exporter's container port that serves its metrics.",
         "Your pod spec names the port otherwise.",
-        kind="text",
+        kind="name",
     )
 
 
