@@ -14,7 +14,7 @@ from gpu_execution_pack.output import to_yaml
 from gpu_execution_pack.rules import files as rule_files_module
 from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.rules.groups import RuleGroup
-from gpu_execution_pack.rules.sharding import VARIANTS, scrape_path, sharding_files
+from gpu_execution_pack.rules.sharding import VARIANTS, scrape_jobs, scrape_path, sharding_files
 
 SHARDS = 3
 
@@ -134,7 +134,10 @@ def test_sharding_keys_are_checked():
 
 
 @pytest.mark.usefixtures("promtool_available")
-@pytest.mark.parametrize("variant", VARIANTS)
+# Kubernetes discovery also in the e2e tier, which make test runs again on Prometheus 3.
+@pytest.mark.parametrize(
+    "variant", [pytest.param(v, marks=[pytest.mark.e2e] if v == "kubernetes" else []) for v in VARIANTS]
+)
 def test_promtool_accepts_a_prometheus_yml_built_from_each_snippet(tmp_path: Path, variant: str):
     cfg = sharded(tmp_path / "rules", hosts=["gpu-01", "10.0.0.7"])
     files = sharding_files(cfg, tmp_path / "rules")
@@ -152,11 +155,21 @@ def test_promtool_accepts_a_prometheus_yml_built_from_each_snippet(tmp_path: Pat
         try:
             promtool.run(["check", "config", str(config)])
         except promtool.PromtoolError as err:
-            # Debian's Prometheus package is built without Kubernetes discovery; make test's pass on the
-            # upstream 3.x build checks this variant.
+            # Debian's Prometheus package is built without Kubernetes discovery; make test's e2e pass on
+            # the upstream 3.x build checks this variant.
             if variant == "kubernetes" and "field kubernetes_sd_configs not found" in str(err):
                 pytest.skip("this promtool is built without Kubernetes discovery (Debian's package)")
             raise
     ruler = tmp_path / "ruler.yml"
     ruler.write_text(to_yaml({"rule_files": ruler_rules}))
     promtool.run(["check", "config", str(ruler)])
+
+
+def test_scaling_page_shows_the_generated_jobs():
+    from .conftest import REPO
+
+    page = (REPO / "docs" / "scaling.md").read_text()
+    cfg = config_from_mapping({"sharding": {"shards": 4, "hosts": ["gpu-01", "gpu-02"]}})
+    for variant, title in (("static", "static"), ("kubernetes", "kubernetes")):
+        block = page.split(f"<!-- generated: {title} shard 2 of 4 -->\n```yaml\n", 1)[1].split("```", 1)[0]
+        assert block == to_yaml({"scrape_configs": scrape_jobs(cfg, 2, variant)[:1]}), f"docs/scaling.md: {variant}"
