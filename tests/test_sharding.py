@@ -8,13 +8,21 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gpu_execution_pack import build, promtool
+from gpu_execution_pack import build, catalog, promtool
 from gpu_execution_pack.config import Config, ConfigError, config_from_mapping
 from gpu_execution_pack.output import to_yaml
+from gpu_execution_pack.promql import match, partitioned, render
 from gpu_execution_pack.rules import files as rule_files_module
-from gpu_execution_pack.rules.files import all_groups, rule_files
+from gpu_execution_pack.rules.files import RULER, all_groups, rule_files
 from gpu_execution_pack.rules.groups import RuleGroup
-from gpu_execution_pack.rules.sharding import VARIANTS, scrape_jobs, scrape_path, sharding_files
+from gpu_execution_pack.rules.sharding import (
+    VARIANTS,
+    heartbeat_path,
+    scrape_jobs,
+    scrape_path,
+    sharding_files,
+    shards_up,
+)
 
 SHARDS = 3
 
@@ -87,7 +95,7 @@ def test_every_group_runs_on_exactly_one_side_and_unchanged(tmp_path: Path):
     files = sharding_files(cfg, tmp_path)
     side = {"shards": [], "ruler": []}
     for path, text in files.items():
-        if path.name.endswith(".rules.yml"):
+        if path.name.endswith(".rules.yml") and path.parent.name in side:
             side[path.parent.name] += groups_in(text)
     everything = [g.name for g in all_groups(cfg)]
     assert sorted(side["shards"] + side["ruler"]) == sorted(everything)
@@ -97,10 +105,24 @@ def test_every_group_runs_on_exactly_one_side_and_unchanged(tmp_path: Path):
         side["ruler"]
     )
     whole = {g["name"]: g for text in rule_files(cfg, tmp_path).values() for g in yaml.safe_load(text)["groups"]}
+    guard = squeezed(render(shards_up(cfg)))
     for path, text in files.items():
-        if path.name.endswith(".rules.yml"):
+        if path.name.endswith(".rules.yml") and path.parent.name in side:
             for group in yaml.safe_load(text)["groups"]:
-                assert group == whole[group["name"]], f"{path}: {group['name']} differs from the unsharded file"
+                want = whole[group["name"]]
+                if path.parent.name == "ruler":  # each recording rule requires every shard's heartbeat
+                    assert [r.get("record") for r in group["rules"]] == [r.get("record") for r in want["rules"]]
+                    for got, rule in zip(group["rules"], want["rules"], strict=True):
+                        if "record" in rule:
+                            alone = squeezed(rule["expr"])
+                            assert squeezed(got["expr"]) in (f"{alone}andon(){guard}", f"({alone})andon(){guard}")
+                            got["expr"] = rule["expr"]
+                assert group == want, f"{path}: {group['name']} differs from the unsharded file"
+
+
+def squeezed(expr: str) -> str:
+    """An expression without its layout: what is left to compare once the printer has placed it."""
+    return re.sub(r"\s+", "", expr)
 
 
 def test_a_shard_group_reads_only_series_recorded_on_the_shard():
@@ -113,6 +135,115 @@ def test_a_shard_group_reads_only_series_recorded_on_the_shard():
             for metric in rule.inputs & made_by.keys():
                 where = rule_files_module.placement_of(made_by[metric])
                 assert where == rule_files_module.SHARD, f"{group.name} reads {metric}, recorded on the {where}"
+
+
+# --- The heartbeat guard: a stopped shard leaves gaps in the ruler's rollups -----------------------
+
+COUNT = catalog.EXECUTION_GPU_COUNT
+
+
+def heartbeat(shard: int, **labels: str) -> str:
+    return render(catalog.SHARD_UP.select(match("shard", str(shard)), *(match(k, v) for k, v in labels.items())))
+
+
+def gpu(shard: int, k: int) -> str:
+    return render(catalog.GPU_UTILIZATION.select(match("execution_id", "e"), match("UUID", f"GPU-{shard}-{k}")))
+
+
+def run_promtool_test(tmp_path: Path, rules: dict[Path, str], tests: list[dict]) -> None:
+    """``promtool test rules`` of ``tests`` (1 minute steps) over the rule files ``rules``."""
+    for path, text in rules.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    suite = tmp_path / "guard.test.yml"
+    doc = {"rule_files": [str(p) for p in rules], "evaluation_interval": "1m", "tests": tests}
+    suite.write_text(to_yaml(doc))
+    promtool.run(["test", "rules", str(suite)])
+
+
+def counted(*at: tuple[str, list[float]]) -> list[dict]:
+    """Checks of the execution's GPU count: at each eval time, the values it must have ([]: no sample)."""
+    want = render(COUNT.select(match("execution_id", "e")))
+    return [
+        {"expr": want, "eval_time": t, "exp_samples": [{"labels": want, "value": v} for v in values]}
+        for t, values in at
+    ]
+
+
+# Two GPUs on each of two shards; shard 1 and its GPUs stop after minute 5.
+STOPPED_SHARD = [
+    *({"series": heartbeat(0), "values": "1x20"}, {"series": heartbeat(1), "values": "1x5"}),
+    *({"series": gpu(0, k), "values": "0.5x20"} for k in range(2)),
+    *({"series": gpu(1, k), "values": "0.5x5"} for k in range(2)),
+]
+
+
+def execution_rules(cfg: Config, rules_dir: Path, guard: bool = True) -> dict[Path, str]:
+    files = (
+        sharding_files(cfg, rules_dir) if guard else rule_files(cfg, rules_dir / "sharded" / "ruler", placement=RULER)
+    )
+    return {p: t for p, t in files.items() if p.name == "execution.rules.yml"}
+
+
+@pytest.mark.usefixtures("promtool_available")
+def test_a_stopped_shard_leaves_a_gap_in_the_rollups_never_a_smaller_count(tmp_path: Path):
+    cfg = sharded(tmp_path, shards=2, heartbeat_freshness="2m")
+    # Shard 1's heartbeat of minute 5 is fresh until minute 7, its GPUs' samples count until minute 10
+    # (the 5 minute lookback): the count is right, then has no sample, never 2.
+    checks = counted(("5m", [4]), ("6m", [4]), ("7m", []), ("9m", []), ("11m", []), ("15m", []))
+    run_promtool_test(tmp_path, execution_rules(cfg, tmp_path), [{"interval": "1m", "input_series": STOPPED_SHARD,
+                                                                  "promql_expr_test": checks}])  # fmt: skip
+    # Without the guard the smaller count is recorded once the lookback has passed: what the guard prevents.
+    unguarded = [{"interval": "1m", "input_series": STOPPED_SHARD, "promql_expr_test": counted(("11m", [2]))}]
+    run_promtool_test(tmp_path / "unguarded", execution_rules(cfg, tmp_path / "unguarded", guard=False), unguarded)
+
+
+@pytest.mark.usefixtures("promtool_available")
+def test_the_replicas_of_a_shard_count_once(tmp_path: Path):
+    cfg = sharded(tmp_path, shards=2)
+    gpus = [{"series": gpu(s, k), "values": "0.5x10"} for s in range(2) for k in range(2)]
+    replicas = [{"series": heartbeat(0, replica=r), "values": "1x10"} for r in "ab"]
+    tests = [
+        {"interval": "1m", "input_series": gpus + replicas, "promql_expr_test": counted(("5m", []))},
+        {
+            "interval": "1m",
+            "input_series": [*gpus, *replicas, {"series": heartbeat(1), "values": "1x10"}],
+            "promql_expr_test": counted(("5m", [4])),
+        },
+    ]
+    run_promtool_test(tmp_path, execution_rules(cfg, tmp_path), tests)
+
+
+@pytest.mark.usefixtures("promtool_available")
+def test_each_shard_records_its_own_heartbeat_at_the_served_interval(tmp_path: Path):
+    cfg = config_from_mapping({"sharding": {"shards": SHARDS}, "rule_interval": "15s"})
+    files = sharding_files(cfg, tmp_path)
+    for i in range(SHARDS):
+        own = files[heartbeat_path(tmp_path, i)]
+        (group,) = yaml.safe_load(own)["groups"]
+        assert group["interval"] == "15s"
+        want = [{"labels": heartbeat(i), "value": 1}]
+        check = {"expr": render(catalog.SHARD_UP.select()), "eval_time": "1m", "exp_samples": want}
+        run_promtool_test(tmp_path / str(i), {heartbeat_path(tmp_path / str(i), i): own},
+                          [{"interval": "15s", "input_series": [], "promql_expr_test": [check]}])  # fmt: skip
+    # The rule files every shard shares name no shard.
+    shared = [t for p, t in files.items() if p.parent.name == "shards"]
+    assert shared and not any(catalog.SHARD_UP.name in t for t in shared)
+
+
+@pytest.mark.usefixtures("promtool_available")
+def test_the_guard_stays_global_under_a_cluster_label(tmp_path: Path):
+    cfg = dataclasses.replace(sharded(tmp_path), cluster_label="cluster")
+    assert partitioned(shards_up(cfg), "cluster") == shards_up(cfg)
+    files = sharding_files(cfg, tmp_path)
+    (text,) = (t for p, t in files.items() if p.name == "execution.rules.yml")
+    expr = yaml.safe_load(text)["groups"][0]["rules"][0]["expr"]
+    assert "count by (cluster, execution_id)" in expr and "\nand on ()\n" in expr, expr
+    assert squeezed(render(shards_up(cfg))) in squeezed(expr) and "by(cluster,shard)" not in squeezed(expr)
+    for path, text in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    promtool.check_rules([p for p in files if p.name.endswith(".rules.yml")])
 
 
 def test_a_group_without_placement_is_refused():
@@ -128,9 +259,14 @@ def test_sharding_keys_are_checked():
         ({"dcgm_port": 70000}, r"sharding\.dcgm_port: 70000 is not accepted; expected a TCP port"),
         ({"dcgm_job": ""}, r"sharding\.dcgm_job: '' is not accepted; expected a non-empty name"),
         ({"hosts": "gpu-01"}, r"sharding\.hosts: expected a list"),
+        ({"heartbeat_freshness": "soon"}, r"sharding\.heartbeat_freshness: 'soon' is not accepted; expected a "),
     ):
         with pytest.raises(ConfigError, match=message):
             config_from_mapping({"sharding": keys})
+    # The heartbeats are recorded at rule_interval: a freshness within it would leave gaps with every shard up.
+    with pytest.raises(ConfigError, match=r"sharding\.heartbeat_freshness: 30s must be longer than rule_interval"):
+        config_from_mapping({"sharding": {"shards": 2, "heartbeat_freshness": "30s"}, "rule_interval": "30s"})
+    config_from_mapping({"sharding": {"heartbeat_freshness": "30s"}, "rule_interval": "30s"})  # unsharded: unused
 
 
 @pytest.mark.usefixtures("promtool_available")
@@ -151,7 +287,8 @@ def test_promtool_accepts_a_prometheus_yml_built_from_each_snippet(tmp_path: Pat
         snippet = yaml.safe_load(files[scrape_path(tmp_path / "rules", i, variant)])
         config = tmp_path / f"prometheus-{i}.yml"
         global_ = {"scrape_interval": "15s", "external_labels": {"shard": str(i)}}
-        config.write_text(to_yaml({"global": global_, "rule_files": shard_rules, **snippet}))
+        own = [*shard_rules, str(heartbeat_path(tmp_path / "rules", i))]
+        config.write_text(to_yaml({"global": global_, "rule_files": own, **snippet}))
         try:
             promtool.run(["check", "config", str(config)])
         except promtool.PromtoolError as err:

@@ -712,6 +712,20 @@ class Sharding:
         "Your pod spec names the port otherwise.",
         kind="name",
     )
+    heartbeat_freshness: str = opt(
+        "2m",
+        "How recent each shard's heartbeat (a series each shard records from `shard-<i>/heartbeat.rules.yml` at "
+        "`rule_interval`, docs/series.md) must be for the ruler to record its per-execution and cost series: "
+        "while any shard's newest heartbeat is older, those series have no sample (a gap), never a count or "
+        "sum over the remaining shards only. It must exceed the shards' evaluation interval plus the "
+        "remote-write lag, or the rollups have gaps while every shard is up, and stay under the central "
+        "server's query lookback (5m by default) by more than that interval, so a stopped shard's heartbeat "
+        "expires before its GPUs' last samples leave the lookback. 2m covers Prometheus' default evaluation "
+        "interval (1m, where `rule_interval` is empty) and a minute of lag.",
+        "Your remote write lags by more than a minute (raise it, keeping it that far under the lookback), or "
+        "you run the central server with a shorter `--query.lookback-delta` (lower it accordingly).",
+        kind="duration",
+    )
 
 
 @dataclass(frozen=True)
@@ -832,4 +846,10 @@ def validate(cfg: Config) -> None:
         raise ConfigError(
             f"alerts.telemetry_missing.window: {missing.window} must be longer than its for ({missing.for_}), "
             "or the alert resolves before it fires"
+        )
+    freshness, interval = cfg.sharding.heartbeat_freshness, cfg.rule_interval
+    if cfg.sharding.shards and interval and parse_duration_seconds(freshness) <= parse_duration_seconds(interval):
+        raise ConfigError(
+            f"sharding.heartbeat_freshness: {freshness} must be longer than rule_interval ({interval}), at which "
+            "the shards record their heartbeats, or the ruler's rollups have gaps while every shard is up"
         )

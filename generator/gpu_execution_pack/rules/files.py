@@ -6,6 +6,7 @@ from pathlib import Path
 
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.output import command, yaml_document
+from gpu_execution_pack.promql import Expr
 from gpu_execution_pack.rules.alerts import alert_group
 from gpu_execution_pack.rules.groups import AlertRule, RecordingRule, RuleGroup
 from gpu_execution_pack.rules.recording import recording_groups
@@ -52,18 +53,23 @@ def group_document(group: RuleGroup) -> dict:
 
 
 def rule_files(
-    cfg: Config, rules_dir: Path | None = None, regenerate: str = command("generate"), placement: str = ""
+    cfg: Config,
+    rules_dir: Path | None = None,
+    regenerate: str = command("generate"),
+    placement: str = "",
+    guard: Expr | None = None,
 ) -> dict[Path, str]:
     """Every rule file for ``cfg``, keyed by path; groups sharing a file name share the file.
 
     ``regenerate`` is the command the files' header gives for producing them again; ``placement``
-    (SHARD or RULER), if given, keeps only the groups that run there.
+    (SHARD or RULER), if given, keeps only the groups that run there; ``guard``, if given, is required
+    by every recording rule (``RuleGroup.guarded``).
     """
     rules_dir = Path(cfg.output.rules_dir) if rules_dir is None else rules_dir
     by_file: dict[str, list[RuleGroup]] = {}
     for group in all_groups(cfg):
         if not placement or placement_of(group) == placement:
-            by_file.setdefault(group.file, []).append(group)
+            by_file.setdefault(group.file, []).append(group if guard is None else group.guarded(guard))
     return {
         rules_dir / f"{name}{RULE_FILE_SUFFIX}": yaml_document(
             {"groups": [group_document(g) for g in groups]}, SOURCE, regenerate

@@ -4,6 +4,12 @@ Written under ``<rules_dir>/sharded/`` when ``sharding.shards`` is above 0. Both
 must land on the same shard, since the per-GPU and per-host groups join a GPU with its host's
 node_exporter: the jobs hash the host (the host part of the address, or the pod's node on
 Kubernetes), never the whole address, whose port differs between the two exporters.
+
+A shard that stops must leave gaps in the ruler's rollups, not a count or sum over the other shards'
+GPUs: each shard records a heartbeat naming itself (``catalog.SHARD_UP``), and every recording rule on
+the ruler requires a recent heartbeat from every shard (``shards_up``). The heartbeat of a stopped shard
+expires (``sharding.heartbeat_freshness``) before its GPUs' last samples leave the central server's
+query lookback, so the rollups keep the right value, then have none.
 """
 
 from __future__ import annotations
@@ -11,9 +17,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.output import command, yaml_document
-from gpu_execution_pack.rules.files import RULER, SHARD, rule_files
+from gpu_execution_pack.promql import Expr, Paren, aggregate, call, label_set, parse_duration_seconds
+from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, RULER, SHARD, group_document, rule_files
+from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
 
 SOURCE = "gpu_execution_pack/rules/sharding.py"
 DIR = "sharded"
@@ -25,6 +34,7 @@ HOST_OF_ADDRESS = "(.+?)(?::[0-9]+)?"
 HOST_LABEL, SHARD_LABEL = "__tmp_host", "__tmp_shard"
 POD_NODE = "__meta_kubernetes_pod_node_name"
 POD_PORT_NAME = "__meta_kubernetes_pod_container_port_name"
+HEARTBEAT_GROUP, HEARTBEAT_FILE = "gpu-execution-pack.shard_heartbeat", "heartbeat"
 
 
 def shard_dir(rules_dir: Path, index: int) -> Path:
@@ -35,6 +45,29 @@ def shard_dir(rules_dir: Path, index: int) -> Path:
 def scrape_path(rules_dir: Path, index: int, variant: str) -> Path:
     """Shard ``index``'s scrape snippet of ``variant`` (one of VARIANTS)."""
     return shard_dir(rules_dir, index) / f"scrape-{variant}.yml"
+
+
+def heartbeat_path(rules_dir: Path, index: int) -> Path:
+    """Shard ``index``'s own rule file: its heartbeat."""
+    return shard_dir(rules_dir, index) / f"{HEARTBEAT_FILE}{RULE_FILE_SUFFIX}"
+
+
+def heartbeat_group(cfg: Config, index: int) -> RuleGroup:
+    """Shard ``index``'s heartbeat, 1 labelled with the shard, at the served groups' interval."""
+    tree = label_set(call("vector", 1), catalog.SHARD_LABEL, str(index))
+    return RuleGroup(HEARTBEAT_GROUP, HEARTBEAT_FILE, (RecordingRule(catalog.SHARD_UP.name, tree),), cfg.rule_interval)
+
+
+def shards_up(cfg: Config) -> Expr:
+    """A sample while every shard's newest heartbeat is within ``sharding.heartbeat_freshness``, else none.
+
+    Shards are counted by their label, so the two replicas of an HA pair count once. Shards are not per
+    cluster: the count stays global under ``cluster_label`` (``shared``).
+    """
+    freshness = parse_duration_seconds(cfg.sharding.heartbeat_freshness)
+    fresh = call("timestamp", catalog.SHARD_UP.select()).gt(call("time") - freshness)
+    shards = aggregate("count", None, aggregate("count", (catalog.SHARD_LABEL,), fresh, shared=True), shared=True)
+    return Paren(shards.ge(cfg.sharding.shards))
 
 
 def keep_shard(source: str, shards: int, index: int) -> list[dict[str, Any]]:
@@ -88,5 +121,12 @@ def sharding_files(cfg: Config, rules_dir: Path, regenerate: str = command("gene
         for i in range(shards)
         for v in VARIANTS
     }
+    files |= {
+        heartbeat_path(rules_dir, i): yaml_document(
+            {"groups": [group_document(heartbeat_group(cfg, i))]}, SOURCE, regenerate
+        )
+        for i in range(shards)
+    }
     files |= rule_files(cfg, rules_dir / DIR / SHARD_RULES_DIR, regenerate, placement=SHARD)
-    return files | rule_files(cfg, rules_dir / DIR / RULER_RULES_DIR, regenerate, placement=RULER)
+    ruler = rules_dir / DIR / RULER_RULES_DIR
+    return files | rule_files(cfg, ruler, regenerate, placement=RULER, guard=shards_up(cfg))
