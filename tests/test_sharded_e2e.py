@@ -21,8 +21,8 @@ import yaml
 from gpu_execution_pack import build, catalog
 from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.output import to_yaml, write_all
-from gpu_execution_pack.rules.files import PLACEMENT, RULER, SHARD
-from gpu_execution_pack.rules.sharding import scrape_path
+from gpu_execution_pack.rules.files import PLACEMENT, RULER, SHARD, rule_files
+from gpu_execution_pack.rules.sharding import DIR, RULER_RULES_DIR, heartbeat_path, scrape_path
 from gpu_execution_pack.scenario import model
 from gpu_execution_pack.scenario.model import Execution, Gpu, Host, Scenario
 
@@ -37,8 +37,13 @@ GPUS_PER_HOST = 2
 SPANNING = "span-0001"
 KEY = "test-key"
 DEADLINE = 90.0
-# The central server's lookback (5 min by default), short so that what a stopped shard leaves shows.
-LOOKBACK = 8
+# The central server's lookback (5 min by default) and the heartbeats' freshness (2 min by default), short
+# so that what a stopped shard leaves shows; the freshness is below the lookback by more than an interval.
+LOOKBACK = 10
+FRESHNESS = 4
+# How long after a heartbeat expires the ruler has evaluated again, and its stale marker is queryable.
+SLACK = 3
+COUNT = catalog.EXECUTION_GPU_COUNT
 
 
 def hashmod(value: str, modulus: int) -> int:
@@ -106,11 +111,12 @@ def handler(render: Callable[[float], str]) -> type[BaseHTTPRequestHandler]:
 
 
 def pack_config(tmp_path: Path) -> Config:
-    """1 s evaluations, the underuse alert after 2 s, file discovery from tmp_path."""
+    """1 s evaluations, the underuse alert after 2 s, file discovery from tmp_path, short-lived heartbeats."""
     return config_from_mapping(
         {
             "sharding": {
                 "shards": SHARDS,
+                "heartbeat_freshness": f"{FRESHNESS}s",
                 "dcgm_file_sd": str(tmp_path / "targets" / "dcgm.yml"),
                 "node_file_sd": str(tmp_path / "targets" / "node.yml"),
             },
@@ -158,7 +164,7 @@ def sharded_fleet(tmp_path: Path, broken: Breakage | None = None) -> Iterator[tu
                         "evaluation_interval": "1s",
                         "external_labels": {"shard": str(i)},
                     },
-                    "rule_files": shard_rules,
+                    "rule_files": [*shard_rules, str(heartbeat_path(rules, i))],
                     "remote_write": [
                         {"url": f"{central.url}/api/v1/write", "queue_config": {"batch_send_deadline": "1s"}}
                     ],
@@ -192,12 +198,12 @@ def problems(central: Prometheus, cfg: Config) -> list[str]:
     # Remote write delivers each shard's series with its own lag: wait until both shards' GPUs are counted.
     count = eventually(
         central,
-        f'execution:gpu_count{{execution_id="{SPANNING}"}}',
+        f'{COUNT.name}{{execution_id="{SPANNING}"}}',
         lambda r: sum(float(x["value"][1]) for x in r) >= gpus,
     )
     out = []
     if [float(r["value"][1]) for r in count] != [gpus]:
-        out.append(f"execution:gpu_count is {[r['value'][1] for r in count]}, not [{gpus}]")
+        out.append(f"{COUNT.name} is {[r['value'][1] for r in count]}, not [{gpus}]")
     for series in catalog.API_SERIES:
         result = central.query(f'{series.name}{{execution_id="{SPANNING}"}}', time.time())
         if len(set(identities(result))) != len(result):
@@ -243,22 +249,41 @@ def test_the_sharded_pack_serves_an_execution_spanning_shards(tmp_path: Path):
         body = response.json()
         entries = body["series"][catalog.GPU_UTILIZATION.api_name]["entries"]
         assert sorted(e["labels"]["UUID"] for e in entries) == sorted(g.uuid for g in scenario().executions[0].gpus)
-        # One shard stops. Until the lookback passes, its GPUs' last recorded series still count; after
-        # it, the ruler counts the other shard's GPUs only: a smaller, wrong number, not a gap. This
-        # states the finding (nothing in the rules tells a stopped shard from GPUs that left).
-        shards[1].stop()
-        stopped, seen = time.monotonic(), []
-        while time.monotonic() < stopped + 2.5 * LOOKBACK:
-            now = time.time()
-            values = [
-                float(r["value"][1]) for r in central.query(f'execution:gpu_count{{execution_id="{SPANNING}"}}', now)
-            ]
-            seen.append((round(time.monotonic() - stopped, 1), values))
-            time.sleep(0.5)
-        early = {v for t, values in seen if t < LOOKBACK - 2 for v in values}
+        # One shard stops. Its GPUs' last samples still count until the lookback passes, but its heartbeat
+        # expires first: the count stays right, then has no sample; never the other shard's GPUs alone.
+        seen = stop_shard_1(central, shards)
+        assert all(values in ([], [GPUS_PER_HOST * 2.0]) for _, values in seen), seen
+        assert all(values == [] for t, values in seen if t > FRESHNESS + SLACK), seen
+        assert any(values for t, values in seen if t < FRESHNESS - 1), f"the count vanished at once: {seen}"
+
+
+def stop_shard_1(central: Prometheus, shards: list[Prometheus]) -> list[tuple[float, list[float]]]:
+    """Stop shard 1, then read the spanning execution's GPU count every half second until well past the
+    lookback: (seconds since the stop, its values) each time."""
+    shards[1].stop()
+    stopped, seen = time.monotonic(), []
+    while time.monotonic() < stopped + 2.5 * LOOKBACK:
+        result = central.query(f'{COUNT.name}{{execution_id="{SPANNING}"}}', time.time())
+        seen.append((round(time.monotonic() - stopped, 1), [float(r["value"][1]) for r in result]))
+        time.sleep(0.5)
+    return seen
+
+
+def unguarded(files: dict[Path, str], rules: Path) -> dict[Path, str]:
+    """The ruler's rules without the heartbeat guard."""
+    ruler = rules / DIR / RULER_RULES_DIR
+    plain = rule_files(pack_config(rules.parent), ruler, placement=RULER)
+    assert set(plain) == {p for p in files if p.parent == ruler} and any(files[p] != t for p, t in plain.items())
+    return files | plain
+
+
+def test_without_the_guard_a_stopped_shard_lowers_the_count(tmp_path: Path):
+    """What the guard prevents: once the lookback has passed, the other shard's GPUs alone are counted."""
+    with sharded_fleet(tmp_path, unguarded) as (central, shards):
+        assert problems(central, pack_config(tmp_path)) == []
+        seen = stop_shard_1(central, shards)
         late = {v for t, values in seen if t > 2 * LOOKBACK for v in values}
-        assert early == {GPUS_PER_HOST * 2.0}, seen
-        assert late == {float(GPUS_PER_HOST)}, f"the finding no longer holds; update docs/scaling.md: {seen}"
+        assert late == {float(GPUS_PER_HOST)}, seen
 
 
 def drop_hashmod_of_shard_1(files: dict[Path, str], rules: Path) -> dict[Path, str]:
