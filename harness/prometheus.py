@@ -103,6 +103,7 @@ class Prometheus:
     process: subprocess.Popen[bytes] | None = None
     route_prefix: str = ""  # --web.route-prefix: the API and /-/ready live under it, e.g. "/prom"
     config_text: str = "global:\n  scrape_interval: 15s\n"  # prometheus.yml; set scrape jobs or rule files here
+    flags: tuple[str, ...] = ()  # more command-line flags, e.g. --web.enable-remote-write-receiver
 
     def __post_init__(self) -> None:
         self.data.mkdir(parents=True, exist_ok=True)
@@ -137,6 +138,7 @@ class Prometheus:
                 "--storage.tsdb.retention.time=400d",  # backfilled data may be weeks old
                 "--log.level=warn",
                 *([f"--web.route-prefix={self.route_prefix}"] if self.route_prefix else []),
+                *self.flags,
             ],
             stdout=subprocess.DEVNULL,
             stderr=(self.workdir / "prometheus.log").open("ab"),

@@ -23,17 +23,20 @@ from gpu_execution_pack.rules import lint as alert_lint
 from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, rule_files
 from gpu_execution_pack.rules.kubernetes import kubernetes_rules
 from gpu_execution_pack.rules.routing import alertmanager_files
+from gpu_execution_pack.rules.sharding import sharding_files
 
 RUNBOOK = "runbook.md"
 REPORT_DOC = "report.md"
 
 
 def rule_outputs(cfg: Config, config: str | None = None) -> dict[Path, str]:
-    """What ``generate`` writes: rule files, their PrometheusRule objects, and the Alertmanager routing snippet."""
+    """What ``generate`` writes: rule files, their PrometheusRule objects, the Alertmanager routing snippet,
+    and with ``sharding.shards`` set, each shard's scrape jobs and the shards' and the ruler's rule files."""
     rules_dir, regenerate = Path(cfg.output.rules_dir), command("generate", config)
     files = rule_files(cfg, rules_dir, regenerate)
     routing = alertmanager_files(cfg, rules_dir, regenerate)  # not a rule file: no PrometheusRule for it
-    return files | kubernetes_rules(cfg, files, rules_dir, regenerate) | routing
+    sharded = sharding_files(cfg, rules_dir, regenerate)
+    return files | kubernetes_rules(cfg, files, rules_dir, regenerate) | routing | sharded
 
 
 def dashboard_outputs(cfg: Config, config: str | None = None) -> dict[Path, str]:

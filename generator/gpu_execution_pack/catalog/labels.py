@@ -5,6 +5,7 @@ from __future__ import annotations
 # --- Labels -----------------------------------------------------------------------------------
 EXECUTION_LABEL = "execution_id"  # the contract's label on every recorded series
 HOST_LABEL = "hostname"  # the contract's host label on every recorded series
+SHARD_LABEL = "shard"  # the scrape shard a heartbeat comes from (sharding.shards)
 
 # dcgm-exporter's labels of a GPU: its index on the host, its UUID (one physical GPU), its model,
 # and on MIG instances the instance's id and profile, which stay absent elsewhere.

@@ -32,6 +32,7 @@ from .labels import (
     MIG_INSTANCE_LABEL,
     MODEL_LABEL,
     NODE_TARGET_LABELS,
+    SHARD_LABEL,
     TARGET_LABELS,
     UUID_LABEL,
 )
@@ -632,6 +633,20 @@ HOST_SERIES: tuple[Series, ...] = (
     NODE_CPU_IDLE_RATE,
 )
 
+# Recorded only where scraping is sharded (sharding.shards > 0; rules.sharding builds it from the config):
+# each shard's heartbeat, which the ruler's rollups require from every shard.
+SHARD_UP = Series(
+    "gpu_execution_pack:shard_up",
+    "bool",
+    (SHARD_LABEL,),
+    (),
+    "1 from each scrape shard, recorded by the shard itself at `rule_interval` and naming it: while a shard's "
+    "newest sample is older than `sharding.heartbeat_freshness`, the ruler records no per-execution or cost "
+    "series.",
+)
+SHARDING_SERIES: tuple[Series, ...] = (SHARD_UP,)
+
+# Every series the rules record on one Prometheus (SHARDING_SERIES only where scraping is sharded).
 ALL_SERIES: tuple[Series, ...] = (
     *HOST_SERIES,
     *GPU_SERIES,

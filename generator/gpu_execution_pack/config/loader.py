@@ -55,6 +55,9 @@ Kind = Literal[
     "url",
     "header",
     "header_value",
+    "count",
+    "port",
+    "name",
 ]
 # Mapping keys (these kinds) are held as sorted (key, value) pairs, so the config stays
 # hashable and its output does not depend on how the YAML was ordered.
@@ -100,6 +103,8 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         if not isinstance(value, bool):
             raise ConfigError(f"{where}: expected true or false, got {value!r}")
         return value
+    if isinstance(current, int):
+        return _check_int(value, kind, where)
     if isinstance(current, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{where}: expected a number, got {value!r}")
@@ -128,6 +133,7 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         "regex": (_compiles, "a regular expression with one capture group"),
         "regex_any": (_compiles_any, "a regular expression"),
         "path": (lambda v: v.strip() != "", "a non-empty path"),
+        "name": (lambda v: v.strip() != "" and "\n" not in v, "a non-empty name on one line"),
         # Kubernetes object names (RFC 1123 labels), of which the value is a prefix.
         "dns_label": (DNS_LABEL_RE.match, "lower-case letters, digits and '-', starting with a letter"),
         "url": (HTTP_URL_RE.match, "an http:// or https:// URL (a path is a prefix; no query or fragment)"),
@@ -140,6 +146,17 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         if not (allow_empty and value == "") and not ok(value):
             also = " (or empty)" if allow_empty else ""
             raise ConfigError(f"{where}: {value!r} is not accepted; expected {accepted}{also}")
+    return value
+
+
+def _check_int(value: Any, kind: str, where: str) -> int:
+    """A whole number: a count (0 or more) or a TCP port."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{where}: expected a whole number, got {value!r}")
+    if kind == "port" and not 0 < value < 65536:
+        raise ConfigError(f"{where}: {value} is not accepted; expected a TCP port from 1 to 65535")
+    if value < 0:
+        raise ConfigError(f"{where}: {value} is not accepted; expected 0 or a whole number above 0")
     return value
 
 
@@ -206,8 +223,9 @@ def build(cls: type, data: Any, where: str = "", base: Any = None) -> Any:
 
 
 def _tuple(value: Any, f: dataclasses.Field, where: str) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, list) or not value:
-        raise ConfigError(f"{where}: expected a non-empty list, got {value!r}")
+    empty_ok = f.default == ()  # a list whose default is empty may be empty
+    if isinstance(value, str) or not isinstance(value, list) or not (value or empty_ok):
+        raise ConfigError(f"{where}: expected a {'' if empty_ok else 'non-empty '}list, got {value!r}")
     choices = f.metadata.get("choices", ())
     for item in value:
         if not isinstance(item, str) or (choices and item not in choices):

@@ -635,6 +635,100 @@ class Report:
 
 
 @dataclass(frozen=True)
+class Sharding:
+    """Scrape shards split by host, and a ruler over the global view (docs/scaling.md)."""
+
+    shards: int = opt(
+        0,
+        "Number of scrape shards. Above 0, `generate` also writes `<rules_dir>/sharded/`: for each shard i "
+        "(0 to shards-1) its scrape jobs for dcgm-exporter and node_exporter, relabelled with `hashmod` on the "
+        "host so both exporters of a host land on one shard (`shard-<i>/scrape-static.yml`, "
+        "`scrape-file-sd.yml`, `scrape-kubernetes.yml`), the rule files every shard evaluates (`shards/`) and "
+        "those the central ruler evaluates over every shard's series (`ruler/`). 0: one Prometheus, nothing "
+        "written there.",
+        "One Prometheus spends too much of its time on the rules or holds too many series (docs/scaling.md).",
+        kind="count",
+    )
+    dcgm_job: str = opt(
+        "dcgm-exporter",
+        "Job name of the generated dcgm-exporter scrape job; keep it matched by `selectors.dcgm_targets`, which "
+        "the exporter-down alert reads.",
+        "Your dashboards or other rules expect another job name.",
+        kind="name",
+    )
+    node_job: str = opt(
+        "node-exporter",
+        "Job name of the generated node_exporter scrape job.",
+        "Your dashboards or other rules expect another job name, e.g. `node`.",
+        kind="name",
+    )
+    hosts: tuple[str, ...] = opt(
+        (),
+        "Static variant: the GPU hosts, each scraped at `<host>:<dcgm_port>` and `<host>:<node_port>`; every "
+        "shard lists them all and keeps its own share. Empty: the static jobs list no target.",
+        "You list targets by hand rather than through file or Kubernetes discovery.",
+    )
+    dcgm_port: int = opt(
+        9400, "Static variant: dcgm-exporter's port on each host.", "Your exporter listens elsewhere.", kind="port"
+    )
+    node_port: int = opt(
+        9100, "Static variant: node_exporter's port on each host.", "Your exporter listens elsewhere.", kind="port"
+    )
+    dcgm_file_sd: str = opt(
+        "/etc/prometheus/targets/dcgm-exporter/*.yml",
+        "File discovery variant: the files (glob) that list dcgm-exporter targets, as `host:port`.",
+        "Your discovery writes its target files elsewhere.",
+        kind="path",
+    )
+    node_file_sd: str = opt(
+        "/etc/prometheus/targets/node-exporter/*.yml",
+        "File discovery variant: the files (glob) that list node_exporter targets, as `host:port`; each host "
+        "must be spelled as in the dcgm-exporter files, since the host part of the address picks the shard.",
+        "Your discovery writes its target files elsewhere.",
+        kind="path",
+    )
+    dcgm_pod_selector: str = opt(
+        "app.kubernetes.io/name=dcgm-exporter",
+        "Kubernetes variant: the label selector of the dcgm-exporter pods (pod discovery; the shard is picked by "
+        "the pod's node). The default is the label of dcgm-exporter's Helm chart.",
+        "The GPU operator labels its exporter `app=nvidia-dcgm-exporter`.",
+        kind="name",
+    )
+    node_pod_selector: str = opt(
+        "app.kubernetes.io/name=prometheus-node-exporter",
+        "Kubernetes variant: the label selector of the node_exporter pods: kube-prometheus-stack's label.",
+        "Your node_exporter DaemonSet is labelled otherwise.",
+        kind="name",
+    )
+    dcgm_port_name: str = opt(
+        "metrics",
+        "Kubernetes variant: the name of dcgm-exporter's container port that serves its metrics.",
+        "Your pod spec names the port otherwise.",
+        kind="name",
+    )
+    node_port_name: str = opt(
+        "http-metrics",
+        "Kubernetes variant: the name of node_exporter's container port that serves its metrics.",
+        "Your pod spec names the port otherwise.",
+        kind="name",
+    )
+    heartbeat_freshness: str = opt(
+        "2m",
+        "How recent each shard's heartbeat (a series each shard records from `shard-<i>/heartbeat.rules.yml` at "
+        "`rule_interval`, docs/series.md) must be for the ruler to record its per-execution and cost series: "
+        "while any shard's newest heartbeat is older, those series have no sample (a gap), never a count or "
+        "sum over the remaining shards only. It must exceed the shards' evaluation interval plus the "
+        "remote-write lag, or the rollups have gaps while every shard is up, and stay under the central "
+        "server's query lookback (5m by default) by more than that interval, so a stopped shard's heartbeat "
+        "expires before its GPUs' last samples leave the lookback. 2m covers Prometheus' default evaluation "
+        "interval (1m, where `rule_interval` is empty) and a minute of lag.",
+        "Your remote write lags by more than a minute (raise it, keeping it that far under the lookback), or "
+        "you run the central server with a shorter `--query.lookback-delta` (lower it accordingly).",
+        kind="duration",
+    )
+
+
+@dataclass(frozen=True)
 class Output:
     """Relative paths are read from the config file's directory (or the working directory without one)."""
 
@@ -728,6 +822,7 @@ class Config:
         Alertmanager, "The Alertmanager routing snippet that delivers the pack's alerts."
     )
     report: Report = section(Report, "The execution report (`gpu-execution-pack report` and the summary endpoint).")
+    sharding: Sharding = section(Sharding, "Scrape shards split by host and the central ruler (docs/scaling.md).")
     output: Output = section(Output, "Where generated files go.")
 
     @property
@@ -751,4 +846,10 @@ def validate(cfg: Config) -> None:
         raise ConfigError(
             f"alerts.telemetry_missing.window: {missing.window} must be longer than its for ({missing.for_}), "
             "or the alert resolves before it fires"
+        )
+    freshness, interval = cfg.sharding.heartbeat_freshness, cfg.rule_interval
+    if cfg.sharding.shards and interval and parse_duration_seconds(freshness) <= parse_duration_seconds(interval):
+        raise ConfigError(
+            f"sharding.heartbeat_freshness: {freshness} must be longer than rule_interval ({interval}), at which "
+            "the shards record their heartbeats, or the ruler's rollups have gaps while every shard is up"
         )

@@ -84,6 +84,9 @@ def render() -> str:
             )
         elif not s.api_name:
             out.append(f"| `{s.name}` | {s.unit} | {s.doc} | {_formulas(s)} |\n")
+    for s in catalog.SHARDING_SERIES:
+        where = "each shard's `sharded/shard-<i>/heartbeat.rules.yml`, only where `sharding.shards` is set"
+        out.append(f"| `{s.name}` | {s.unit} | {s.doc} | {where} |\n")
     out.append("\n## Signals: one measurement, its raw metric in each exporter generation\n\n")
     out.append("| signal | exporter | base unit | raw metric | unit | type | generations | collected by default |\n")
     out.append("|---|---|---|---|---|---|---|---|\n")

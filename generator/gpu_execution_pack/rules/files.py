@@ -6,12 +6,31 @@ from pathlib import Path
 
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.output import command, yaml_document
+from gpu_execution_pack.promql import Expr
 from gpu_execution_pack.rules.alerts import alert_group
 from gpu_execution_pack.rules.groups import AlertRule, RecordingRule, RuleGroup
 from gpu_execution_pack.rules.recording import recording_groups
 
 RULE_FILE_SUFFIX = ".rules.yml"
 SOURCE = "gpu_execution_pack/rules/"
+
+# Where each group runs when scraping is sharded by host (sharding.shards > 0). On every shard: the
+# groups that read one host's own exporters and the series recorded from them, all on the shard since
+# both exporters of a host are scraped there. On the ruler, over every shard's series: the groups that
+# aggregate across hosts (an execution's GPUs may sit on several shards; cost per model spans the
+# fleet; the alerts read per-execution series and every dcgm-exporter's `up`).
+SHARD, RULER = "shard", "ruler"
+PLACEMENT: dict[str, str] = {
+    "gpu-execution-pack.hosts": SHARD,
+    "gpu-execution-pack.execution_gpu": SHARD,
+    "gpu-execution-pack.execution_gpu_activity": SHARD,
+    "gpu-execution-pack.execution_gpu_health": SHARD,
+    "gpu-execution-pack.execution_gpu_conditions": SHARD,
+    "gpu-execution-pack.execution_node": SHARD,
+    "gpu-execution-pack.execution": RULER,
+    "gpu-execution-pack.cost": RULER,
+    "gpu-execution-pack.alerts": RULER,
+}
 
 
 def rule_document(rule: RecordingRule | AlertRule) -> dict:
@@ -33,15 +52,24 @@ def group_document(group: RuleGroup) -> dict:
     return doc
 
 
-def rule_files(cfg: Config, rules_dir: Path | None = None, regenerate: str = command("generate")) -> dict[Path, str]:
+def rule_files(
+    cfg: Config,
+    rules_dir: Path | None = None,
+    regenerate: str = command("generate"),
+    placement: str = "",
+    guard: Expr | None = None,
+) -> dict[Path, str]:
     """Every rule file for ``cfg``, keyed by path; groups sharing a file name share the file.
 
-    ``regenerate`` is the command the files' header gives for producing them again.
+    ``regenerate`` is the command the files' header gives for producing them again; ``placement``
+    (SHARD or RULER), if given, keeps only the groups that run there; ``guard``, if given, is required
+    by every recording rule (``RuleGroup.guarded``).
     """
     rules_dir = Path(cfg.output.rules_dir) if rules_dir is None else rules_dir
     by_file: dict[str, list[RuleGroup]] = {}
     for group in all_groups(cfg):
-        by_file.setdefault(group.file, []).append(group)
+        if not placement or placement_of(group) == placement:
+            by_file.setdefault(group.file, []).append(group if guard is None else group.guarded(guard))
     return {
         rules_dir / f"{name}{RULE_FILE_SUFFIX}": yaml_document(
             {"groups": [group_document(g) for g in groups]}, SOURCE, regenerate
@@ -54,3 +82,11 @@ def all_groups(cfg: Config) -> list[RuleGroup]:
     """Recording groups first (alerts read them), in evaluation order; computed per cluster where
     ``cluster_label`` is set."""
     return [g.partitioned(cfg.cluster_label) for g in (*recording_groups(cfg), alert_group(cfg))]
+
+
+def placement_of(group: RuleGroup) -> str:
+    """SHARD or RULER: where ``group`` runs when scraping is sharded (PLACEMENT)."""
+    try:
+        return PLACEMENT[group.name]
+    except KeyError:
+        raise ValueError(f"group {group.name} has no placement in rules.files.PLACEMENT (shard or ruler)") from None

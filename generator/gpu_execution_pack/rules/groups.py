@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gpu_execution_pack.promql import Expr, partitioned, render
+from gpu_execution_pack.promql import Expr, join, on, partitioned, render
 
 # Mimir's ruler refuses larger groups by default (ruler_max_rules_per_rule_group; Thanos Ruler sets no such limit).
 MAX_RULES_PER_GROUP = 20
@@ -68,3 +68,16 @@ class RuleGroup:
         if not label:
             return self
         return replace(self, rules=tuple(replace(r, tree=partitioned(r.tree, label)) for r in self.rules))
+
+    def guarded(self, condition: Expr) -> RuleGroup:
+        """The group with each recording rule recorded only while ``condition`` has a sample
+        (``<expr> and on () <condition>``, kept as it is under a partition label); alerts unchanged."""
+        return replace(
+            self,
+            rules=tuple(
+                replace(r, tree=join(r.tree, "and", on((), shared=True), condition))
+                if isinstance(r, RecordingRule)
+                else r
+                for r in self.rules
+            ),
+        )
