@@ -30,7 +30,9 @@ def test_the_test_command_builds_every_suite_and_promtool_passes_them(capsys: py
     build = REPO / "build" / "promtool"
     assert cli.main(["test", "--build-dir", str(build)]) == 0
     suites = {p.name for p in build.glob("*.test.yml")}
-    assert suites == {f"{v}.test.yml" for v in ("default", "default-alerts", "mapping", "kubernetes", "hpc_job", "clusters")}
+    assert suites == {
+        f"{v}.test.yml" for v in ("default", "default-alerts", "mapping", "kubernetes", "hpc_job", "clusters")
+    }
     passed = [
         line.removeprefix("passed: ") for line in capsys.readouterr().out.splitlines() if line.startswith("passed: ")
     ]

@@ -11,7 +11,7 @@ import yaml
 from gpu_execution_pack import build, catalog, promtool
 from gpu_execution_pack.config import Config, ConfigError, config_from_mapping
 from gpu_execution_pack.output import to_yaml
-from gpu_execution_pack.promql import match, partitioned, render
+from gpu_execution_pack.promql import match, render
 from gpu_execution_pack.rules import files as rule_files_module
 from gpu_execution_pack.rules.files import RULER, all_groups, rule_files
 from gpu_execution_pack.rules.groups import RuleGroup
@@ -232,18 +232,28 @@ def test_each_shard_records_its_own_heartbeat_at_the_served_interval(tmp_path: P
 
 
 @pytest.mark.usefixtures("promtool_available")
-def test_the_guard_stays_global_under_a_cluster_label(tmp_path: Path):
-    cfg = dataclasses.replace(sharded(tmp_path), cluster_label="cluster")
-    assert partitioned(shards_up(cfg), "cluster") == shards_up(cfg)
-    files = sharding_files(cfg, tmp_path)
-    (text,) = (t for p, t in files.items() if p.name == "execution.rules.yml")
-    expr = yaml.safe_load(text)["groups"][0]["rules"][0]["expr"]
-    assert "count by (cluster, execution_id)" in expr and "\nand on ()\n" in expr, expr
-    assert squeezed(render(shards_up(cfg))) in squeezed(expr) and "by(cluster,shard)" not in squeezed(expr)
-    for path, text in files.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    promtool.check_rules([p for p in files if p.name.endswith(".rules.yml")])
+def test_under_a_cluster_label_each_clusters_shards_are_counted_apart(tmp_path: Path):
+    """Two clusters of two shards each (a shard's external labels name its cluster, so its heartbeat carries
+    it): shard 1 of cluster a stops. a's count has a gap; b's, whose shard 1 runs on, stays whole."""
+    cfg = dataclasses.replace(sharded(tmp_path, shards=2, heartbeat_freshness="2m"), cluster_label="cluster")
+
+    def in_cluster(series: list[dict], cluster: str) -> list[dict]:
+        return [{**s, "series": s["series"][:-1] + f', cluster="{cluster}"}}'} for s in series]
+
+    running = [{**s, "values": "1x20" if "shard_up" in s["series"] else "0.5x20"} for s in STOPPED_SHARD]
+    want = render(COUNT.select(match("execution_id", "e")))
+    checks = [
+        {
+            "expr": want,
+            "eval_time": t,
+            "exp_samples": [{"labels": want[:-1] + ', cluster="b"}', "value": 4}]
+            + ([{"labels": want[:-1] + ', cluster="a"}', "value": 4}] if t == "6m" else []),
+        }
+        for t in ("6m", "9m", "15m")
+    ]
+    tests = [{"interval": "1m", "input_series": in_cluster(STOPPED_SHARD, "a") + in_cluster(running, "b"),
+              "promql_expr_test": checks}]  # fmt: skip
+    run_promtool_test(tmp_path, execution_rules(cfg, tmp_path), tests)
 
 
 def test_a_group_without_placement_is_refused():

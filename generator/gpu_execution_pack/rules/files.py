@@ -69,7 +69,9 @@ def rule_files(
     by_file: dict[str, list[RuleGroup]] = {}
     for group in all_groups(cfg):
         if not placement or placement_of(group) == placement:
-            by_file.setdefault(group.file, []).append(group if guard is None else group.guarded(guard))
+            # The guard is partitioned like the rule it guards (partitioning twice changes nothing).
+            guarded = group if guard is None else group.guarded(guard).partitioned(cfg.cluster_label)
+            by_file.setdefault(group.file, []).append(guarded)
     return {
         rules_dir / f"{name}{RULE_FILE_SUFFIX}": yaml_document(
             {"groups": [group_document(g) for g in groups]}, SOURCE, regenerate

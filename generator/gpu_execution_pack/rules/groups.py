@@ -71,13 +71,11 @@ class RuleGroup:
 
     def guarded(self, condition: Expr) -> RuleGroup:
         """The group with each recording rule recorded only while ``condition`` has a sample
-        (``<expr> and on () <condition>``, kept as it is under a partition label); alerts unchanged."""
+        (``<expr> and on () <condition>``); alerts unchanged."""
         return replace(
             self,
             rules=tuple(
-                replace(r, tree=join(r.tree, "and", on((), shared=True), condition))
-                if isinstance(r, RecordingRule)
-                else r
+                replace(r, tree=join(r.tree, "and", on(()), condition)) if isinstance(r, RecordingRule) else r
                 for r in self.rules
             ),
         )

@@ -61,12 +61,13 @@ def heartbeat_group(cfg: Config, index: int) -> RuleGroup:
 def shards_up(cfg: Config) -> Expr:
     """A sample while every shard's newest heartbeat is within ``sharding.heartbeat_freshness``, else none.
 
-    Shards are counted by their label, so the two replicas of an HA pair count once. Shards are not per
-    cluster: the count stays global under ``cluster_label`` (``shared``).
+    Shards are counted by their label, so the two replicas of an HA pair count once. Under ``cluster_label``
+    the rule files partition it like every rule: each cluster's shards are counted apart (a shard's external
+    labels name its cluster), so a shard down in one cluster is not hidden by its namesake in another.
     """
     freshness = parse_duration_seconds(cfg.sharding.heartbeat_freshness)
     fresh = call("timestamp", catalog.SHARD_UP.select()).gt(call("time") - freshness)
-    shards = aggregate("count", None, aggregate("count", (catalog.SHARD_LABEL,), fresh, shared=True), shared=True)
+    shards = aggregate("count", None, aggregate("count", (catalog.SHARD_LABEL,), fresh))
     return Paren(shards.ge(cfg.sharding.shards))
 
 
