@@ -271,10 +271,13 @@ def e2e_config(runbook_url: str) -> Config:
                 "host_memory_exhaustion": {"lookback": "10s", "min_level": 0.9, "for": "4s"},
                 "thermal_throttling": {"for": "8s"},
                 "power_throttling": {"for": "8s", "severity": "warning"},
+                # An inhibition holds from the first notification only when its source reaches
+                # Alertmanager before the target's group is flushed: every source here fires a few
+                # evaluations before its targets, as the defaults order them (15m before 30m, say).
                 "gpu_stalled": {"for": "2s"},
                 # Over every GPU's resting 80 %: a stalled GPU beside an idle one pulls the mean under it.
-                "gpu_underutilized": {"for": "2s", "threshold": 0.6},
-                "telemetry_missing": {"window": "2m", "for": "2s", "severity": "critical"},
+                "gpu_underutilized": {"for": "6s", "threshold": 0.6},
+                "telemetry_missing": {"window": "2m", "for": "5s", "severity": "critical"},
                 # As severe as what it silences: an inhibition never hides a more severe alert.
                 "dcgm_exporter_down": {"for": "2s", "severity": "critical"},
             },

@@ -44,6 +44,11 @@ The file is a whole Alertmanager config, so ``amtool check-config`` checks it as
      never stalled and reads as idle: GpuUnderutilized is then the only alert, and nothing
      silences it. The stall never silences its GPU's other alerts: a GPU that is both stalled
      and full, hot or throttled says something about each.
+
+Alertmanager checks an inhibition when it flushes the target's group: a source that starts firing
+after that is too late for the first notification. Where a target can start firing together
+with its source, the defaults give the source the shorter ``for`` (a stall at 15m, the underuse
+at 30m; missing telemetry at 10m, power throttling at 15m).
 """
 
 from __future__ import annotations
