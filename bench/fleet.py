@@ -266,7 +266,7 @@ class FleetExposition:
 
     def __init__(self, scenario: Scenario, start: float, cfg: Config | None = None):
         self.s, self.start = scenario, start
-        renderer = Renderer(scenario, cfg or Config())
+        self.renderer = renderer = Renderer(scenario, cfg or Config())
         owners = {g: e for e in scenario.executions for g in e.gpus}
         on_device: dict[tuple[str, int], list[Execution]] = {}
         for e in scenario.executions:
@@ -352,7 +352,7 @@ class FleetExposition:
         names = ("node_uname_info", "node_memory_MemTotal_bytes", "node_memory_MemAvailable_bytes")
         lines: dict[str, list[str]] = {n: [] for n in (*names, "node_cpu_seconds_total")}
         for host in hosts:
-            target = f'instance="{host.name}:9100",job="node"'
+            target = self._node_target(host)
             idle = self.cpu_idle_seconds(host, min(times))
             for t in times:
                 truth, suffix = self.host_truth(host, t), f" {int(t)}" if stamp else ""
@@ -386,7 +386,7 @@ class FleetExposition:
         for host in chosen:
             for name, lines in self._node_static(host).items():
                 samples.setdefault(name, []).extend(lines)
-            target = f'device="{{}}",instance="{host.name}:9100",job="node"'
+            target = 'device="{}",' + self._node_target(host)
             for name, rate in NETDEV_COUNTERS.items():
                 family = f"node_network_{name}"
                 samples.setdefault(family, []).extend(
@@ -394,10 +394,15 @@ class FleetExposition:
                 )
         return exposition(samples, NODE_KINDS)
 
+    def _node_target(self, host: Host) -> str:
+        """A host's node_exporter target labels, with the host the scrape names under node.host_identity scrape."""
+        labels = self.renderer.scraped(host, {"instance": f"{host.name}:9100", "job": "node"})
+        return ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+
     def _cpu_prefixes(self, host: Host, mode: str) -> list[str]:
         key = (host.name, mode)
         if key not in self._prefixes:
-            target = f'instance="{host.name}:9100",job="node"'
+            target = self._node_target(host)
             self._prefixes[key] = [
                 f'node_cpu_seconds_total{{{target},cpu="{c}",mode="{mode}"}}' for c in range(host.cpus)
             ]
@@ -407,7 +412,7 @@ class FleetExposition:
         """The lines of a host's families that do not change: meminfo, filesystems, network class."""
         if host.name in self._static:
             return self._static[host.name]
-        target = f'instance="{host.name}:9100",job="node"'
+        target = self._node_target(host)
         total = host.ram_total_bytes
         lines: dict[str, list[str]] = {}
         for field, share in MEMINFO.items():

@@ -178,6 +178,11 @@ class Prometheus:
                 out[name] = out.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
         return out
 
+    def rule_seconds(self) -> dict[str, float]:
+        """Each recording and alerting rule's last evaluation time in seconds (``/api/v1/rules``), by name."""
+        groups = self._data("rules", {}, 30)["groups"]
+        return {r["name"]: r["evaluationTime"] for g in groups for r in g["rules"]}
+
     def stop(self) -> None:
         """Stop the server if it runs; its data directory stays for the next start."""
         if self.process is not None:

@@ -64,6 +64,20 @@ def suite_failures(variants: list, directory: Path, only: str = "") -> str:
     return ""
 
 
+def run_promtool_test(tmp_path: Path, rules: dict[Path, str], tests: list[dict]) -> None:
+    """``promtool test rules`` of ``tests`` (1 minute steps) over the rule files ``rules``, written first."""
+    from gpu_execution_pack import promtool
+    from gpu_execution_pack.output import to_yaml
+
+    for path, text in rules.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    suite = tmp_path / "hand-written.test.yml"
+    doc = {"rule_files": [str(p) for p in rules], "evaluation_interval": "1m", "tests": tests}
+    suite.write_text(to_yaml(doc))
+    promtool.run(["test", "rules", str(suite)])
+
+
 def env_without_promtool() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = "/nonexistent"

@@ -31,7 +31,17 @@ def test_the_test_command_builds_every_suite_and_promtool_passes_them(capsys: py
     assert cli.main(["test", "--build-dir", str(build)]) == 0
     suites = {p.name for p in build.glob("*.test.yml")}
     assert suites == {
-        f"{v}.test.yml" for v in ("default", "default-alerts", "mapping", "kubernetes", "hpc_job", "clusters")
+        f"{v}.test.yml"
+        for v in (
+            "default",
+            "default-alerts",
+            "scrape_identity",
+            "scrape_identity-alerts",
+            "mapping",
+            "kubernetes",
+            "hpc_job",
+            "clusters",
+        )
     }
     passed = [
         line.removeprefix("passed: ") for line in capsys.readouterr().out.splitlines() if line.startswith("passed: ")

@@ -110,10 +110,11 @@ def handler(render: Callable[[float], str]) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def pack_config(tmp_path: Path) -> Config:
+def pack_config(tmp_path: Path, host_identity: str = "join") -> Config:
     """1 s evaluations, the underuse alert after 2 s, file discovery from tmp_path, short-lived heartbeats."""
     return config_from_mapping(
         {
+            "node": {"host_identity": host_identity},
             "sharding": {
                 "shards": SHARDS,
                 "heartbeat_freshness": f"{FRESHNESS}s",
@@ -132,16 +133,18 @@ Breakage = Callable[[dict[Path, str], Path], dict[Path, str]]
 
 
 @contextmanager
-def sharded_fleet(tmp_path: Path, broken: Breakage | None = None) -> Iterator[tuple[Prometheus, list[Prometheus]]]:
+def sharded_fleet(
+    tmp_path: Path, broken: Breakage | None = None, host_identity: str = "join"
+) -> Iterator[tuple[Prometheus, list[Prometheus]]]:
     """The central Prometheus and the shards, scraping the exporters with the generated files (``broken``'ed)."""
-    cfg = pack_config(tmp_path)
+    cfg = pack_config(tmp_path, host_identity)
     rules = tmp_path / "rules"
     files = {p: t for p, t in build.rule_outputs(cfg).items() if "sharded" in p.parts}
     files = broken(files, rules) if broken else files
     write_all(files)
     shard_rules = sorted(str(p) for p in files if p.parent.name == "shards")
     ruler_rules = sorted(str(p) for p in files if p.parent.name == "ruler")
-    fleet = FleetExposition(scenario(), time.time() - 600)
+    fleet = FleetExposition(scenario(), time.time() - 600)  # as the exporters publish it: no scrape labels
     with ExitStack() as stack:
         exporters = stack.enter_context(Exporters(fleet, pick_addresses()))
         (tmp_path / "targets").mkdir()
@@ -226,6 +229,15 @@ def problems(central: Prometheus, cfg: Config) -> list[str]:
     return out
 
 
+def problems_within(central: Prometheus, cfg: Config, seconds: float = 45.0) -> list[str]:
+    """``problems`` once there are any, or [] after ``seconds``: what a broken split does shows only once
+    both shards' series have reached the central server, which on a loaded machine may be a while."""
+    deadline = time.monotonic() + seconds
+    while not (found := problems(central, cfg)) and time.monotonic() < deadline:
+        time.sleep(1)
+    return found
+
+
 def test_the_sharded_pack_serves_an_execution_spanning_shards(tmp_path: Path):
     from gpu_execution_pack.api.app import PATH, create_app
     from starlette.testclient import TestClient
@@ -306,4 +318,43 @@ def rollups_on_the_shards(files: dict[Path, str], rules: Path) -> dict[Path, str
 @pytest.mark.parametrize("broken", [drop_hashmod_of_shard_1, rollups_on_the_shards])
 def test_a_broken_split_is_caught(tmp_path: Path, broken: Breakage):
     with sharded_fleet(tmp_path, broken) as (central, _):
-        assert problems(central, pack_config(tmp_path)), f"{broken.__name__} went unnoticed"
+        assert problems_within(central, pack_config(tmp_path)), f"{broken.__name__} went unnoticed"
+
+
+# --- the host named at scrape (node.host_identity: scrape) -------------------------------------------
+
+
+def test_hosts_named_at_scrape_serve_the_spanning_execution(tmp_path: Path):
+    """The snippets' relabelling names each target by the host part of its address; the rules, which join
+    no host map, record the spanning execution's GPUs and host RAM under those names, once each."""
+    cfg = pack_config(tmp_path, "scrape")
+    addresses = pick_addresses()
+    with sharded_fleet(tmp_path, host_identity="scrape") as (central, _):
+        assert problems(central, cfg) == []
+        for series, hosts in (
+            (catalog.GPU_UTILIZATION, ("h0", "h0", "h1", "h1")),
+            (catalog.NODE_RAM_TOTAL, ("h0", "h1")),
+        ):
+            result = central.query(f'{series.name}{{execution_id="{SPANNING}"}}', time.time())
+            names = sorted(r["metric"][catalog.HOST_LABEL] for r in result)
+            assert names == [addresses[h] for h in hosts], series.name
+
+
+def no_host_names(files: dict[Path, str], rules: Path) -> dict[Path, str]:
+    """Both shards' scrape jobs without the relabelling that names the host: the exporters' own labels only."""
+    changed = {}
+    for i in range(SHARDS):
+        path = scrape_path(rules, i, "file-sd")
+        doc = yaml.safe_load(files[path])
+        for job in doc["scrape_configs"]:
+            named = [r for r in job["relabel_configs"] if r.get("target_label") == catalog.HOST_LABEL]
+            assert len(named) == 1, job["job_name"]
+            job["relabel_configs"].remove(named[0])
+        changed[path] = to_yaml(doc)
+    return files | changed
+
+
+def test_hosts_named_at_scrape_need_the_relabelling(tmp_path: Path):
+    """Without it (dcgm-exporter 4.8 publishes Hostname, node_exporter nothing) every host reads as one."""
+    with sharded_fleet(tmp_path, no_host_names, host_identity="scrape") as (central, _):
+        assert problems_within(central, pack_config(tmp_path, "scrape")), "the rules found hosts no scrape named"

@@ -24,11 +24,13 @@ from gpu_execution_pack.rules.sharding import (
     shards_up,
 )
 
+from .conftest import run_promtool_test
+
 SHARDS = 3
 
 
-def sharded(rules_dir: Path, shards: int = SHARDS, **keys) -> Config:
-    cfg = config_from_mapping({"sharding": {"shards": shards, **keys}})
+def sharded(rules_dir: Path, shards: int = SHARDS, host_identity: str = "join", **keys) -> Config:
+    cfg = config_from_mapping({"sharding": {"shards": shards, **keys}, "node": {"host_identity": host_identity}})
     return dataclasses.replace(cfg, output=dataclasses.replace(cfg.output, rules_dir=str(rules_dir)))
 
 
@@ -81,6 +83,25 @@ def test_both_exporters_of_a_host_hash_alike_and_each_shard_keeps_its_own(tmp_pa
                 for address, name in (("gpu-01:9400", "gpu-01"), ("gpu-01:9100", "gpu-01"), ("gpu-01", "gpu-01"),
                                       ("10.0.0.7:9100", "10.0.0.7"), ("[fd00::7]:9400", "[fd00::7]")):  # fmt: skip
                     assert pattern.fullmatch(address).expand(r"\1") == name
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_hosts_named_at_scrape_by_what_picks_their_shard(tmp_path: Path, variant: str):
+    """node.host_identity scrape: both exporters' targets get hostname from the label their shard is hashed
+    from (the node on Kubernetes, the address's host part otherwise), unless the target has one; join: never."""
+    for identity in ("join", "scrape"):
+        files = sharding_files(sharded(tmp_path, host_identity=identity), tmp_path)
+        for job in yaml.safe_load(files[scrape_path(tmp_path, 0, variant)])["scrape_configs"]:
+            named = [r for r in job["relabel_configs"] if r.get("target_label") == catalog.HOST_LABEL]
+            if identity == "join":
+                assert named == [], job["job_name"]
+                continue
+            source, _ = host_hash_rules(job)
+            [rule] = named
+            assert rule["source_labels"] == [catalog.HOST_LABEL, source] and rule.get("action", "replace") == "replace"
+            joined = re.compile(rule["regex"])  # source values joined by ";", the regex anchored at both ends
+            assert joined.fullmatch(";gpu-01").expand(rule.get("replacement", r"\1").replace("$", "\\")) == "gpu-01"
+            assert joined.fullmatch("own-name;gpu-01") is None  # a target's own hostname is kept
 
 
 def test_static_targets_list_every_host_on_every_shard(tmp_path: Path):
@@ -148,17 +169,6 @@ def heartbeat(shard: int, **labels: str) -> str:
 
 def gpu(shard: int, k: int) -> str:
     return render(catalog.GPU_UTILIZATION.select(match("execution_id", "e"), match("UUID", f"GPU-{shard}-{k}")))
-
-
-def run_promtool_test(tmp_path: Path, rules: dict[Path, str], tests: list[dict]) -> None:
-    """``promtool test rules`` of ``tests`` (1 minute steps) over the rule files ``rules``."""
-    for path, text in rules.items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    suite = tmp_path / "guard.test.yml"
-    doc = {"rule_files": [str(p) for p in rules], "evaluation_interval": "1m", "tests": tests}
-    suite.write_text(to_yaml(doc))
-    promtool.run(["test", "rules", str(suite)])
 
 
 def counted(*at: tuple[str, list[float]]) -> list[dict]:
@@ -284,8 +294,9 @@ def test_sharding_keys_are_checked():
 @pytest.mark.parametrize(
     "variant", [pytest.param(v, marks=[pytest.mark.e2e] if v == "kubernetes" else []) for v in VARIANTS]
 )
-def test_promtool_accepts_a_prometheus_yml_built_from_each_snippet(tmp_path: Path, variant: str):
-    cfg = sharded(tmp_path / "rules", hosts=["gpu-01", "10.0.0.7"])
+@pytest.mark.parametrize("host_identity", ["join", "scrape"])
+def test_promtool_accepts_a_prometheus_yml_built_from_each_snippet(tmp_path: Path, variant: str, host_identity: str):
+    cfg = sharded(tmp_path / "rules", hosts=["gpu-01", "10.0.0.7"], host_identity=host_identity)
     files = sharding_files(cfg, tmp_path / "rules")
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -320,3 +331,9 @@ def test_scaling_page_shows_the_generated_jobs():
     for variant, title in (("static", "static"), ("kubernetes", "kubernetes")):
         block = page.split(f"<!-- generated: {title} shard 2 of 4 -->\n```yaml\n", 1)[1].split("```", 1)[0]
         assert block == to_yaml({"scrape_configs": scrape_jobs(cfg, 2, variant)[:1]}), f"docs/scaling.md: {variant}"
+    named = config_from_mapping(
+        {"sharding": {"shards": 4, "hosts": ["gpu-01", "gpu-02"]}, "node": {"host_identity": "scrape"}}
+    )
+    title = "kubernetes shard 2 of 4, hosts named at scrape"
+    block = page.split(f"<!-- generated: {title} -->\n```yaml\n", 1)[1].split("```", 1)[0]
+    assert block == to_yaml({"scrape_configs": scrape_jobs(named, 2, "kubernetes")[:1]}), f"docs/scaling.md: {title}"

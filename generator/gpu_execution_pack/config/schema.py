@@ -157,6 +157,18 @@ class Dcgm:
 
 @dataclass(frozen=True)
 class Node:
+    host_identity: str = opt(
+        "join",
+        "Where a GPU's and a host's `hostname` comes from: `join` (the rules find each exporter target's host "
+        "from the names the exporters publish, with the exact-first host map below) or `scrape` (your scrape "
+        "config sets the target label `hostname` on both exporters' targets, as the generated scrape snippets "
+        "do, e.g. from a Kubernetes pod's node; the rules read it as is and skip the host map). Under `scrape` "
+        "an exporter's own `hostname` arrives as `exported_hostname` and is not read; a target without the "
+        "label is recorded with an empty host.",
+        "Your service discovery knows each target's node and you relabel it at scrape: `scrape` costs the "
+        "per-GPU rules no join (docs/benchmarks.md).",
+        choices=("join", "scrape"),
+    )
     host_regex: str = opt(
         "([^.]+).*",
         "Regex whose first group is a host's name where the exporters spell it differently. A GPU's host is "
@@ -792,7 +804,9 @@ class Config:
         "Window of rate() where `rate_window` holds fewer than two samples, and in which the host CPU rate "
         "finds each CPU's last two samples: at 4m both answer for scrape intervals up to 1m (Prometheus' "
         "own default), where a 1m window holds one sample.",
-        "You scrape node_exporter less often than every minute: keep it at least twice your scrape interval.",
+        "You scrape node_exporter less often than every minute: keep it at least twice your scrape interval. "
+        "You scrape every 15 s: 1m still finds the samples, and the host CPU rate, the served groups' most "
+        "expensive rule, reads a quarter of them (docs/benchmarks.md).",
         kind="duration",
     )
     rule_interval: str = opt(

@@ -42,6 +42,7 @@ from gpu_execution_pack.promql import (
     labelled,
     match,
     on,
+    partitioned,
     selector,
     substitute,
 )
@@ -72,9 +73,18 @@ class Attribution:
         return (EXECUTION_LABEL, *self.tenant, *GPU_IDENTITY_LABELS)
 
     @property
+    def at_scrape(self) -> bool:
+        """Whether the scrape config names each target's host (``node.host_identity: scrape``)."""
+        return self.cfg.node.host_identity == "scrape"
+
+    @property
     def identity(self) -> tuple[str, ...]:
-        """A GPU's identity before its host is named: its labels less the host, and the target that exports it."""
-        return (*(label for label in GPU_IDENTITY_LABELS if label != HOST_LABEL), *catalog.TARGET_LABELS)
+        """A GPU's identity before its host is named: its labels less the host (unless the scrape named it),
+        and the target that exports it."""
+        named = (
+            GPU_IDENTITY_LABELS if self.at_scrape else [label for label in GPU_IDENTITY_LABELS if label != HOST_LABEL]
+        )
+        return (*named, *catalog.TARGET_LABELS)
 
     @property
     def keep_labels(self) -> tuple[str, ...]:
@@ -141,11 +151,13 @@ class Attribution:
     def named(self, attributed: Expr) -> Expr:
         """Attributed series with their host named from the exporter target's host map, one per GPU identity.
 
-        The ``max by`` also drops duplicate scrapes of one GPU by two targets on the same host.
+        The ``max by`` also drops duplicate scrapes of one GPU by two targets on the same host. Where the
+        scrape named the host, the series carry it already and nothing is joined.
         """
-        hosts: Expr = join(
-            attributed, "*", on(catalog.TARGET_LABELS, group_left=(HOST_LABEL,)), current(catalog.GPU_EXPORTER_HOST)
-        )
+        hosts: Expr = attributed
+        if not self.at_scrape:
+            on_target = on(catalog.TARGET_LABELS, group_left=(HOST_LABEL,))
+            hosts = join(attributed, "*", on_target, current(catalog.GPU_EXPORTER_HOST))
         if not self.per_branch:  # the workload's labels, once per rule rather than per raw metric
             for target, source in self.label_aliases:
                 hosts = label_copy(hosts, target, source)
@@ -233,8 +245,12 @@ class RuleBuilder:
     def node_rule(self, series: Series) -> RecordingRule:
         formula = series.formulas[0]
         per_target = substitute(formula.expr, self.node_signal)
-        host = on(catalog.TARGET_LABELS, group_left=(HOST_LABEL,))
-        per_host = aggregate("max", (HOST_LABEL,), join(per_target, "*", host, current(catalog.NODE_EXPORTER_HOST)))
+        if self.attribution.at_scrape:  # the scrape named the host: keep it
+            per_target = partitioned(per_target, HOST_LABEL)
+        else:
+            host = on(catalog.TARGET_LABELS, group_left=(HOST_LABEL,))
+            per_target = join(per_target, "*", host, current(catalog.NODE_EXPORTER_HOST))
+        per_host = aggregate("max", (HOST_LABEL,), per_target)
         hosts = aggregate("group", catalog.NODE_LABELS, catalog.NODE_GPU_COUNT.select())
         return RecordingRule(series.name, join(hosts, "*", on((catalog.HOST_LABEL,), group_left=()), per_host))
 
@@ -262,7 +278,9 @@ class RuleBuilder:
         raw = catalog.SIGNALS[key].raws[0]
         counter = raw.select(*self.cfg.selectors.node_matchers)
         last_rate = self.unit_of(raw).to_base(call("irate", counter.range(self.cfg.rate_window_fallback)))
-        return RecordingRule(rate.name, substitute(rate.formulas[0].expr, lambda _: last_rate))
+        expr = substitute(rate.formulas[0].expr, lambda _: last_rate)
+        # Where the scrape named the host, the per-target rate keeps it for the host series.
+        return RecordingRule(rate.name, partitioned(expr, HOST_LABEL) if self.attribution.at_scrape else expr)
 
     # -- host identity ---------------------------------------------------------------------
     def host_rules(self) -> tuple[RecordingRule, ...]:
@@ -273,17 +291,36 @@ class RuleBuilder:
         unless that name collides: two machines claim it, and each keeps its whole nodename. A GPU's host
         is the first of these that names a known host: its labels exactly, then after node.host_regex
         (never a colliding name), or the host of the node_exporter scraped from the same address. Where
-        none does, its own label (else its address) still names a host.
+        none does, its own label (else its address) still names a host. Under ``node.host_identity: scrape``
+        each target's own ``hostname`` label names its host (``scraped_hosts``).
         """
         presence = catalog.presence_raws(self.cfg.dcgm.generations)
         raw = any_of([r.select(*self.cfg.selectors.dcgm_matchers) for r in presence], stacked=False)
         labels = catalog.DCGM_TARGET_LABELS
+        if self.attribution.at_scrape:
+            collisions, node_hosts, gpu_hosts = self.scraped_hosts()
+        else:
+            collisions, node_hosts, gpu_hosts = self.host_name_collisions(), self.node_hosts(), self.gpu_hosts()
         return (
             RecordingRule(labels.name, aggregate("group", labels.labels, raw)),
-            RecordingRule(catalog.NODE_HOST_COLLISIONS.name, self.host_name_collisions()),
-            RecordingRule(catalog.NODE_EXPORTER_HOST.name, self.node_hosts()),
-            RecordingRule(catalog.GPU_EXPORTER_HOST.name, self.gpu_hosts()),
+            RecordingRule(catalog.NODE_HOST_COLLISIONS.name, collisions),
+            RecordingRule(catalog.NODE_EXPORTER_HOST.name, node_hosts),
+            RecordingRule(catalog.GPU_EXPORTER_HOST.name, gpu_hosts),
             *(self.node_rate_rule(key) for key in catalog.NODE_COUNTER_RATES),
+        )
+
+    def scraped_hosts(self) -> tuple[Expr, Expr, Expr]:
+        """The collisions and both host maps where the scrape names every target's host: two machines
+        (nodenames) given one name collide; each target's host is its own label (the exporter-down alert
+        still reads the dcgm-exporter map)."""
+        named, targets = (labelled(HOST_LABEL),), (*catalog.TARGET_LABELS, HOST_LABEL)
+        real = self.real_nodenames().where(*named)  # a placeholder nodename tells no machines apart
+        machines = aggregate("count", (HOST_LABEL,), aggregate("group", (HOST_LABEL, catalog.NODE_NAME_LABEL), real))
+        uname = selector(catalog.NODE_INFO_METRIC, *self.cfg.selectors.node_matchers, *named)
+        return (
+            machines.gt(1),
+            aggregate("group", targets, uname),
+            aggregate("group", targets, catalog.DCGM_TARGET_LABELS.select(*named)),
         )
 
     def _named(self, source: str, expr: Expr, pattern: str = "") -> Expr:

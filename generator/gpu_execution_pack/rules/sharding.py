@@ -85,6 +85,19 @@ def by_address(shards: int, index: int) -> list[dict[str, Any]]:
     return [host, *keep_shard(HOST_LABEL, shards, index)]
 
 
+def name_host(source: str) -> list[dict[str, Any]]:
+    """``node.host_identity: scrape``: the target label ``hostname`` from ``source``, unless the target has one
+    (a file_sd target group's own ``hostname`` label, say). The rules read it instead of joining a host map."""
+    return [
+        {
+            "source_labels": [catalog.HOST_LABEL, source],
+            "separator": ";",
+            "regex": ";(.+)",
+            "target_label": catalog.HOST_LABEL,
+        }
+    ]
+
+
 def scrape_jobs(cfg: Config, index: int, variant: str) -> list[dict[str, Any]]:
     """The dcgm-exporter and node_exporter scrape jobs of shard ``index`` in discovery ``variant``."""
     s = cfg.sharding
@@ -108,6 +121,8 @@ def scrape_jobs(cfg: Config, index: int, variant: str) -> list[dict[str, Any]]:
                 {"source_labels": [POD_NODE], "regex": ".+", "action": "keep"},
                 *keep_shard(POD_NODE, s.shards, index),
             ]
+        if cfg.node.host_identity == "scrape":  # the host the shard was picked by names the target
+            doc["relabel_configs"] += name_host(POD_NODE if variant == "kubernetes" else HOST_LABEL)
         out.append(doc)
     return out
 

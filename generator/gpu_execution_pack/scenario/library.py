@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gpu_execution_pack.config import Config
 from gpu_execution_pack.scenario.model import (
     FRAMEBUFFER_SIGNALS,
     TRAINING,
@@ -162,6 +163,15 @@ def two_clusters() -> list[Scenario]:
     eu = _pair("cluster eu-1", Host("gpu-01"), Host("gpu-02"))
     us = _pair("cluster us-1", Host("gpu-02"), Host("gpu-01"))
     return [replace(eu, cluster="eu-1"), replace(us, cluster="us-1")]
+
+
+def as_configured(scenarios: list[Scenario], cfg: Config) -> list[Scenario]:
+    """``scenarios`` as ``cfg``'s Prometheus stores them. Where the scrape config names every target's host
+    (``node.host_identity: scrape``), each machine is scraped under its own name: no name is claimed by two
+    machines, whatever their exporters call them."""
+    if cfg.node.host_identity != "scrape":
+        return scenarios
+    return [replace(s, host_name_collisions=()) for s in scenarios]
 
 
 def _h100_instance(host: str, index: int, instance: str) -> Gpu:

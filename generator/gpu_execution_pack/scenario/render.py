@@ -163,7 +163,17 @@ class Renderer:
             labels |= {f"exported_{k}": v for k, v in workload.items()}
         else:
             labels |= workload
-        return labels
+        return self.scraped(host, labels)
+
+    def scraped(self, host: Host, labels: dict[str, str]) -> dict[str, str]:
+        """An exporter target's labels as stored: under ``node.host_identity: scrape`` the scrape config sets the
+        target label ``hostname`` to the machine's name, and an exporter's own ``hostname`` becomes
+        ``exported_hostname`` (honor_labels: false)."""
+        if self.cfg.node.host_identity != "scrape":
+            return labels
+        host_label = catalog.HOST_LABEL
+        own = {catalog.EXPORTED_PREFIX + host_label: labels.pop(host_label)} if host_label in labels else {}
+        return labels | own | {host_label: host.name}
 
     def exporter_pod(self, host: Host) -> str:
         """The dcgm-exporter pod's name where its target carries it (always in kubernetes mode)."""
@@ -226,7 +236,9 @@ class Renderer:
                             value = partial(self.raw_value, key, gpu, owner, raw.unit)
                         yield RenderedSeries(raw.name, tuple(sorted(labels.items())), self.when(active, value))
             # The exporter's scrape target: up while it answers.
-            target = (("instance", f"{host.name}:9400"), ("job", "dcgm-exporter"))
+            target = tuple(
+                sorted(self.scraped(host, {"instance": f"{host.name}:9400", "job": "dcgm-exporter"}).items())
+            )
             yield RenderedSeries("up", target, tuple(float(self.dcgm_alive(host, m)) for m in self.minutes()))
 
     def raw_value(self, key: str, gpu: Gpu, owner: Execution | None, unit: str, minute: float) -> float:
@@ -274,7 +286,7 @@ class Renderer:
     # -- node_exporter -------------------------------------------------------------------
     def node_series(self) -> Iterator[RenderedSeries]:
         for host in self.s.hosts:
-            target = (("instance", host.node_instance), ("job", "node"))
+            target = tuple(sorted(self.scraped(host, {"instance": host.node_instance, "job": "node"}).items()))
             truths = [model.host_truth(self.s, host, m) for m in self.minutes()]
             nodename = host.nodename or host.name
             every = host.node_scrape_seconds // model.STEP_SECONDS  # a sample at every `every`-th step

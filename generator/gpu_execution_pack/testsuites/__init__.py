@@ -51,6 +51,13 @@ def default_variants() -> list[Variant]:
             "hpc_job",
             {"execution_label": "hpc_job", "selectors": {"dcgm": 'job="dcgm-exporter"', "node": 'job="node"'}},
         ),
+        # The scrape config names each target's host: no host map join (the sharded snippets' relabelling).
+        Variant(
+            "scrape_identity",
+            config_from_mapping({"node": {"host_identity": "scrape"}}, "variant scrape_identity"),
+            tuple(library.default_suite()),
+            alerts=True,
+        ),
         # Two clusters with the same host and execution names in one store (a central ruler).
         Variant(
             "clusters",
@@ -86,9 +93,11 @@ def suite_files(variants: list[Variant], build_dir: Path, only: str = "") -> dic
     for v in variants:
         rules = rule_files(v.config, build_dir / v.name, command("test"))
         relative = [p.relative_to(build_dir) for p in rules]
-        suites = {v.name: lambda v=v: recording_suite(v.config, list(v.scenarios), v.together)}
+        scenarios = library.as_configured(list(v.scenarios), v.config)
+        suites = {v.name: lambda v=v, s=scenarios: recording_suite(v.config, s, v.together)}
         if v.alerts:
-            suites[f"{v.name}-alerts"] = lambda v=v: alert_suite(v.config, library.alert_suite())
+            alerting = library.as_configured(library.alert_suite(), v.config)
+            suites[f"{v.name}-alerts"] = lambda v=v, s=alerting: alert_suite(v.config, s)
         for name, tests in suites.items():
             if only and name != only:
                 continue
