@@ -40,10 +40,8 @@ from bench.common import (
     PROBE_PAUSE_SECONDS,
     REPO,
     entry_parser,
-    read_results,
-    save_results,
 )
-from bench.document import write
+from bench.document import add_figures
 from harness.prometheus import Prometheus, free_port
 
 KEY = "bench-key-0123456789"
@@ -350,13 +348,10 @@ def measure_long(workdir: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     """``make bench-api``: measure, put the figures in docs/benchmarks.json, rewrite the report."""
     entry_parser("bench.api", __doc__).parse_args(argv)
-    results = read_results()
-    results["api"] = measure()
-    save_results(results)
-    write(results)
+    api = add_figures("api", measure())
     print("wrote docs/benchmarks.md and docs/benchmarks.json", flush=True)
-    errors = [r[-1] for rows in [results["api"]["bare"], *results["api"]["endpoint"].values()] for r in rows]
-    long = results["api"]["long"]
+    errors = [r[-1] for rows in [api["bare"], *api["endpoint"].values()] for r in rows]
+    long = api["long"]
     return 0 if not any(errors) and long["status"] == 200 and long["complete"] and not long["probe_errors"] else 1
 
 

@@ -11,7 +11,15 @@ from __future__ import annotations
 from gpu_execution_pack import catalog
 
 from bench import fleet_rules as bench_fleet
-from bench.common import GENERATE_RUNS, LONG_DAYS, PROBE_P99_TARGET_SECONDS, PROBE_PAUSE_SECONDS, REPO
+from bench.common import (
+    GENERATE_RUNS,
+    LONG_DAYS,
+    PROBE_P99_TARGET_SECONDS,
+    PROBE_PAUSE_SECONDS,
+    REPO,
+    read_results,
+    save_results,
+)
 
 DOC = REPO / "docs" / "benchmarks.md"
 PLOT = REPO / "docs" / "benchmarks-fetch.png"
@@ -29,6 +37,16 @@ HOST_MAP_RATIO_TARGET = 1.10
 SERIAL_P50_RATIO_TARGET = 3.0
 THROUGHPUT_SHARE_TARGET = 0.25
 RSS_TARGET_RATIO = 1.0
+
+
+def add_figures(key: str, figures: dict) -> dict:
+    """Put one measurement's ``figures`` under ``key`` in docs/benchmarks.json and rewrite the report
+    from the whole; returns ``figures``."""
+    results = read_results()
+    results[key] = figures
+    save_results(results)
+    write(results)
+    return figures
 
 
 def write(results: dict) -> None:
@@ -318,6 +336,8 @@ def targets(largest: tuple[int, dict], ab: dict | None = None, identity: dict | 
     lines += [f"| {name} | {value} | {'met' if ok else '**missed**'} |" for name, ok, value in checks]
     if identity is not None and "rule_seconds" in identity:
         lines += ["", *slowest_rules(identity)]
+    if identity is not None and "floor_rules" in identity:
+        lines += ["", *floor_rule_lines(identity)]
     return [*lines, "", *target_notes(r)]
 
 
@@ -403,22 +423,26 @@ def host_map_check(ab: dict) -> Check:
 
 def host_identity_checks(run: dict) -> list[Check]:
     """The served groups with hosts named at scrape against the floor of the same run, the join's beside
-    them, and the same with the fallback window a 15 s scrape allows (``make bench-host-identity``)."""
+    them, the same with the fallback window a 15 s scrape allows, and per scrape shard
+    (``make bench-host-identity``)."""
     m, shares, floor = run["median"], run["shares"], run["median"]["floor"]
 
+    def passes(values: list[float]) -> str:
+        return ", ".join(f"{100 * v:.1f} %" for v in values)
+
     def measured(name: str) -> str:
-        passes = ", ".join(f"{100 * v:.1f} %" for v in shares[name])
-        return f"{100 * m[name]:.1f} % ({m[name] / floor:.2f}x; first and second pass {passes})"
+        return f"{100 * m[name]:.1f} % ({m[name] / floor:.2f}x; first and second pass {passes(shares[name])})"
 
     within = f"within {SERVED_FLOOR_RATIO_TARGET}x of the floor"
+    floor_passes = f" (passes {passes(shares['floor'])})" if len(shares["floor"]) > 1 else ""
     checks = [
         (
             f"served groups with `node.host_identity: scrape` {within}, one run at {run['gpus']:,} GPUs "
             "(`make bench-host-identity`; floor: one bare selector per per-GPU rule, one count per "
             "node_exporter target of each host input)",
             m["scrape"] <= SERVED_FLOOR_RATIO_TARGET * floor,
-            f"{measured('scrape')} against the floor's {100 * floor:.1f} %; with the host-map join (the "
-            f"default) {measured('join')}",
+            f"{measured('scrape')} against the floor's {100 * floor:.1f} %{floor_passes}; with the host-map join "
+            f"(the default) {measured('join')}",
         )
     ]
     if "scrape_1m" in m:
@@ -429,7 +453,51 @@ def host_identity_checks(run: dict) -> list[Check]:
                 measured("scrape_1m"),
             )
         )
+    if "scrape_tuned" in m:
+        checks.append(
+            (
+                f"the same with `dcgm.generations` pinned to the fleet's as well {within}",
+                m["scrape_tuned"] <= SERVED_FLOOR_RATIO_TARGET * floor,
+                measured("scrape_tuned"),
+            )
+        )
+    if "shards" in run:
+        checks.append(shard_check(run["shards"]))
     return checks
+
+
+def shard_check(shards: list[dict]) -> Check:
+    """Each scrape shard's served groups against its own floor, the shards side by side."""
+
+    def one(index: int, shard: dict) -> str:
+        m, passes = shard["median"], shard["shares"]["shard"]
+        return (
+            f"shard {index} ({shard['targets']} targets, {shard['recorded_gpus']:,} GPUs recorded): "
+            f"{100 * m['shard']:.1f} % against its floor's {100 * m['floor']:.1f} % "
+            f"({m['shard'] / m['floor']:.2f}x; passes {', '.join(f'{100 * v:.1f} %' for v in passes)})"
+        )
+
+    return (
+        f"the same per scrape shard with `sharding.shards: {len(shards)}` (the rules a shard evaluates; "
+        "the shards' Prometheus servers side by side on this machine, each scraping its half of the "
+        f"fleet's targets) within {SERVED_FLOOR_RATIO_TARGET}x of each shard's floor",
+        all(s["median"]["shard"] <= SERVED_FLOOR_RATIO_TARGET * s["median"]["floor"] for s in shards),
+        "; ".join(one(i, s) for i, s in enumerate(shards)),
+    )
+
+
+def floor_rule_lines(run: dict) -> list[str]:
+    """The floor's rules, each with its evaluation time in the run (``make bench-host-identity``)."""
+    seconds = run["rule_seconds"].get("floor", {})
+    lines = [
+        f"The floor's {len(run['floor_rules'])} rules (`bench/fleet_rules.py`, `floor_rules`), one group at the",
+        "served groups' interval, with each rule's last evaluation after each pass (median):",
+        "",
+        "| rule | expression | time |",
+        "|---|---|---|",
+    ]
+    lines += [f"| `{rule}` | `{expr}` | {seconds.get(rule, 0.0):.3f} s |" for rule, expr in run["floor_rules"].items()]
+    return [*lines, f"| all {len(run['floor_rules'])} | | {sum(seconds.values()):.2f} s |"]
 
 
 def target_notes(r: dict) -> list[str]:
@@ -487,11 +555,14 @@ TARGET_NOTES = (
     "  the changes before it, the per-GPU sharing rules among them.",
     "- Hosts named at scrape (`node.host_identity: scrape`, `make bench-host-identity`) take the",
     "  host-map join out of every per-GPU and per-host rule: the served groups cost less than with the",
-    "  join in the same run, but not enough for the target. Read rule by rule (Prometheus' own",
-    "  per-rule evaluation time in one run at 10,000 GPUs), the largest single rule is then the",
-    f"  per-CPU idle rate (`{catalog.NODE_CPU_IDLE_RATE.name}`, about two fifths of the served",
-    "  groups' time): its irate reads every CPU's samples over the 4m fallback window, which a 1m",
-    "  scrape needs. A fleet scraped every 15 s can set `rate_window_fallback: 1m` (the last row).",
+    "  join in the same run, but not enough for the target, on one Prometheus or per scrape shard (a",
+    "  shard holds half the fleet and pays about half, against a floor that halves too). Read rule by",
+    "  rule (Prometheus' own per-rule evaluation time), the largest single rule is then the per-CPU",
+    f"  idle rate (`{catalog.NODE_CPU_IDLE_RATE.name}`, two fifths to a half of the served groups'",
+    "  time): it reads every CPU's idle counter, as the floor's count of the same counters does (the",
+    "  floor's largest rule), and its irate reads their samples over the 4m fallback window, which a 1m",
+    "  scrape needs. A fleet scraped every 15 s can set `rate_window_fallback: 1m` and pin",
+    "  `dcgm.generations` (the rows above); what is left is the per-GPU rules' label work (below).",
     "- Against the floor the served groups have cost more than the target allows in every run, by",
     "  summed group time and by Prometheus' own CPU alike, from about 1.6 to over 3 times as much (the",
     "  ratios move widely from run to run and phase to phase on this shared machine): the",

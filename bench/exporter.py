@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from bench.fleet import FleetExposition
@@ -79,16 +80,24 @@ class FleetExporter:
 
 
 def scrape_config(
-    fleet: FleetExposition, exporter_port: int, self_port: int, rule_files: str, interval: int = 15
+    fleet: FleetExposition,
+    exporter_port: int,
+    self_port: int,
+    rule_files: str,
+    parts: Sequence[int] | None = None,
+    interval: int = 15,
 ) -> str:
-    """prometheus.yml for a fleet exporter (and Prometheus itself), with ``rule_files`` (a glob) or none."""
+    """prometheus.yml for a fleet exporter (and Prometheus itself), with ``rule_files`` (a glob) or none.
+
+    ``parts`` keeps only those of the exporter's targets (a scrape shard's, ``shards(fleet)`` indices).
+    """
     rules = f"rule_files:\n  - {rule_files}\n" if rule_files else ""
     address = f"127.0.0.1:{exporter_port}"
     dcgm, node = (
         "".join(
             f'      - {{targets: ["{address}"], '
             f"labels: {{__metrics_path__: /{path}/{k}, instance: {path}-shard-{k}}}}}\n"
-            for k in range(len(shards(fleet)))
+            for k in (range(len(shards(fleet))) if parts is None else parts)
         )
         for path in ("dcgm", "node")
     )

@@ -2,9 +2,9 @@
 
 A fleet of 10,000 GPUs is scraped live by one Prometheus; the rule files are swapped by SIGHUP
 between the served groups as they were before host identity (A), as they are now (B), and the
-floor of bare selectors, in the order A B A B floor, each measured for a minute after half a
-minute to settle. Run as ``python -m bench.host_map_ab`` (``make bench-host-map``); it adds its figures to
-docs/benchmarks.json under ``host_map_ab``, which the report renders.
+floor of bare selectors, in the order A B A B floor (``bench.passes``). Run as ``python -m
+bench.host_map_ab`` (``make bench-host-map``); it adds its figures to docs/benchmarks.json under
+``host_map_ab``, which the report renders.
 """
 
 from __future__ import annotations
@@ -18,17 +18,15 @@ from pathlib import Path
 
 import yaml
 
-from bench.common import REPO, entry_parser, log, read_results, save_results
-from bench.document import write
-from bench.exporter import FleetExporter, scrape_config
+from bench.common import REPO, entry_parser, log
+from bench.document import add_figures
 from bench.fleet import FleetExposition, fleet_scenario
-from bench.fleet_rules import MEASURE_S, floor_rules, rule_cost
-from harness.prometheus import Prometheus, free_port
+from bench.fleet_rules import floor_rules
+from bench.passes import measure_passes
 
 BEFORE = "049b8c1"  # the last commit before host identity
 SERVED = ("gpu-execution-pack.hosts", "gpu-execution-pack.execution_gpu", "gpu-execution-pack.execution_node")
 GPUS, EXECUTIONS = 10000, 1000
-SETTLE_S = 30
 
 
 def served_groups(texts: list[str]) -> dict:
@@ -53,51 +51,27 @@ def rule_files_at(commit: str | None) -> list[str]:
 def measure() -> dict:
     """The served groups' share of the time, before the host map and now, and the floor's, with their medians."""
     fleet = FleetExposition(fleet_scenario(GPUS, EXECUTIONS, minutes=120), int(time.time()))
-    shares: dict[str, list[float]] = {"before": [], "now": [], "floor": []}
     with tempfile.TemporaryDirectory() as tmp:
-        files = {
-            "before": Path(tmp) / "before.rules.yml",
-            "now": Path(tmp) / "now.rules.yml",
-            "floor": Path(tmp) / "floor.rules.yml",
-        }
+        files = {name: Path(tmp) / f"{name}.rules.yml" for name in ("before", "now", "floor")}
         files["before"].write_text(json.dumps(served_groups(rule_files_at(BEFORE))))
         files["now"].write_text(json.dumps(served_groups(rule_files_at(None))))
         floor_rules(files["floor"])
-        server = Prometheus(Path(tmp) / "prometheus")
-        exporter_port = free_port()
-        server.port = free_port()
-        server.config_text = scrape_config(fleet, exporter_port, server.port, str(files["before"]))
-        with FleetExporter(fleet, exporter_port):
-            server.start()
-            try:
-                log(f"{GPUS} GPUs live: warming up")
-                time.sleep(60)
-                for variant in ("before", "now", "before", "now", "floor"):
-                    server.config_text = scrape_config(fleet, exporter_port, server.port, str(files[variant]))
-                    server.reload()
-                    log(f"{GPUS} GPUs: served groups {variant}, {SETTLE_S} s to settle, {MEASURE_S} s measured")
-                    time.sleep(SETTLE_S)
-                    shares[variant].append(rule_cost(server, str(files[variant]))["share"])
-            finally:
-                server.stop()
-    median = {k: statistics.median(v) for k, v in shares.items()}
+        log(f"{GPUS} GPUs live, served groups before the host map and now")
+        [shares] = measure_passes(fleet, files, ("before", "now", "before", "now", "floor"))
     return {
         "gpus": GPUS,
         "cpus_per_host": fleet.s.hosts[0].cpus,
         "before_commit": BEFORE,
         "shares": shares,
-        "median": median,
+        "median": {k: statistics.median(v) for k, v in shares.items()},
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     """``make bench-host-map``: measure, put the figures in docs/benchmarks.json, rewrite the report."""
     entry_parser("bench.host_map_ab", __doc__).parse_args(argv)
-    results = read_results()
-    results["host_map_ab"] = measure()
-    save_results(results)
-    write(results)
-    log(f"host map A/B: {results['host_map_ab']['median']}")
+    figures = add_figures("host_map_ab", measure())
+    log(f"host map A/B: {figures['median']}")
     return 0
 
 

@@ -1,9 +1,11 @@
 """``make bench``: measures, then rewrites docs/benchmarks.md and its plot, docs/benchmarks-fetch.png.
 
 Parts: the metrics endpoint under concurrent clients (bench/api.py); the fleet at 1,000
-and 10,000 GPUs: rule cost, series, memory and the 24-hour fetch (bench/fleet_rules.py); and the
-wall time of ``make rules dashboards``. Figures are medians of one run on this machine; they go to
-docs/benchmarks.json, and bench/document.py writes the report from them.
+and 10,000 GPUs: rule cost, series, memory and the 24-hour fetch (bench/fleet_rules.py); the served
+groups with the host-map join and with hosts named at scrape against the floor, on one Prometheus and
+per scrape shard of two (bench/host_identity.py); and the wall time of ``make rules dashboards``.
+Figures are medians of one run on this machine; they go to docs/benchmarks.json, and
+bench/document.py writes the report from them.
 
 Run from the repository root: ``python -m bench.run`` (``--fleet``: the fleet part alone;
 ``--render``: the report again from the last figures, measuring nothing).
@@ -20,6 +22,7 @@ import time
 
 from bench import api as bench_api
 from bench import fleet_rules as bench_fleet
+from bench import host_identity as bench_host_identity
 from bench.common import GENERATE_RUNS, REPO, entry_parser, log, read_results, save_results
 from bench.document import DOC, PLOT, write
 
@@ -46,6 +49,7 @@ def measure() -> dict:
         "generate_seconds": generate_seconds(),
         "api": bench_api.measure(),
         "fleet": bench_fleet.measure(),
+        "host_identity": bench_host_identity.measure(),
     }
     log(f"measured in {time.monotonic() - t0:.0f} s")
     return results

@@ -17,9 +17,10 @@ from gpu_execution_pack.scenario.render import raw_for
 
 from bench import exporter as fleet_exporter
 from bench import fleet as bench_fleet
-from bench.exporter import FleetExporter, scrape_config
+from bench.exporter import FleetExporter, scrape_config, shards
 from bench.fleet import MIG_EVERY, FleetExposition, fleet_scenario
 from bench.fleet_rules import fetch_queries, measured_execution
+from bench.host_identity import one_count
 from harness.prometheus import Prometheus, free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -259,3 +260,24 @@ def test_prometheus_holds_the_history_scrapes_the_fleet_live_records_and_stops(
     finally:
         server.stop()
     assert process.poll() is not None
+
+
+def test_a_scrape_shard_of_the_bench_scrapes_its_part_of_the_fleet_and_both_parts_all_of_it():
+    """bench.host_identity's shards: each Prometheus lists only its part of the exporter's targets."""
+    fleet = FleetExposition(fleet_scenario(512, 40, minutes=10), 1_000_000)
+    targets = len(shards(fleet))
+    assert targets == 2
+
+    def listed(config: str) -> set[str]:
+        return set(re.findall(r"__metrics_path__: (/dcgm/\d+)", config))
+
+    every = listed(scrape_config(fleet, 9400, 9090, ""))
+    parts = [listed(scrape_config(fleet, 9400, 9090, "", parts=[k])) for k in range(targets)]
+    assert every == {"/dcgm/0", "/dcgm/1"} and parts == [{"/dcgm/0"}, {"/dcgm/1"}]
+
+
+def test_the_host_identity_bench_refuses_ways_that_recorded_different_gpu_counts():
+    assert one_count({"join": {9565}, "scrape": {9565}}, "ways") == 9565
+    for counts in ({"join": {9565}, "scrape": {9000}}, {"join": {9565, 9000}}, {"join": {0}}):
+        with pytest.raises(RuntimeError, match="different GPU counts"):
+            one_count(counts, "ways")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config, config_from_mapping
-from gpu_execution_pack.promql import match, render
+from gpu_execution_pack.promql import match, render, selector
 from gpu_execution_pack.rules.files import rule_files
 
 from .conftest import run_promtool_test
@@ -62,7 +62,7 @@ def gpu_util(hostname: str, own: str, uuid: str, execution: str, instance: str) 
 
 def node(metric: str, hostname: str, instance: str, **extra: str) -> str:
     labels = {catalog.HOST_LABEL: hostname, "instance": instance, "job": "node", **extra}
-    return f"{metric}{{{', '.join(f'{k}={v!r}'.replace(chr(39), chr(34)) for k, v in labels.items())}}}"
+    return render(selector(metric, *(match(k, v) for k, v in labels.items())))
 
 
 DC1, DC2 = "gpu-01.dc1.example.com", "gpu-01.dc2.example.com"

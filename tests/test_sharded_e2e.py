@@ -22,13 +22,13 @@ from gpu_execution_pack import build, catalog
 from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.output import to_yaml, write_all
 from gpu_execution_pack.rules.files import PLACEMENT, RULER, SHARD, rule_files
-from gpu_execution_pack.rules.sharding import DIR, RULER_RULES_DIR, heartbeat_path, scrape_path
+from gpu_execution_pack.rules.sharding import DIR, RULER_RULES_DIR, scrape_path, shard_dir
 from gpu_execution_pack.scenario import model
 from gpu_execution_pack.scenario.model import Execution, Gpu, Host, Scenario
 
 from bench.exporter import QuietServer
 from bench.fleet import FLEET_ENERGY_WATTS, FleetExposition
-from harness.prometheus import Prometheus
+from harness.prometheus import Prometheus, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.sharded, pytest.mark.usefixtures("promtool_available")]
 
@@ -110,13 +110,15 @@ def handler(render: Callable[[float], str]) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def pack_config(tmp_path: Path, host_identity: str = "join") -> Config:
-    """1 s evaluations, the underuse alert after 2 s, file discovery from tmp_path, short-lived heartbeats."""
+def pack_config(tmp_path: Path, host_identity: str = "join", central: str = "http://127.0.0.1:9090") -> Config:
+    """1 s evaluations, the underuse alert after 2 s, file discovery from tmp_path, short-lived heartbeats,
+    remote write to the ``central`` Prometheus."""
     return config_from_mapping(
         {
             "node": {"host_identity": host_identity},
             "sharding": {
                 "shards": SHARDS,
+                "remote_write_url": f"{central}/api/v1/write",
                 "heartbeat_freshness": f"{FRESHNESS}s",
                 "dcgm_file_sd": str(tmp_path / "targets" / "dcgm.yml"),
                 "node_file_sd": str(tmp_path / "targets" / "node.yml"),
@@ -137,12 +139,15 @@ def sharded_fleet(
     tmp_path: Path, broken: Breakage | None = None, host_identity: str = "join"
 ) -> Iterator[tuple[Prometheus, list[Prometheus]]]:
     """The central Prometheus and the shards, scraping the exporters with the generated files (``broken``'ed)."""
-    cfg = pack_config(tmp_path, host_identity)
+    central = Prometheus(
+        tmp_path / "central", flags=("--web.enable-remote-write-receiver", f"--query.lookback-delta={LOOKBACK}s")
+    )
+    central.port = free_port()
+    cfg = pack_config(tmp_path, host_identity, central.url)
     rules = tmp_path / "rules"
     files = {p: t for p, t in build.rule_outputs(cfg).items() if "sharded" in p.parts}
     files = broken(files, rules) if broken else files
     write_all(files)
-    shard_rules = sorted(str(p) for p in files if p.parent.name == "shards")
     ruler_rules = sorted(str(p) for p in files if p.parent.name == "ruler")
     fleet = FleetExposition(scenario(), time.time() - 600)  # as the exporters publish it: no scrape labels
     with ExitStack() as stack:
@@ -150,30 +155,19 @@ def sharded_fleet(
         (tmp_path / "targets").mkdir()
         for kind, targets in exporters.targets.items():
             (tmp_path / "targets" / f"{kind}.yml").write_text(to_yaml([{"targets": targets}]))
-        central = Prometheus(
-            tmp_path / "central", flags=("--web.enable-remote-write-receiver", f"--query.lookback-delta={LOOKBACK}s")
-        )
         central.config_text = to_yaml({"global": {"evaluation_interval": "1s"}, "rule_files": ruler_rules})
         stack.callback(central.stop)
         central.start()
         shards = []
         for i in range(SHARDS):
             shard = Prometheus(tmp_path / f"shard-{i}")
-            snippet = yaml.safe_load(files[scrape_path(rules, i, "file-sd")])
-            shard.config_text = to_yaml(
-                {
-                    "global": {
-                        "scrape_interval": "1s",
-                        "evaluation_interval": "1s",
-                        "external_labels": {"shard": str(i)},
-                    },
-                    "rule_files": [*shard_rules, str(heartbeat_path(rules, i))],
-                    "remote_write": [
-                        {"url": f"{central.url}/api/v1/write", "queue_config": {"batch_send_deadline": "1s"}}
-                    ],
-                    **snippet,
-                }
-            )
+            # Each shard runs its generated prometheus.yml as is, but for the test's pace. The harness writes
+            # it elsewhere, so its rule files (relative to the generated file) are given in full.
+            config = yaml.safe_load(files[scrape_path(rules, i, "file-sd")])
+            config["global"] |= {"scrape_interval": "1s", "evaluation_interval": "1s"}
+            config["rule_files"] = [str(shard_dir(rules, i) / f) for f in config["rule_files"]]
+            config["remote_write"][0]["queue_config"] = {"batch_send_deadline": "1s"}
+            shard.config_text = to_yaml(config)
             stack.callback(shard.stop)
             shard.start()
             shards.append(shard)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
+import os
 import re
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from gpu_execution_pack.rules.sharding import (
     heartbeat_path,
     scrape_jobs,
     scrape_path,
+    shard_dir,
     sharding_files,
     shards_up,
 )
@@ -295,32 +298,73 @@ def test_sharding_keys_are_checked():
     "variant", [pytest.param(v, marks=[pytest.mark.e2e] if v == "kubernetes" else []) for v in VARIANTS]
 )
 @pytest.mark.parametrize("host_identity", ["join", "scrape"])
-def test_promtool_accepts_a_prometheus_yml_built_from_each_snippet(tmp_path: Path, variant: str, host_identity: str):
-    cfg = sharded(tmp_path / "rules", hosts=["gpu-01", "10.0.0.7"], host_identity=host_identity)
+def test_promtool_accepts_each_shards_prometheus_yml_as_generated(tmp_path: Path, variant: str, host_identity: str):
+    """Each variant is a whole prometheus.yml: promtool reads it where generate wrote it, finds the shard's
+    rule files through its relative paths (the shared files and its own heartbeat) and checks them."""
+    url = "http://central.example:9090/api/v1/write"
+    cfg = sharded(tmp_path / "rules", hosts=["gpu-01", "10.0.0.7"], host_identity=host_identity, remote_write_url=url)
     files = sharding_files(cfg, tmp_path / "rules")
     for path, text in files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    shard_rules = sorted(str(p) for p in files if p.parent.name == "shards")
+    shard_rules = sorted(p for p in files if p.parent.name == "shards")
     ruler_rules = sorted(str(p) for p in files if p.parent.name == "ruler")
     assert shard_rules and ruler_rules
     for i in range(SHARDS):
-        snippet = yaml.safe_load(files[scrape_path(tmp_path / "rules", i, variant)])
-        config = tmp_path / f"prometheus-{i}.yml"
-        global_ = {"scrape_interval": "15s", "external_labels": {"shard": str(i)}}
-        own = [*shard_rules, str(heartbeat_path(tmp_path / "rules", i))]
-        config.write_text(to_yaml({"global": global_, "rule_files": own, **snippet}))
+        path = scrape_path(tmp_path / "rules", i, variant)
+        config = yaml.safe_load(files[path])
+        assert config["global"]["external_labels"] == {"shard": str(i)}
+        assert config["remote_write"] == [{"url": url}]
         try:
-            promtool.run(["check", "config", str(config)])
+            checked = promtool.run(["check", "config", str(path)]).output
         except promtool.PromtoolError as err:
             # Debian's Prometheus package is built without Kubernetes discovery; make test's e2e pass on
             # the upstream 3.x build checks this variant.
             if variant == "kubernetes" and "field kubernetes_sd_configs not found" in str(err):
                 pytest.skip("this promtool is built without Kubernetes discovery (Debian's package)")
             raise
+        assert f"SUCCESS: {len(shard_rules) + 1} rule files found" in checked, checked
+        for rules in [*shard_rules, heartbeat_path(tmp_path / "rules", i)]:
+            assert f"Checking {rules.resolve()}" in checked or f"Checking {rules}" in checked, checked
     ruler = tmp_path / "ruler.yml"
     ruler.write_text(to_yaml({"rule_files": ruler_rules}))
     promtool.run(["check", "config", str(ruler)])
+
+
+def test_each_sharded_rule_file_has_a_prometheus_rule_a_shard_selects_by_its_placement(tmp_path: Path):
+    """For the Prometheus Operator: one PrometheusRule per sharded rule file, embedding it; shard i's
+    ruleSelector (placement in shard, shard-i) picks the rule files its generated prometheus.yml reads,
+    the ruler's (placement ruler) the ruler's files."""
+    files = sharding_files(sharded(tmp_path, hosts=["gpu-01"]), tmp_path)
+    rule_paths = [p for p in files if p.name.endswith(".rules.yml")]
+    objects = [yaml.safe_load(t) for p, t in files.items() if p.name.endswith(".prometheusrule.yaml")]
+    assert len(objects) == len(rule_paths) == 2 + SHARDS + 3  # shards/ 2, heartbeats, ruler/ 3
+    assert len({o["metadata"]["name"] for o in objects}) == len(objects)
+
+    def selected(*placements: str) -> list[dict]:
+        return sorted(
+            (o["spec"] for o in objects if o["metadata"]["labels"]["gpu-execution-pack/placement"] in placements),
+            key=str,
+        )
+
+    def read(paths: list[Path]) -> list[dict]:
+        return sorted((yaml.safe_load(files[p]) for p in paths), key=str)
+
+    for i in range(SHARDS):
+        here = shard_dir(tmp_path, i)
+        own = yaml.safe_load(files[scrape_path(tmp_path, i, "static")])["rule_files"]
+        # As Prometheus reads them: relative to the file, globs expanded.
+        paths = [p for p in rule_paths if any(fnmatch.fnmatch(str(p), os.path.normpath(here / f)) for f in own)]
+        assert paths and selected("shard", f"shard-{i}") == read(paths)
+    assert selected("ruler") == read([p for p in rule_paths if p.parent.name == "ruler"])
+    for o in objects:
+        assert o["kind"] == "PrometheusRule" and o["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+
+
+def test_a_shard_without_a_remote_write_url_writes_none(tmp_path: Path):
+    files = sharding_files(sharded(tmp_path), tmp_path)
+    config = yaml.safe_load(files[scrape_path(tmp_path, 0, "file-sd")])
+    assert "remote_write" not in config and config["global"]["external_labels"] == {"shard": "0"}
 
 
 def test_scaling_page_shows_the_generated_jobs():

@@ -193,6 +193,11 @@ class Node:
         kind="regex_any",
     )
 
+    @property
+    def at_scrape(self) -> bool:
+        """Whether the scrape config names each target's host (``host_identity: scrape``)."""
+        return self.host_identity == "scrape"
+
 
 @dataclass(frozen=True)
 class RatioAlert:
@@ -654,10 +659,11 @@ class Sharding:
         0,
         "Number of scrape shards. Above 0, `generate` also writes `<rules_dir>/sharded/`: for each shard i "
         "(0 to shards-1) its scrape jobs for dcgm-exporter and node_exporter, relabelled with `hashmod` on the "
-        "host so both exporters of a host land on one shard (`shard-<i>/scrape-static.yml`, "
-        "`scrape-file-sd.yml`, `scrape-kubernetes.yml`), the rule files every shard evaluates (`shards/`) and "
-        "those the central ruler evaluates over every shard's series (`ruler/`). 0: one Prometheus, nothing "
-        "written there.",
+        "host so both exporters of a host land on one shard, each variant a whole prometheus.yml for the shard "
+        "(`shard-<i>/scrape-static.yml`, `scrape-file-sd.yml`, `scrape-kubernetes.yml`: its `shard` external "
+        "label, its rule files, the remote write to `remote_write_url`), the rule files every shard evaluates "
+        "(`shards/`), those the central ruler evaluates over every shard's series (`ruler/`), and a "
+        "PrometheusRule for each of these files (`kubernetes/`). 0: one Prometheus, nothing written there.",
         "One Prometheus spends too much of its time on the rules or holds too many series (docs/scaling.md).",
         kind="count",
     )
@@ -723,6 +729,16 @@ class Sharding:
         "Kubernetes variant: the name of node_exporter's container port that serves its metrics.",
         "Your pod spec names the port otherwise.",
         kind="name",
+    )
+    remote_write_url: str = opt(
+        "",
+        "Where every shard remote-writes its raw and recorded series for the ruler's global view: the central "
+        "Prometheus' `/api/v1/write` (run with `--web.enable-remote-write-receiver`), Mimir's `/api/v1/push` or "
+        "Thanos Receive's `/api/v1/receive`. Written into each shard's `shard-<i>/scrape-*.yml`. Empty: no "
+        "`remote_write` there.",
+        "Your shards remote-write (leave it empty where a Thanos sidecar serves each shard's own blocks).",
+        kind="url",
+        empty_ok=True,
     )
     heartbeat_freshness: str = opt(
         "2m",

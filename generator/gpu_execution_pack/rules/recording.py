@@ -73,16 +73,13 @@ class Attribution:
         return (EXECUTION_LABEL, *self.tenant, *GPU_IDENTITY_LABELS)
 
     @property
-    def at_scrape(self) -> bool:
-        """Whether the scrape config names each target's host (``node.host_identity: scrape``)."""
-        return self.cfg.node.host_identity == "scrape"
-
-    @property
     def identity(self) -> tuple[str, ...]:
         """A GPU's identity before its host is named: its labels less the host (unless the scrape named it),
         and the target that exports it."""
         named = (
-            GPU_IDENTITY_LABELS if self.at_scrape else [label for label in GPU_IDENTITY_LABELS if label != HOST_LABEL]
+            GPU_IDENTITY_LABELS
+            if self.cfg.node.at_scrape
+            else [label for label in GPU_IDENTITY_LABELS if label != HOST_LABEL]
         )
         return (*named, *catalog.TARGET_LABELS)
 
@@ -155,7 +152,7 @@ class Attribution:
         scrape named the host, the series carry it already and nothing is joined.
         """
         hosts: Expr = attributed
-        if not self.at_scrape:
+        if not self.cfg.node.at_scrape:
             on_target = on(catalog.TARGET_LABELS, group_left=(HOST_LABEL,))
             hosts = join(attributed, "*", on_target, current(catalog.GPU_EXPORTER_HOST))
         if not self.per_branch:  # the workload's labels, once per rule rather than per raw metric
@@ -245,7 +242,7 @@ class RuleBuilder:
     def node_rule(self, series: Series) -> RecordingRule:
         formula = series.formulas[0]
         per_target = substitute(formula.expr, self.node_signal)
-        if self.attribution.at_scrape:  # the scrape named the host: keep it
+        if self.cfg.node.at_scrape:  # the scrape named the host: keep it
             per_target = partitioned(per_target, HOST_LABEL)
         else:
             host = on(catalog.TARGET_LABELS, group_left=(HOST_LABEL,))
@@ -280,7 +277,7 @@ class RuleBuilder:
         last_rate = self.unit_of(raw).to_base(call("irate", counter.range(self.cfg.rate_window_fallback)))
         expr = substitute(rate.formulas[0].expr, lambda _: last_rate)
         # Where the scrape named the host, the per-target rate keeps it for the host series.
-        return RecordingRule(rate.name, partitioned(expr, HOST_LABEL) if self.attribution.at_scrape else expr)
+        return RecordingRule(rate.name, partitioned(expr, HOST_LABEL) if self.cfg.node.at_scrape else expr)
 
     # -- host identity ---------------------------------------------------------------------
     def host_rules(self) -> tuple[RecordingRule, ...]:
@@ -297,7 +294,7 @@ class RuleBuilder:
         presence = catalog.presence_raws(self.cfg.dcgm.generations)
         raw = any_of([r.select(*self.cfg.selectors.dcgm_matchers) for r in presence], stacked=False)
         labels = catalog.DCGM_TARGET_LABELS
-        if self.attribution.at_scrape:
+        if self.cfg.node.at_scrape:
             collisions, node_hosts, gpu_hosts = self.scraped_hosts()
         else:
             collisions, node_hosts, gpu_hosts = self.host_name_collisions(), self.node_hosts(), self.gpu_hosts()

@@ -23,6 +23,7 @@ from gpu_execution_pack.output import command, yaml_document
 from gpu_execution_pack.promql import Expr, Paren, aggregate, call, label_set, parse_duration_seconds
 from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, RULER, SHARD, group_document, rule_files
 from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
+from gpu_execution_pack.rules.kubernetes import kubernetes_rules
 
 SOURCE = "gpu_execution_pack/rules/sharding.py"
 DIR = "sharded"
@@ -43,7 +44,7 @@ def shard_dir(rules_dir: Path, index: int) -> Path:
 
 
 def scrape_path(rules_dir: Path, index: int, variant: str) -> Path:
-    """Shard ``index``'s scrape snippet of ``variant`` (one of VARIANTS)."""
+    """Shard ``index``'s prometheus.yml with the scrape jobs of ``variant`` (one of VARIANTS)."""
     return shard_dir(rules_dir, index) / f"scrape-{variant}.yml"
 
 
@@ -121,10 +122,24 @@ def scrape_jobs(cfg: Config, index: int, variant: str) -> list[dict[str, Any]]:
                 {"source_labels": [POD_NODE], "regex": ".+", "action": "keep"},
                 *keep_shard(POD_NODE, s.shards, index),
             ]
-        if cfg.node.host_identity == "scrape":  # the host the shard was picked by names the target
+        if cfg.node.at_scrape:  # the host the shard was picked by names the target
             doc["relabel_configs"] += name_host(POD_NODE if variant == "kubernetes" else HOST_LABEL)
         out.append(doc)
     return out
+
+
+def shard_config(cfg: Config, index: int, variant: str) -> dict[str, Any]:
+    """Shard ``index``'s whole prometheus.yml in discovery ``variant``: its ``shard`` external label (the
+    global view tells the shards' series apart by it), its rule files (the shared ``shards/`` files and its
+    heartbeat, relative to the file, as Prometheus reads them), the remote write to the ruler's global view
+    (``sharding.remote_write_url``) and its scrape jobs."""
+    doc: dict[str, Any] = {
+        "global": {"external_labels": {catalog.SHARD_LABEL: str(index)}},
+        "rule_files": [f"../{SHARD_RULES_DIR}/*{RULE_FILE_SUFFIX}", f"{HEARTBEAT_FILE}{RULE_FILE_SUFFIX}"],
+    }
+    if cfg.sharding.remote_write_url:
+        doc["remote_write"] = [{"url": cfg.sharding.remote_write_url}]
+    return doc | {"scrape_configs": scrape_jobs(cfg, index, variant)}
 
 
 def sharding_files(cfg: Config, rules_dir: Path, regenerate: str = command("generate")) -> dict[Path, str]:
@@ -133,7 +148,7 @@ def sharding_files(cfg: Config, rules_dir: Path, regenerate: str = command("gene
     if not shards:
         return {}
     files = {
-        scrape_path(rules_dir, i, v): yaml_document({"scrape_configs": scrape_jobs(cfg, i, v)}, SOURCE, regenerate)
+        scrape_path(rules_dir, i, v): yaml_document(shard_config(cfg, i, v), SOURCE, regenerate)
         for i in range(shards)
         for v in VARIANTS
     }
@@ -145,4 +160,12 @@ def sharding_files(cfg: Config, rules_dir: Path, regenerate: str = command("gene
     }
     files |= rule_files(cfg, rules_dir / DIR / SHARD_RULES_DIR, regenerate, placement=SHARD)
     ruler = rules_dir / DIR / RULER_RULES_DIR
-    return files | rule_files(cfg, ruler, regenerate, placement=RULER, guard=shards_up(cfg))
+    files |= rule_files(cfg, ruler, regenerate, placement=RULER, guard=shards_up(cfg))
+    rules = {path: text for path, text in files.items() if path.name.endswith(RULE_FILE_SUFFIX)}
+    return files | kubernetes_rules(cfg, rules, rules_dir / DIR, regenerate, placement_of)
+
+
+def placement_of(path: Path) -> str:
+    """Where a sharded rule file's rules run, from its folder: ``shard`` (``shards/``: every shard),
+    ``shard-<i>`` (that shard's heartbeat) or ``ruler``."""
+    return {SHARD_RULES_DIR: SHARD, RULER_RULES_DIR: RULER}.get(path.parent.name, path.parent.name)

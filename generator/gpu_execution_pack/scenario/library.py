@@ -169,7 +169,7 @@ def as_configured(scenarios: list[Scenario], cfg: Config) -> list[Scenario]:
     """``scenarios`` as ``cfg``'s Prometheus stores them. Where the scrape config names every target's host
     (``node.host_identity: scrape``), each machine is scraped under its own name: no name is claimed by two
     machines, whatever their exporters call them."""
-    if cfg.node.host_identity != "scrape":
+    if not cfg.node.at_scrape:
         return scenarios
     return [replace(s, host_name_collisions=()) for s in scenarios]
 

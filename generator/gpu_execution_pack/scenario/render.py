@@ -169,11 +169,13 @@ class Renderer:
         """An exporter target's labels as stored: under ``node.host_identity: scrape`` the scrape config sets the
         target label ``hostname`` to the machine's name, and an exporter's own ``hostname`` becomes
         ``exported_hostname`` (honor_labels: false)."""
-        if self.cfg.node.host_identity != "scrape":
+        if not self.cfg.node.at_scrape:
             return labels
         host_label = catalog.HOST_LABEL
-        own = {catalog.EXPORTED_PREFIX + host_label: labels.pop(host_label)} if host_label in labels else {}
-        return labels | own | {host_label: host.name}
+        stored = {k: v for k, v in labels.items() if k != host_label}
+        if host_label in labels:
+            stored[catalog.EXPORTED_PREFIX + host_label] = labels[host_label]
+        return stored | {host_label: host.name}
 
     def exporter_pod(self, host: Host) -> str:
         """The dcgm-exporter pod's name where its target carries it (always in kubernetes mode)."""
