@@ -74,12 +74,15 @@ def scenario() -> Scenario:
 class Exporters:
     """A dcgm-exporter and a node_exporter per host, each on the host's own loopback address."""
 
-    def __init__(self, fleet: FleetExposition, addresses: dict[str, str]):
+    def __init__(self, fleet: FleetExposition, addresses: dict[str, str], ports: dict[str, int] | None = None):
+        """``ports``: each kind's port on every address (static discovery lists hosts, one port per exporter);
+        else any free one."""
         self.servers: list[QuietServer] = []
         self.targets: dict[str, list[str]] = {"dcgm": [], "node": []}
         for host, address in addresses.items():
             for kind, text in (("dcgm", fleet.dcgm_text), ("node", fleet.node_text)):
-                server = QuietServer((address, 0), handler(lambda t, text=text, host=host: text(t, frozenset({host}))))
+                bound = (address, (ports or {}).get(kind, 0))
+                server = QuietServer(bound, handler(lambda t, text=text, host=host: text(t, frozenset({host}))))
                 self.servers.append(server)
                 self.targets[kind].append(f"{address}:{server.server_address[1]}")
 
@@ -110,13 +113,16 @@ def handler(render: Callable[[float], str]) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def pack_config(tmp_path: Path, host_identity: str = "join", central: str = "http://127.0.0.1:9090") -> Config:
+def pack_config(
+    tmp_path: Path, host_identity: str = "join", central: str = "http://127.0.0.1:9090", **sharding: object
+) -> Config:
     """1 s evaluations, the underuse alert after 2 s, file discovery from tmp_path, short-lived heartbeats,
-    remote write to the ``central`` Prometheus."""
+    remote write to the ``central`` Prometheus; ``sharding``: more keys of that section."""
     return config_from_mapping(
         {
             "node": {"host_identity": host_identity},
             "sharding": {
+                **sharding,
                 "shards": SHARDS,
                 "remote_write_url": f"{central}/api/v1/write",
                 "heartbeat_freshness": f"{FRESHNESS}s",
@@ -136,14 +142,20 @@ Breakage = Callable[[dict[Path, str], Path], dict[Path, str]]
 
 @contextmanager
 def sharded_fleet(
-    tmp_path: Path, broken: Breakage | None = None, host_identity: str = "join"
+    tmp_path: Path, broken: Breakage | None = None, host_identity: str = "join", variant: str = "file-sd"
 ) -> Iterator[tuple[Prometheus, list[Prometheus]]]:
-    """The central Prometheus and the shards, scraping the exporters with the generated files (``broken``'ed)."""
+    """The central Prometheus and the shards, scraping the exporters with the generated files (``broken``'ed)
+    of discovery ``variant`` (file-sd or static)."""
     central = Prometheus(
         tmp_path / "central", flags=("--web.enable-remote-write-receiver", f"--query.lookback-delta={LOOKBACK}s")
     )
     central.port = free_port()
-    cfg = pack_config(tmp_path, host_identity, central.url)
+    addresses = pick_addresses()
+    ports, listed = None, {}
+    if variant == "static":  # every host listed, each exporter kind at one port on all of them
+        ports = {"dcgm": free_port(), "node": free_port()}
+        listed = {"hosts": list(addresses.values()), "dcgm_port": ports["dcgm"], "node_port": ports["node"]}
+    cfg = pack_config(tmp_path, host_identity, central.url, **listed)
     rules = tmp_path / "rules"
     files = {p: t for p, t in build.rule_outputs(cfg).items() if "sharded" in p.parts}
     files = broken(files, rules) if broken else files
@@ -151,7 +163,7 @@ def sharded_fleet(
     ruler_rules = sorted(str(p) for p in files if p.parent.name == "ruler")
     fleet = FleetExposition(scenario(), time.time() - 600)  # as the exporters publish it: no scrape labels
     with ExitStack() as stack:
-        exporters = stack.enter_context(Exporters(fleet, pick_addresses()))
+        exporters = stack.enter_context(Exporters(fleet, addresses, ports))
         (tmp_path / "targets").mkdir()
         for kind, targets in exporters.targets.items():
             (tmp_path / "targets" / f"{kind}.yml").write_text(to_yaml([{"targets": targets}]))
@@ -163,7 +175,7 @@ def sharded_fleet(
             shard = Prometheus(tmp_path / f"shard-{i}")
             # Each shard runs its generated prometheus.yml as is, but for the test's pace. The harness writes
             # it elsewhere, so its rule files (relative to the generated file) are given in full.
-            config = yaml.safe_load(files[scrape_path(rules, i, "file-sd")])
+            config = yaml.safe_load(files[scrape_path(rules, i, variant)])
             config["global"] |= {"scrape_interval": "1s", "evaluation_interval": "1s"}
             config["rule_files"] = [str(shard_dir(rules, i) / f) for f in config["rule_files"]]
             config["remote_write"][0]["queue_config"] = {"batch_send_deadline": "1s"}
@@ -318,12 +330,18 @@ def test_a_broken_split_is_caught(tmp_path: Path, broken: Breakage):
 # --- the host named at scrape (node.host_identity: scrape) -------------------------------------------
 
 
-def test_hosts_named_at_scrape_serve_the_spanning_execution(tmp_path: Path):
+@pytest.mark.parametrize("variant", ["file-sd", "static"])
+def test_hosts_named_at_scrape_serve_the_spanning_execution(tmp_path: Path, variant: str):
     """The snippets' relabelling names each target by the host part of its address; the rules, which join
-    no host map, record the spanning execution's GPUs and host RAM under those names, once each."""
+    no host map, record the spanning execution's GPUs and host RAM under those names, once each. The static
+    jobs list every host at one port per exporter, and each shard keeps its own."""
     cfg = pack_config(tmp_path, "scrape")
     addresses = pick_addresses()
-    with sharded_fleet(tmp_path, host_identity="scrape") as (central, _):
+    with sharded_fleet(tmp_path, host_identity="scrape", variant=variant) as (central, shards):
+        for i, shard in enumerate(shards):
+            up = eventually(shard, "up", lambda r: len(r) == 4)
+            got = sorted(r["metric"]["instance"].rsplit(":", 1)[0] for r in up)
+            assert got == sorted(2 * [a for a in addresses.values() if hashmod(a, SHARDS) == i]), f"shard {i}"
         assert problems(central, cfg) == []
         for series, hosts in (
             (catalog.GPU_UTILIZATION, ("h0", "h0", "h1", "h1")),
