@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from gpu_execution_pack import catalog, cli, promtool, testsuites
 from gpu_execution_pack.catalog import Formula, Unit, signal
 from gpu_execution_pack.promql import aggregate
@@ -113,3 +114,35 @@ def test_promtool_failures_are_reported_with_promtools_findings(tmp_path: Path):
         promtool.check_rules([broken])
     assert "promtool check rules failed" in str(err.value)
     assert "bad name" in str(err.value)
+
+
+def test_each_suite_file_runs_on_its_own_and_only_failed_files_are_named(tmp_path: Path):
+    """test_rules runs every file (one promtool each) and names the failed ones, with promtool's findings."""
+    rules = tmp_path / "up.rules.yml"
+    rules.write_text("groups:\n- name: x\n  rules:\n  - record: job:up:sum\n    expr: sum by (job) (up)\n")
+
+    def suite(name: str, expected: int) -> Path:
+        path = tmp_path / f"{name}.test.yml"
+        test = {
+            "interval": "1m",
+            "input_series": [{"series": 'up{job="a",instance="h:1"}', "values": "1x5"}],
+            "promql_expr_test": [
+                {
+                    "expr": "job:up:sum",
+                    "eval_time": "2m",
+                    "exp_samples": [{"labels": 'job:up:sum{job="a"}', "value": expected}],
+                }
+            ],
+        }
+        path.write_text(yaml.safe_dump({"rule_files": [str(rules)], "tests": [test]}))
+        return path
+
+    passing = [suite(f"pass{i}", 1) for i in range(3)]
+    assert promtool.test_rules(passing).ok
+    wrong = suite("wrong", 2)
+    with pytest.raises(promtool.PromtoolError) as err:
+        promtool.test_rules([*passing, wrong])
+    message = str(err.value)
+    assert "failed for 1 of 4 files" in message
+    assert str(wrong) in message and "job:up:sum" in message
+    assert not any(str(p) in message for p in passing)
