@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 from gpu_execution_pack import catalog, cli, testsuites
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Config, config_from_mapping
+from gpu_execution_pack.docs import runbook
 from gpu_execution_pack.promql import Call, aggregate, all_of, any_of, selector, transform
 from gpu_execution_pack.rules import alerts
 from gpu_execution_pack.rules import lint as alert_lint
@@ -437,3 +438,17 @@ def test_humanize_ports_print_like_prometheus():
     assert go_value(0.25) == "0.25"
     with pytest.raises(ValueError):
         go_value(2e6)
+
+
+def test_the_runbooks_queries_stay_within_the_alerts_cluster_where_one_store_holds_several():
+    """With ``cluster_label`` set, every query the runbook gives for an execution, GPU or host also
+    matches the cluster; without it, none names one (the defaults' runbook is unchanged)."""
+    for cluster_label in ("cluster", "k8s_cluster"):
+        text = runbook.render(config_from_mapping({"cluster_label": cluster_label}, "test"))
+        queries = re.findall(r"\{[^{}`]*=\"…\"[^{}`]*\}", text)
+        assert len(queries) >= 15, queries
+        for query in queries:
+            assert f'{cluster_label}="…"' in query, query
+    defaults = runbook.render(Config())
+    assert defaults == (REPO / "docs/runbook.md").read_text()
+    assert 'cluster="…"' not in defaults

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import jinja2
 
 from gpu_execution_pack import __version__, catalog, promql
@@ -25,9 +27,12 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def selected(source: catalog.Series | catalog.RawMetric, label: str) -> str:
-    """The PromQL selector of ``source`` for one value of ``label``, left for the reader to fill in (``…``)."""
-    return promql.render(source.select(match(label, "…")))
+def selected(source: catalog.Series | catalog.RawMetric, label: str, cluster_label: str = "") -> str:
+    """The PromQL selector of ``source`` for one value of ``label``, left for the reader to fill in (``…``),
+    within one cluster where ``cluster_label`` is set: ids and host names repeat across the clusters of
+    one store, so a query without it mixes theirs."""
+    within = (match(cluster_label, "…"),) if cluster_label else ()
+    return promql.render(source.select(match(label, "…"), *within))
 
 
 def render_template(template: str, cfg: Config | None, regenerate: str) -> str:
@@ -45,7 +50,7 @@ def render_template(template: str, cfg: Config | None, regenerate: str) -> str:
             c=catalog,
             alerts=AlertBuilder(cfg),
             promql=promql.render,
-            selected=selected,
+            selected=functools.partial(selected, cluster_label=cfg.cluster_label),
             version=__version__,
             regenerate=regenerate,
         )
