@@ -84,7 +84,8 @@ $(VENV)/.bench-installed: $(VENV)/.installed
 	$(VENV)/bin/pip install --quiet -e '.[bench]'
 	touch $@
 
-# Not part of `make test`: measures (about 50 minutes, the last 32 those of bench-host-identity), and
+# Not part of `make test`: measures (hours: the endpoint, then bench-host-identity's 37 minutes, then the fleet,
+# whose raw 24-hour fetch takes minutes per series), saving each part's figures as it ends, and
 # rewrites docs/benchmarks.md, its plot and docs/benchmarks.json (the figures; `$(PY) -m bench.run --render` rewrites the report from them).
 bench: venv promtool $(VENV)/.bench-installed
 	$(PY) -m bench.run
@@ -94,7 +95,7 @@ bench: venv promtool $(VENV)/.bench-installed
 bench-host-map: venv promtool $(VENV)/.bench-installed
 	$(PY) -m bench.host_map_ab
 
-# About 32 minutes: the served rule groups with the host-map join against hosts named at scrape
+# About 37 minutes: the served rule groups with the host-map join against hosts named at scrape
 # (node.host_identity: scrape) and the floor, in one run, then per scrape shard of two
 # (bench/host_identity.py); adds its figures to docs/benchmarks.json and rewrites the report.
 bench-host-identity: venv promtool $(VENV)/.bench-installed

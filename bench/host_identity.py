@@ -4,8 +4,9 @@
 A fleet of 10,000 GPUs is scraped live by one Prometheus. Its series are stored as a scrape config that
 names each target's host leaves them (the target label ``hostname`` beside dcgm-exporter's own
 ``Hostname``), which both rule sets read: the join resolves the host map from those labels, the scrape
-mode reads ``hostname`` as is, also with ``rate_window_fallback`` at 1m (``scrape_1m``: what a fleet
-scraped every 15 s can set) and with ``dcgm.generations`` pinned as well (``scrape_tuned``). The rule
+mode reads ``hostname`` as is, also with the host CPU rate recorded every minute (``scrape_cpu``), with
+``rate_window_fallback`` at 1m (``scrape_1m``: what a fleet scraped every 15 s can set) and with all of
+these and ``dcgm.generations`` pinned (``scrape_tuned``). The rule
 files are swapped by SIGHUP in ``ORDER`` (``bench.passes``), the floor measured twice among them. Then
 two Prometheus servers, each scraping half the fleet's targets as two scrape shards would, evaluate the
 rules ``sharding.shards: 2`` puts on a shard, and the floor, side by side (``SHARD_ORDER``). Run as
@@ -35,6 +36,8 @@ from bench.passes import measure_passes
 from harness.prometheus import Prometheus
 
 AT_SCRAPE = {"node": {"host_identity": "scrape"}}
+# The host CPU rate recorded every minute in a group of its own (rate() over the fallback window).
+CPU_EACH_MINUTE = {"node": {"host_identity": "scrape", "cpu_rate_interval": "1m"}}
 # The fleet scrapes every 15 s: a 1m fallback window still holds four samples of each counter, and the
 # per-CPU idle rate (the served groups' most expensive rule) reads a quarter of the 4m default's.
 SHORT_FALLBACK = AT_SCRAPE | {"rate_window_fallback": "1m"}
@@ -42,12 +45,13 @@ SHARDS = 2
 CONFIGS = {
     "join": {},
     "scrape": AT_SCRAPE,
+    "scrape_cpu": CPU_EACH_MINUTE,
     "scrape_1m": SHORT_FALLBACK,
-    # Everything a fleet like this one can set: also dcgm.generations pinned to the one it runs.
-    "scrape_tuned": SHORT_FALLBACK | {"dcgm": {"generations": [GENERATION]}},
+    # Everything a fleet like this one can set: also the CPU rate each minute, dcgm.generations pinned.
+    "scrape_tuned": SHORT_FALLBACK | CPU_EACH_MINUTE | {"dcgm": {"generations": [GENERATION]}},
     "shard": AT_SCRAPE | {"sharding": {"shards": SHARDS}},
 }
-ORDER = ("join", "scrape", "scrape_1m", "scrape_tuned", "floor") * 2
+ORDER = ("join", "scrape", "scrape_cpu", "scrape_1m", "scrape_tuned", "floor") * 2
 SHARD_ORDER = ("shard", "floor") * 2
 
 
@@ -104,8 +108,7 @@ def measure() -> dict:
         for name, path in files.items():
             path.write_text(json.dumps(served(name)))
         files["floor"] = Path(tmp) / "floor.rules.yml"
-        floor_rules(files["floor"])
-        floor = json.loads(files["floor"].read_text())["groups"][0]["rules"]
+        floor = floor_rules(files["floor"])
         log(f"{GPUS} GPUs live, one Prometheus: {', '.join(ORDER)}")
         one = Recorder(1)
         [shares] = measure_passes(fleet, files, ORDER, one)
@@ -123,7 +126,7 @@ def measure() -> dict:
         "shares": shares,
         "median": {k: statistics.median(v) for k, v in shares.items()},
         "rule_seconds": one.rule_seconds(0),
-        "floor_rules": {rule["record"]: rule["expr"] for rule in floor},
+        "floor_rules": floor,
         "shards": [
             {
                 "targets": len(parts[i]),

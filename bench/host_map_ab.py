@@ -25,7 +25,13 @@ from bench.fleet_rules import floor_rules
 from bench.passes import measure_passes
 
 BEFORE = "049b8c1"  # the last commit before host identity
-SERVED = ("gpu-execution-pack.hosts", "gpu-execution-pack.execution_gpu", "gpu-execution-pack.execution_node")
+# The groups at rule_interval, and the host CPU rate's own where node.cpu_rate_interval sets one.
+SERVED = (
+    "gpu-execution-pack.hosts",
+    "gpu-execution-pack.host_rates",
+    "gpu-execution-pack.execution_gpu",
+    "gpu-execution-pack.execution_node",
+)
 GPUS, EXECUTIONS = 10000, 1000
 
 

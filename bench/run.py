@@ -37,20 +37,26 @@ def generate_seconds() -> float:
     return statistics.median(times)
 
 
-def measure() -> dict:
-    """Every part's figures, from one run."""
+def measure(results: dict) -> dict:
+    """Every part's figures, from one run, each saved to docs/benchmarks.json as it is measured (a part
+    that fails leaves those before it); the served groups against the floor before the fleet part, whose
+    24-hour raw fetch is the longest step."""
     t0 = time.monotonic()
     log("timing `make rules dashboards`")
-    results = {
+    results |= {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "prometheus": subprocess.run(["prometheus", "--version"], capture_output=True, text=True).stdout.splitlines()[
             0
         ],
         "generate_seconds": generate_seconds(),
-        "api": bench_api.measure(),
-        "fleet": bench_fleet.measure(),
-        "host_identity": bench_host_identity.measure(),
     }
+    for part, run in (
+        ("api", bench_api.measure),
+        ("host_identity", bench_host_identity.measure),
+        ("fleet", bench_fleet.measure),
+    ):
+        results[part] = run()
+        save_results(results)
     log(f"measured in {time.monotonic() - t0:.0f} s")
     return results
 
@@ -67,10 +73,8 @@ def main(argv: list[str]) -> int:
     elif args.fleet:  # the fleet part alone; the other figures stay as they are
         results = read_results() | {"fleet": bench_fleet.measure()}
         save_results(results)
-    else:  # `make bench-host-map`'s figures are its own run's: kept until it runs again
-        kept = {k: v for k, v in read_results().items() if k == "host_map_ab"}
-        results = measure() | kept
-        save_results(results)
+    else:  # each part's figures replace the last run's as it is measured (`make bench-host-map`'s are its own)
+        results = measure(read_results())
     write(results)
     log(f"wrote {DOC.relative_to(REPO)} and {PLOT.relative_to(REPO)}")
     api = results["api"]

@@ -62,6 +62,8 @@ BAD = [
     ({"rate_window": ""}, "rate_window: '' is not accepted; expected a Prometheus duration above zero such as 30s"),
     ({"derived_rule_interval": "1 m"}, "derived_rule_interval: '1 m' is not accepted; expected a Prometheus"),
     ({"derived_rule_interval": "1 m"}, "such as 30s, 5m or 1h30m (or empty)"),
+    ({"node": {"cpu_rate_interval": "1 m"}}, "node.cpu_rate_interval: '1 m' is not accepted; expected a Prometheus"),
+    ({"node": {"cpu_rate_interval": "0s"}}, "node.cpu_rate_interval: '0s' is not accepted"),
     ({"selectors": {"dcgm": "job=dcgm"}}, "selectors.dcgm: 'job=dcgm' is not accepted; expected comma-separated label"),
     ({"selectors": {"dcgm": "job=dcgm"}}, "(expected a value in double quotes at 'dcgm')"),
     # Prometheus would refuse the rules: \d is no escape in a PromQL string (a regex digit is "\\d").

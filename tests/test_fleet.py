@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 from gpu_execution_pack import catalog
-from gpu_execution_pack.config import Config
-from gpu_execution_pack.rules.files import all_groups
+from gpu_execution_pack.config import Config, config_from_mapping
+from gpu_execution_pack.output import write_all
+from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.scenario.model import PHASES, STEP_SECONDS
 from gpu_execution_pack.scenario.render import raw_for
 
@@ -281,3 +282,51 @@ def test_the_host_identity_bench_refuses_ways_that_recorded_different_gpu_counts
     for counts in ({"join": {9565}, "scrape": {9000}}, {"join": {9565, 9000}}, {"join": {0}}):
         with pytest.raises(RuntimeError, match="different GPU counts"):
             one_count(counts, "ways")
+
+
+@pytest.mark.e2e
+def test_the_host_cpu_rate_at_its_own_interval_runs_so_on_a_real_prometheus_and_leaves_no_gap(tmp_path: Path):
+    """``node.cpu_rate_interval`` where promtool cannot tell (it evaluates every group at every step): a
+    real Prometheus runs the rate's group at its interval (3 s, the served groups every second), and the
+    per-execution host CPU series, averaging the rates recorded within 6 s, has a sample at every
+    evaluation of its group, however the two groups' evaluations fall, and agrees with the raw counters."""
+    cfg = config_from_mapping(
+        {"rule_interval": "1s", "derived_rule_interval": "", "node": {"cpu_rate_interval": "3s"}}, "test"
+    )
+    rules = tmp_path / "rules"
+    write_all(rule_files(cfg, rules))
+    s = fleet_scenario(16, 4, minutes=120)
+    fleet = FleetExposition(s, int(time.time()) - 30 * 60)
+    live = s.executions[0]
+    server, port = Prometheus(tmp_path / "prometheus"), free_port()
+    server.config_text = scrape_config(fleet, port, free_port(), f"{rules}/*.rules.yml", interval=1)
+    try:
+        with FleetExporter(fleet, port):
+            server.start()
+            cpu = f'{catalog.NODE_CPU_UTILIZATION.name}{{execution_id="{live.id}"}}'
+            ram = f'{catalog.NODE_RAM_USED.name}{{execution_id="{live.id}"}}'  # same group, same evaluations
+            hosts = len({g.host for g in live.gpus})
+            assert len(eventually(server, cpu, hosts, seconds=60)) == hosts
+            time.sleep(20)
+            at = time.time()
+            group = f"{rules}/execution-gpu.rules.yml;gpu-execution-pack.host_rates"
+            assert server.own_metrics("rule_group")[f"prometheus_rule_group_interval_seconds/{group}"] == 3
+            # Every evaluation of the host group in the last 15 s wrote the CPU series beside the RAM one.
+            counted = {k: values_at(server, f"count_over_time({e}[15s])", at) for k, e in (("cpu", cpu), ("ram", ram))}
+            assert counted["cpu"] == counted["ram"] and len(counted["cpu"]) == hosts
+            assert min(counted["cpu"].values()) >= 10  # evaluated about every second
+            # The rate itself, every 3 s: about five samples in 15 s.
+            rates = values_at(server, f"count_over_time({catalog.NODE_CPU_IDLE_RATE_OVER_INTERVAL.name}[15s])", at)
+            assert rates and all(4 <= n <= 6 for n in rates.values()), rates
+            assert not server.query(catalog.NODE_CPU_IDLE_RATE.name, at)
+            # What it records is the raw counters' idle rate over its window.
+            recorded = values_at(server, catalog.NODE_CPU_IDLE_RATE_OVER_INTERVAL.name, at)
+            evaluated = values_at(server, f"timestamp({catalog.NODE_CPU_IDLE_RATE_OVER_INTERVAL.name})", at)
+            assert recorded and recorded.keys() == evaluated.keys()
+            for target, value in recorded.items():
+                instance = dict(target)["instance"]
+                idle = f'node_cpu_seconds_total{{mode="idle", instance="{instance}"}}'
+                [raw] = values_at(server, f"avg(rate({idle}[4m]))", evaluated[target]).values()
+                assert value == pytest.approx(raw, abs=0.02), target
+    finally:
+        server.stop()

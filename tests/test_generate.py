@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gpu_execution_pack import build, cli
-from gpu_execution_pack.config import Config, load_config
+from gpu_execution_pack import build, catalog, cli
+from gpu_execution_pack.config import Config, config_from_mapping, load_config
 from gpu_execution_pack.output import write_all
 from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.rules.groups import MAX_RULES_PER_GROUP
@@ -124,6 +124,54 @@ def test_served_series_follow_rule_interval_and_readers_of_recorded_series_the_d
         assert len(groups) == 9
         for g in groups:
             assert g.get("interval") == (fast if g["name"] in served else slow), (cfg, g["name"])
+
+
+def groups_of(cfg: Config, placement: str = "") -> dict[str, dict]:
+    """Every generated group of ``cfg`` by name, with the file it is in (``file``)."""
+    files = rule_files(cfg, Path("rules"), placement=placement)
+    return {g["name"]: g | {"file": p.name} for p, text in files.items() for g in yaml.safe_load(text)["groups"]}
+
+
+def test_the_host_cpu_rate_runs_in_a_group_of_its_own_at_cpu_rate_interval():
+    """Empty (the default): each CPU's irate over the fallback window in the hosts group, averaged over
+    rate_window. Set: rate() over the interval or the fallback, whichever is longer, in its own group at
+    that interval after the hosts group, averaged over twice the interval or rate_window."""
+    default = groups_of(Config())
+    assert "gpu-execution-pack.host_rates" not in default
+    hosts = {r["record"]: r["expr"] for r in default["gpu-execution-pack.hosts"]["rules"]}
+    irate, rate = catalog.NODE_CPU_IDLE_RATE.name, catalog.NODE_CPU_IDLE_RATE_OVER_INTERVAL.name
+    assert 'irate(node_cpu_seconds_total{mode="idle"}[4m])' in hosts[irate]
+    node = str(default["gpu-execution-pack.execution_node"]["rules"])
+    assert f"avg_over_time({irate}[1m])" in node
+
+    for overrides, rate_window, average_window in (
+        ({"node": {"cpu_rate_interval": "1m"}}, "4m", "2m"),
+        ({"node": {"cpu_rate_interval": "1m"}, "rate_window_fallback": "1m"}, "1m", "2m"),
+        ({"node": {"cpu_rate_interval": "2m"}, "rate_window_fallback": "30s"}, "2m", "4m"),
+        ({"node": {"cpu_rate_interval": "30s"}, "rate_window": "2m"}, "4m", "2m"),
+    ):
+        groups = groups_of(config_from_mapping(overrides, "pack.yml"))
+        names = list(groups)
+        rates = groups["gpu-execution-pack.host_rates"]
+        assert names.index("gpu-execution-pack.host_rates") == names.index("gpu-execution-pack.hosts") + 1
+        assert rates["interval"] == overrides["node"]["cpu_rate_interval"]
+        assert rates["file"] == "execution-gpu.rules.yml"
+        [rule] = rates["rules"]
+        assert rule == {
+            "record": rate,
+            "expr": f'avg by (job, instance) (rate(node_cpu_seconds_total{{mode="idle"}}[{rate_window}]))',
+        }
+        assert "cpu_idle" not in str(groups["gpu-execution-pack.hosts"]["rules"])
+        node = str(groups["gpu-execution-pack.execution_node"]["rules"])
+        assert f"avg_over_time({rate}[{average_window}])" in node
+        assert f"max_over_time({rate}[{average_window}])" in node
+        assert irate not in node
+
+
+def test_sharded_the_host_cpu_rate_is_recorded_on_each_shard():
+    cfg = config_from_mapping({"node": {"cpu_rate_interval": "1m"}, "sharding": {"shards": 2}}, "pack.yml")
+    assert "gpu-execution-pack.host_rates" in groups_of(cfg, placement="shard")
+    assert "gpu-execution-pack.host_rates" not in groups_of(cfg, placement="ruler")
 
 
 @pytest.mark.e2e

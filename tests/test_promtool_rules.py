@@ -42,6 +42,7 @@ def test_the_test_command_builds_every_suite_and_promtool_passes_them(capsys: py
             "kubernetes",
             "hpc_job",
             "clusters",
+            "cpu_rate_interval",
         )
     }
     passed = [

@@ -215,3 +215,25 @@ def test_a_real_prometheus_records_every_api_series_of_every_install_under_the_n
             assert float(ram["value"][1]) == together.host(host).ram_total_bytes, (host, ram)
     finally:
         server.stop()
+
+
+CPU_EACH_MINUTE = {"node": {"cpu_rate_interval": "1m"}}
+
+
+def test_6b_recorded_each_minute_a_counter_back_jump_blanks_the_rates_window_and_the_average(tmp_path, monkeypatch):
+    # rate() over 4m sees the step back as a reset for 4m, and the host series average 2m of recorded
+    # rates: no value from minute 7.25 to 13.25, checked at 7.5 and 12.5. Without the ceiling they read
+    # the reset as idle time.
+    assert failures(tmp_path / "kept", ["oldnode1"], CPU_EACH_MINUTE) == ""
+    monkeypatch.setattr(RuleBuilder, "implausible", lambda self, key: call("vector", 0).gt(1))
+    out = failures(tmp_path / "dropped", ["oldnode1"], CPU_EACH_MINUTE)
+    assert catalog.NODE_CPU_UTILIZATION.name in out and "time: 12m30s" in out and "exp: nil" in out
+
+
+def test_7b_recorded_more_often_than_scraped_the_rate_still_answers_through_the_fallback_window(tmp_path):
+    # rate() over the interval alone (30s) never holds two samples of a node_exporter scraped every
+    # minute: the rate's window is the fallback (4m) where that is longer.
+    every_half_minute = {"node": {"cpu_rate_interval": "30s"}}
+    assert failures(tmp_path / "kept", ["slow1"], every_half_minute) == ""
+    out = failures(tmp_path / "short", ["slow1"], every_half_minute | {"rate_window_fallback": "30s"})
+    assert catalog.NODE_CPU_UTILIZATION.name in out and "slow1" in out

@@ -616,7 +616,7 @@ NODE_CPU_IDLE_RATE = Series(
     TARGET_LABELS,
     (Formula(aggregate("avg", NODE_TARGET_LABELS, signal("cpu_idle_seconds"))),),
     "Idle seconds per second of each node_exporter target, averaged over its CPUs, from each CPU's last two "
-    "samples: the host CPU series average it over rate_window.",
+    "samples: the host CPU series average it over rate_window (where node.cpu_rate_interval is empty).",
 )
 # The most a per-CPU rate of each node counter can really be (idle seconds per second: 1), with 10 %
 # for scrape timing jitter. irate() reads a counter that went down as a reset worth its whole value:
@@ -625,12 +625,26 @@ NODE_CPU_IDLE_RATE = Series(
 # host series have no value while such a sample lies within rate_window. A real reset (a reboot)
 # reads as at most the seconds since boot, and passes.
 NODE_COUNTER_RATES: dict[str, tuple[Series, float]] = {"cpu_idle_seconds": (NODE_CPU_IDLE_RATE, 1.1)}
+# Where node.cpu_rate_interval records the rate less often than the host series read it: each CPU's
+# rate() over the time since the last evaluation (at least rate_window_fallback), so the recorded
+# rates cover the time between them instead of sampling one scrape interval of each. The same ceiling.
+NODE_CPU_IDLE_RATE_OVER_INTERVAL = Series(
+    "node_exporter:cpu_idle_seconds:avg_rate",
+    "ratio",
+    TARGET_LABELS,
+    NODE_CPU_IDLE_RATE.formulas,
+    "Idle seconds per second of each node_exporter target, averaged over its CPUs, each CPU's rate over "
+    "node.cpu_rate_interval (or rate_window_fallback, if longer), recorded at that interval where it is set: "
+    "the host CPU series average it over twice that interval (or rate_window, if longer).",
+)
+NODE_COUNTER_INTERVAL_RATES: dict[str, Series] = {"cpu_idle_seconds": NODE_CPU_IDLE_RATE_OVER_INTERVAL}
 HOST_SERIES: tuple[Series, ...] = (
     DCGM_TARGET_LABELS,
     NODE_HOST_COLLISIONS,
     NODE_EXPORTER_HOST,
     GPU_EXPORTER_HOST,
     NODE_CPU_IDLE_RATE,
+    NODE_CPU_IDLE_RATE_OVER_INTERVAL,
 )
 
 # Recorded only where scraping is sharded (sharding.shards > 0; rules.sharding builds it from the config):

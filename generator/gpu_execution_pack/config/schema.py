@@ -15,7 +15,7 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.config.alertmanager import Alertmanager
 from gpu_execution_pack.config.loader import ConfigError, check_selectors, opt, section
 from gpu_execution_pack.promql import Matcher, parse_matchers
-from gpu_execution_pack.promql.durations import parse_duration_seconds
+from gpu_execution_pack.promql.durations import duration_text, parse_duration_seconds
 
 SEVERITIES = ("critical", "warning", "info")
 CAUSE_SEVERITIES = ("warning", "info")  # alerts about causes (throttling) must not page
@@ -191,6 +191,19 @@ class Node:
         "the dcgm-exporter scraped from the same address, or by that address.",
         "Your images ship another default hostname.",
         kind="regex_any",
+    )
+    cpu_rate_interval: str = opt(
+        "",
+        "Evaluation interval of the per-target host CPU rate, in a group of its own. Empty: the `hosts` group at "
+        "`rule_interval`, each evaluation rating each CPU's last two samples (irate). Set: each evaluation "
+        "records `rate()` over this interval or `rate_window_fallback`, whichever is longer, so every recorded "
+        "rate covers the time since the last; the host CPU series average the rates recorded within twice this "
+        "interval (or `rate_window`, if longer), so that a late evaluation leaves no gap. The host CPU series "
+        "then follow a change over both windows, and a CPU counter that steps back blanks them as long.",
+        "Your hosts have many CPUs: the CPU rate reads every CPU's idle counter and is the served groups' "
+        "most expensive rule (on 128-CPU hosts, about 40 % of their time, docs/benchmarks.md); at 1m it costs "
+        "a quarter of what it does every 15 s.",
+        kind="duration",
     )
 
     @property
@@ -811,7 +824,7 @@ class Config:
         "1m",
         "Window of rate() over counters (DCGM violation counters; a window that holds fewer than two samples "
         "falls back to `rate_window_fallback`), and over which the host CPU series average each evaluation's "
-        "recorded CPU rate.",
+        "recorded CPU rate (or over twice `node.cpu_rate_interval`, where that is longer).",
         "Your scrape interval is 15 s and you want the CPU series to follow changes faster: 30s.",
         kind="duration",
     )
@@ -859,6 +872,25 @@ class Config:
     def derived_interval(self) -> str:
         """The interval of the groups that read recorded series (empty: Prometheus' global one)."""
         return self.derived_rule_interval or self.rule_interval
+
+    @property
+    def cpu_rate_window(self) -> str:
+        """The window each recorded host CPU rate covers where ``node.cpu_rate_interval`` is set (``rate()``
+        over it): the interval, or ``rate_window_fallback`` where that is longer (it finds two samples)."""
+        return _longest(self.node.cpu_rate_interval, self.rate_window_fallback)
+
+    @property
+    def cpu_average_window(self) -> str:
+        """The window over which the host CPU series average the recorded per-target CPU rates: ``rate_window``,
+        or twice ``node.cpu_rate_interval`` where that is longer (a late evaluation of its group leaves no gap)."""
+        interval = self.node.cpu_rate_interval
+        doubled = duration_text(2 * parse_duration_seconds(interval)) if interval else ""
+        return _longest(self.rate_window, doubled)
+
+
+def _longest(*durations: str) -> str:
+    """The longest of ``durations``, as written (empty ones ignored)."""
+    return max((d for d in durations if d), key=parse_duration_seconds)
 
 
 def validate(cfg: Config) -> None:

@@ -22,6 +22,7 @@ SOURCE = "gpu_execution_pack/rules/"
 SHARD, RULER = "shard", "ruler"
 PLACEMENT: dict[str, str] = {
     "gpu-execution-pack.hosts": SHARD,
+    "gpu-execution-pack.host_rates": SHARD,
     "gpu-execution-pack.execution_gpu": SHARD,
     "gpu-execution-pack.execution_gpu_activity": SHARD,
     "gpu-execution-pack.execution_gpu_health": SHARD,

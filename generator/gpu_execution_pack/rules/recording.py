@@ -49,6 +49,7 @@ from gpu_execution_pack.promql import (
 from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
 
 GROUP_PREFIX = "gpu-execution-pack"
+HOST_RATES_GROUP = f"{GROUP_PREFIX}.host_rates"  # only where node.cpu_rate_interval is set
 ADDRESS = "address"  # a scratch label: the host part of a target's instance
 EXACT = "(.*)"  # a name copied as it is
 
@@ -257,24 +258,34 @@ class RuleBuilder:
         raw = catalog.SIGNALS[key].raws[0]
         if raw.type != "counter":
             return self.read(raw, *self.cfg.selectors.node_matchers)
-        rate, _ = catalog.NODE_COUNTER_RATES[key]
-        window = rate.select().range(self.cfg.rate_window)
+        rate, _ = self.counter_rate(key)
+        window = rate.select().range(self.cfg.cpu_average_window)
         averaged = call("avg_over_time", window)
         return averaged.unless(self.implausible(key), on(catalog.TARGET_LABELS), True)
 
     def implausible(self, key: str) -> Expr:
         """The targets whose recorded rate of node counter ``key`` rose above what a CPU can do
-        within rate_window: a counter that stepped back, read by irate() as a reset."""
+        within the averaging window: a counter that stepped back, read by irate() or rate() as a reset."""
+        rate, ceiling = self.counter_rate(key)
+        return call("max_over_time", rate.select().range(self.cfg.cpu_average_window)).gt(ceiling)
+
+    def counter_rate(self, key: str) -> tuple[Series, float]:
+        """The recorded per-target rate of node counter ``key`` this config records, and its ceiling."""
         rate, ceiling = catalog.NODE_COUNTER_RATES[key]
-        return call("max_over_time", rate.select().range(self.cfg.rate_window)).gt(ceiling)
+        return (catalog.NODE_COUNTER_INTERVAL_RATES[key] if self.cfg.node.cpu_rate_interval else rate), ceiling
 
     def node_rate_rule(self, key: str) -> RecordingRule:
-        """A node counter's per-target rate in its base unit: the average over the target's CPUs
-        of each one's rate between its last two samples within rate_window_fallback."""
-        rate, _ = catalog.NODE_COUNTER_RATES[key]
+        """A node counter's per-target rate in its base unit: the average over the target's CPUs of each
+        one's rate between its last two samples within rate_window_fallback or, where node.cpu_rate_interval
+        records it less often, of each one's rate over the time since the last evaluation (cpu_rate_window)."""
+        rate, _ = self.counter_rate(key)
         raw = catalog.SIGNALS[key].raws[0]
         counter = raw.select(*self.cfg.selectors.node_matchers)
-        last_rate = self.unit_of(raw).to_base(call("irate", counter.range(self.cfg.rate_window_fallback)))
+        if self.cfg.node.cpu_rate_interval:
+            per_cpu = call("rate", counter.range(self.cfg.cpu_rate_window))
+        else:
+            per_cpu = call("irate", counter.range(self.cfg.rate_window_fallback))
+        last_rate = self.unit_of(raw).to_base(per_cpu)
         expr = substitute(rate.formulas[0].expr, lambda _: last_rate)
         # Where the scrape named the host, the per-target rate keeps it for the host series.
         return RecordingRule(rate.name, partitioned(expr, HOST_LABEL) if self.cfg.node.at_scrape else expr)
@@ -303,8 +314,13 @@ class RuleBuilder:
             RecordingRule(catalog.NODE_HOST_COLLISIONS.name, collisions),
             RecordingRule(catalog.NODE_EXPORTER_HOST.name, node_hosts),
             RecordingRule(catalog.GPU_EXPORTER_HOST.name, gpu_hosts),
-            *(self.node_rate_rule(key) for key in catalog.NODE_COUNTER_RATES),
+            *(() if self.cfg.node.cpu_rate_interval else self.node_rate_rules()),
         )
+
+    def node_rate_rules(self) -> tuple[RecordingRule, ...]:
+        """The per-target node counter rates (the host CPU rate): in the ``hosts`` group, or in their own
+        at node.cpu_rate_interval."""
+        return tuple(self.node_rate_rule(key) for key in catalog.NODE_COUNTER_RATES)
 
     def scraped_hosts(self) -> tuple[Expr, Expr, Expr]:
         """The collisions and both host maps where the scrape names every target's host: two machines
@@ -519,6 +535,12 @@ class RuleBuilder:
         return [
             # Read by every per-GPU and per-host rule: first, at the same interval.
             RuleGroup(f"{GROUP_PREFIX}.hosts", "execution-gpu", self.host_rules(), interval),
+            # The host CPU rate, where it is recorded less often than the series it feeds.
+            *(
+                [RuleGroup(HOST_RATES_GROUP, "execution-gpu", self.node_rate_rules(), cpu_interval)]
+                if (cpu_interval := self.cfg.node.cpu_rate_interval)
+                else []
+            ),
             RuleGroup(
                 f"{GROUP_PREFIX}.execution_gpu",
                 "execution-gpu",

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL
 from gpu_execution_pack.config import Config
+from gpu_execution_pack.promql.durations import parse_duration_seconds
 from gpu_execution_pack.scenario import model
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Host, Scenario
 
-RATE_WINDOW_MINUTES = 1.0  # the default rate_window: host CPU must be steady over it
 TENANT_LABEL = "namespace"  # the default api.tenant_label, which every test variant keeps
 
 
@@ -43,13 +43,21 @@ def running(scenario: Scenario, minute: float) -> list[Execution]:
     return [e for e in scenario.executions if e.phase_at(minute) is not None]
 
 
-def hosts_steady(scenario: Scenario, minute: float) -> bool:
+def _minutes(duration: str) -> float:
+    return parse_duration_seconds(duration) / 60
+
+
+def hosts_steady(scenario: Scenario, minute: float, cfg: Config | None = None) -> bool:
     """Whether every host's RAM and CPU are constant over the window the host CPU series reads.
 
-    It averages over the rate window rates that each reach back one scrape interval.
+    They average over the averaging window (``rate_window``, or twice ``node.cpu_rate_interval``) rates
+    that each reach back one scrape interval (irate) or, where ``node.cpu_rate_interval`` is set, the
+    rate's own window (``rate()`` over the interval or ``rate_window_fallback``).
     """
+    cfg = cfg or Config()
     for host in scenario.hosts:
-        window = RATE_WINDOW_MINUTES + host.node_scrape_seconds / 60
+        reach = _minutes(cfg.cpu_rate_window) if cfg.node.cpu_rate_interval else host.node_scrape_seconds / 60
+        window = _minutes(cfg.cpu_average_window) + reach
         steps = int(window * 60 // STEP_SECONDS)
         values = [model.host_truth(scenario, host, minute - k * STEP_SECONDS / 60) for k in range(steps + 1)]
         if any(v != values[0] for v in values):
@@ -57,21 +65,25 @@ def hosts_steady(scenario: Scenario, minute: float) -> bool:
     return True
 
 
-def cpu_stepped_back(host: Host, minute: float) -> bool:
+def cpu_stepped_back(host: Host, minute: float, cfg: Config | None = None) -> bool:
     """Whether a CPU idle counter's step back is still seen: the host CPU series has no value then.
 
-    The evaluation at the step back (minute J) rates it as a reset; the host series average the
-    rate over RATE_WINDOW and have no value while that sample lies within it (to J + RATE_WINDOW
-    where the window includes its start, as in Prometheus 2; a step sooner in Prometheus 3).
+    The evaluation at the step back (minute J) rates it as a reset (irate: only there; ``rate()`` over its
+    window, where ``node.cpu_rate_interval`` is set: until J plus that window); the host series average
+    the recorded rates over their averaging window and have no value while such a rate lies within it
+    (to the end where the window includes its start, as in Prometheus 2; a step sooner in Prometheus 3).
     """
     jump = host.node_cpu_backjump
     if jump is None:
         return False
-    return jump <= minute <= jump + RATE_WINDOW_MINUTES
+    cfg = cfg or Config()
+    seen = _minutes(cfg.cpu_rate_window) if cfg.node.cpu_rate_interval else 0.0
+    return jump <= minute <= jump + seen + _minutes(cfg.cpu_average_window)
 
 
-def expected(scenario: Scenario, minute: float) -> dict[str, list[Sample]]:
-    """Expected samples of every recorded series at ``minute``, keyed by series name."""
+def expected(scenario: Scenario, minute: float, cfg: Config | None = None) -> dict[str, list[Sample]]:
+    """Expected samples of every recorded series at ``minute``, keyed by series name (the host CPU series
+    read by ``cfg``'s windows; the built-in defaults' if None)."""
     out: dict[str, list[Sample]] = defaultdict(list)
     # Each exporter target is on its host, whichever way its labels spell the host's name.
     for host in scenario.hosts:
@@ -95,7 +107,7 @@ def expected(scenario: Scenario, minute: float) -> dict[str, list[Sample]]:
             labels = {EXECUTION_LABEL: e.id, HOST_LABEL: host}
             out[catalog.NODE_GPU_COUNT.name].append(Sample(labels, float(sum(g.host == host for g in e.gpus))))
             for key, value in model.host_truth(scenario, scenario.host(host), minute).items():
-                if key is catalog.NODE_CPU_UTILIZATION and cpu_stepped_back(scenario.host(host), minute):
+                if key is catalog.NODE_CPU_UTILIZATION and cpu_stepped_back(scenario.host(host), minute, cfg):
                     continue
                 out[key.name].append(Sample(labels, value))
         truths = [t for _, t in per_gpu if t]
@@ -159,7 +171,7 @@ def conditions(scenario: Scenario, cfg: Config, minute: float) -> dict[str, list
         cpus = [
             model.host_truth(scenario, scenario.host(host), minute)[catalog.NODE_CPU_UTILIZATION]
             for host in sorted({g.host for g in e.gpus})
-            if not cpu_stepped_back(scenario.host(host), minute)
+            if not cpu_stepped_back(scenario.host(host), minute, cfg)
         ]
         if low and cpus:
             out[catalog.EXECUTION_CPU_WHILE_UNDERUTILIZED.name].append(Sample(ex, max(cpus)))

@@ -58,6 +58,13 @@ def default_variants() -> list[Variant]:
             tuple(library.default_suite()),
             alerts=True,
         ),
+        # The host CPU rate in a group of its own, rate() over 4m (the fallback) averaged within 2m: the
+        # steps back, the minute-scraped node_exporter and every install's host CPU on it.
+        Variant(
+            "cpu_rate_interval",
+            config_from_mapping({"node": {"cpu_rate_interval": "1m"}}, "variant cpu_rate_interval"),
+            tuple(library.default_suite()),
+        ),
         # Two clusters with the same host and execution names in one store (a central ruler).
         Variant(
             "clusters",

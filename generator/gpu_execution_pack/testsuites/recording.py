@@ -80,14 +80,15 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
         catalog.DCGM_TARGET_LABELS,
         *(s for s in catalog.GPU_CONDITION_SERIES if s not in REPORT_CONDITIONS),
         *(series for series, _ in catalog.NODE_COUNTER_RATES.values()),
+        *catalog.NODE_COUNTER_INTERVAL_RATES.values(),
     )
     records = [s.name for s in catalog.ALL_SERIES if s not in unchecked]
     # Checks read the scenario's own cluster: beside another cluster's series, they must see the same.
     own = scenario_cluster(scenario, cfg)
     cluster = tuple(match(k, v) for k, v in own.items())
     for minute in expected.eval_minutes(scenario):
-        want = expected.expected(scenario, minute) | expected.conditions(scenario, cfg, minute)
-        steady = expected.hosts_steady(scenario, minute)
+        want = expected.expected(scenario, minute, cfg) | expected.conditions(scenario, cfg, minute)
+        steady = expected.hosts_steady(scenario, minute, cfg)
         for record in records:
             if record in HOST_SERIES and not steady:
                 continue  # host load changes within the rate window: not a clean check
