@@ -445,20 +445,22 @@ TUNED_VARIANTS = {
 }
 
 
+def percents(shares: list[float]) -> str:
+    """Each pass's share of the time, as the report prints them."""
+    return ", ".join(f"{100 * v:.1f} %" for v in shares)
+
+
 def host_identity_checks(run: dict) -> list[Check]:
     """The served groups with hosts named at scrape against the floor of the same run, the join's beside
     them, the same with the fallback window a 15 s scrape allows, and per scrape shard
     (``make bench-host-identity``)."""
     m, shares, floor = run["median"], run["shares"], run["median"]["floor"]
 
-    def passes(values: list[float]) -> str:
-        return ", ".join(f"{100 * v:.1f} %" for v in values)
-
     def measured(name: str) -> str:
-        return f"{100 * m[name]:.1f} % ({m[name] / floor:.2f}x; first and second pass {passes(shares[name])})"
+        return f"{100 * m[name]:.1f} % ({m[name] / floor:.2f}x; first and second pass {percents(shares[name])})"
 
     within = f"within {SERVED_FLOOR_RATIO_TARGET}x of the floor"
-    floor_passes = f" (passes {passes(shares['floor'])})" if len(shares["floor"]) > 1 else ""
+    floor_passes = f" (passes {percents(shares['floor'])})" if len(shares["floor"]) > 1 else ""
     checks = [
         (
             f"served groups with `node.host_identity: scrape` {within}, one run at {run['gpus']:,} GPUs "
@@ -487,7 +489,7 @@ def shard_check(shards: list[dict]) -> Check:
         return (
             f"shard {index} ({shard['targets']} targets, {shard['recorded_gpus']:,} GPUs recorded): "
             f"{100 * m['shard']:.1f} % against its floor's {100 * m['floor']:.1f} % "
-            f"({m['shard'] / m['floor']:.2f}x; passes {', '.join(f'{100 * v:.1f} %' for v in passes)})"
+            f"({m['shard'] / m['floor']:.2f}x; passes {percents(passes)})"
         )
 
     return (

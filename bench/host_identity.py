@@ -37,7 +37,7 @@ from harness.prometheus import Prometheus
 
 AT_SCRAPE = {"node": {"host_identity": "scrape"}}
 # The host CPU rate recorded every minute in a group of its own (rate() over the fallback window).
-CPU_EACH_MINUTE = {"node": {"host_identity": "scrape", "cpu_rate_interval": "1m"}}
+CPU_EACH_MINUTE = {"node": AT_SCRAPE["node"] | {"cpu_rate_interval": "1m"}}
 # The fleet scrapes every 15 s: a 1m fallback window still holds four samples of each counter, and the
 # per-CPU idle rate (the served groups' most expensive rule) reads a quarter of the 4m default's.
 SHORT_FALLBACK = AT_SCRAPE | {"rate_window_fallback": "1m"}

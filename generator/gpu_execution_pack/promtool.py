@@ -63,13 +63,9 @@ def test_rules(files: list[Path], jobs: int | None = None) -> Result:
 
 def _test_one(path: Path) -> Result:
     try:
-        result = _run("test", "rules", str(path))
-    except PromtoolError as err:  # the time limit: reported with the other files' findings
+        return _checked("test rules", _run("test", "rules", str(path)))
+    except PromtoolError as err:  # a failure or the time limit: reported with the other files' findings
         return Result((), -1, f"{path}: {err}")
-    if result.ok:
-        return result
-    lines = [ln for ln in result.output.splitlines() if ln.strip()]
-    return Result(result.command, result.returncode, f"{path} (exit {result.returncode}):\n" + "\n".join(lines))
 
 
 def run(args: list[str], cwd: Path | None = None) -> Result:
