@@ -14,7 +14,7 @@ VALUES = [0.57, 1e9, 0.0, -3.5, 1_410_000_000.0, 123456.789, 1e-12, 0.1 + 0.2]
 NOT_FINITE = [math.nan, math.inf, -math.inf]
 
 # How many of each unit one base unit is, written out here on purpose (not read from the catalog):
-# 1 ratio is 100 percent, 1 Hz is 1e-6 MHz, 1 byte is 1/1024^2 MiB, 1 s is 1e9 ns, 1 J is 1000 mJ.
+# 1 ratio is 100 percent, 1 Hz is 1e-6 MHz, 1 byte is 1/1024^2 MiB, 1 s is 1e9 ns, 1 J is 1000 mJ or 1e6 µJ.
 PER_BASE_UNIT: dict[str, float] = {
     "percent": 100,
     "MiB": 1 / 1024**2,
@@ -23,6 +23,7 @@ PER_BASE_UNIT: dict[str, float] = {
     "nanoseconds": 1e9,
     "microseconds": 1e6,
     "millijoules": 1000,
+    "microjoules": 1e6,
 }
 
 

@@ -109,6 +109,7 @@ def test_write_all_writes_nothing_when_one_file_fails(tmp_path: Path):
 def test_served_series_follow_rule_interval_and_readers_of_recorded_series_the_derived_one():
     """The served per-GPU and per-host groups run at rule_interval; the rest at derived_rule_interval."""
     served = {
+        "gpu-execution-pack.amd",
         "gpu-execution-pack.hosts",
         "gpu-execution-pack.execution_gpu",
         "gpu-execution-pack.execution_gpu_activity",
@@ -121,7 +122,7 @@ def test_served_series_follow_rule_interval_and_readers_of_recorded_series_the_d
     ):
         files = rule_files(cfg, Path("rules"))
         groups = [g for text in files.values() for g in yaml.safe_load(text)["groups"]]
-        assert len(groups) == 9
+        assert len(groups) == 10
         for g in groups:
             assert g.get("interval") == (fast if g["name"] in served else slow), (cfg, g["name"])
 

@@ -35,6 +35,23 @@ DEVICE_LABELS: tuple[str, ...] = (HOST_LABEL, UUID_LABEL, MIG_INSTANCE_LABEL)
 EXPORTED_PREFIX = "exported_"
 KUBERNETES_JOIN_LABELS: tuple[str, ...] = ("namespace", "pod")
 
+# ROCm device-metrics-exporter's labels of a GPU (AMD), which the AMD group (rules.amd) copies into the
+# names above. Every MI300 partition is its own gpu_id; serial_number, card_model and card_series are its
+# partition-0 parent's, so the serial names the physical device. gpu_uuid is optional (on in the shipped
+# configs); card_series, the readable model, too. Partition labels since v1.2.0.
+AMD_GPU_INDEX_LABEL = "gpu_id"
+AMD_SERIAL_LABEL = "serial_number"
+AMD_UUID_LABEL = "gpu_uuid"
+AMD_MODEL_LABEL = "card_model"  # a board part number, e.g. 102-G30211-0C
+AMD_SERIES_LABEL = "card_series"  # e.g. "AMD Instinct MI300X OAM"
+AMD_PARTITION_LABEL = "gpu_partition_id"
+AMD_PARTITION_TYPE_LABEL = "gpu_compute_partition_type"  # spx, dpx, tpx, qpx, cpx (none where unsupported)
+# Compute partition modes that split a GPU into instances (spx and none do not); values were spelled in
+# upper case by some releases, so they are matched without regard to case.
+AMD_PARTITIONED_MODES = ("dpx", "tpx", "qpx", "cpx")
+# A scratch label the AMD group joins the partition mode, id and serial into, and removes again.
+AMD_PARTITION_SCRATCH = "amd_partition"
+
 # --- Host identity --------------------------------------------------------------------------
 # A host's name is resolved once per scrape target (job, instance), not guessed per series:
 # rules.recording records which host each dcgm-exporter and node_exporter target is on.

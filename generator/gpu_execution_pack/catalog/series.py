@@ -391,6 +391,14 @@ GPU_CONDITION_SERIES: tuple[Series, ...] = (
     GPU_MEMORY_HIGH,
 )
 
+
+def amd_publishes(series: Series) -> bool:
+    """Whether AMD's exporter publishes what some formula of ``series`` reads (every signal of it); a series
+    over recorded series only is taken to follow its inputs."""
+    formulas = [f for f in series.formulas if f.signals]
+    return not formulas or any(all(SIGNALS[k].amd is not None for k in f.signals) for f in formulas)
+
+
 # The series that says which GPUs an execution holds: present for every attributed GPU.
 GPU_PRESENCE = GPU_UTILIZATION
 

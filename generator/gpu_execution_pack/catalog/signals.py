@@ -1,8 +1,10 @@
-"""Signals: what exporters publish, per exporter generation, with its unit and labels.
+"""Signals: what exporters publish, per vendor and exporter generation, with its unit and labels.
 
 A signal is one logical measurement (GPU utilisation, framebuffer used, ...) with the raw metric
 each exporter generation emits for it. Adding an exporter generation is one more ``RawMetric`` in
-the signals it renamed.
+the signals it renamed. AMD GPUs' measurements come from ROCm's device-metrics-exporter (``AmdSource``):
+rules.amd records each in the NVIDIA series' labels and base unit, and the rules read that as one more
+generation's raw metric.
 """
 
 from __future__ import annotations
@@ -26,6 +28,15 @@ GENERATION_NOTES: dict[str, str] = {
     "4.10": "4.10 and later: as 4.9, and DCGM_FI_PROF_PCIE_{RX,TX}_BYTES become *_BYTES_PER_SECOND",
 }
 
+# --- Vendors ----------------------------------------------------------------------------------
+# NVIDIA GPUs through dcgm-exporter (the generations above); AMD Instinct GPUs through ROCm's
+# device-metrics-exporter (AMD_EXPORTER_VERSIONS).
+VENDORS: tuple[str, ...] = ("nvidia", "amd")
+# The device-metrics-exporter releases whose names the AMD sources below cover: each source says which
+# release first published it (AmdMetric.since). Names are the same from v1.4.0 to v1.5.1; v1.3.x spelled
+# the thermal residency soc_thermal; clock_type values are GPU_CLOCK_TYPE_* up to v1.4.1.2.
+AMD_EXPORTER_VERSIONS: tuple[str, ...] = ("v1.3.1", "v1.4.0", "v1.4.2", "v1.5.0", "v1.5.1")
+
 # --- Raw metrics and signals ------------------------------------------------------------------
 
 
@@ -39,10 +50,44 @@ class RawMetric:
     generations: tuple[str, ...] = GENERATIONS
     default_collected: bool = True
     matchers: tuple[Matcher, ...] = ()  # fixed label matchers, e.g. the idle mode of a CPU counter
+    vendor: str = "nvidia"  # "amd": the AMD group's recorded series (Signal.amd_series), in the base unit
 
     def select(self, *matchers: Matcher) -> Selector:
         """A selector of this metric: its fixed matchers, then ``matchers``."""
         return selector(self.name, *self.matchers, *matchers)
+
+
+@dataclass(frozen=True)
+class AmdMetric:
+    """One metric as ROCm's device-metrics-exporter publishes it (after any configured name prefix).
+
+    Every one is a gauge, its accumulators too. ``per`` names an index label with one series per
+    engine or clock domain (XCC, clock index), reduced away by ``reduce``; ``residency_of`` makes it
+    a residency accumulator, read as its rate over that accumulator's rate (the share of time).
+    """
+
+    name: str
+    unit: str
+    since: str  # the first exporter release that publishes it under this name
+    matchers: tuple[Matcher, ...] = ()
+    per: str = ""
+    reduce: Literal["max", "avg"] = "max"
+    residency_of: str = ""
+    until: str = ""  # the last release with this name, where a later one renamed it
+
+
+@dataclass(frozen=True)
+class AmdSource:
+    """How an AMD GPU publishes a signal: its metrics, tried in order (PromQL ``or``).
+
+    ``device_wide``: one value for the physical GPU, published by MI300 partition 0 only (the other
+    partitions publish nothing or 0): rules.amd gives every partition of the GPU that value, as
+    DCGM repeats a device-wide field on every MIG instance.
+    """
+
+    metrics: tuple[AmdMetric, ...]
+    device_wide: bool = False
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -58,11 +103,21 @@ class Signal:
     device_wide: bool = False
     # A counter recorded as its running total (readers take increase()), not read as a rate.
     cumulative: bool = False
+    amd: AmdSource | None = None  # where AMD's exporter publishes it
 
-    def raws_for(self, generations: tuple[str, ...]) -> tuple[RawMetric, ...]:
-        """The raw metrics emitted by any of the given generations, newest name first."""
-        chosen = [r for r in self.raws if set(r.generations) & set(generations)]
-        return tuple(sorted(chosen, key=lambda r: -max(GENERATIONS.index(g) for g in r.generations)))
+    @property
+    def amd_series(self) -> str:
+        """The series the AMD group records for this signal, in its base unit and the NVIDIA labels."""
+        return f"amd_gpu:{self.key}_{self.base_unit}"
+
+    def raws_for(self, generations: tuple[str, ...], vendors: tuple[str, ...] = ("nvidia",)) -> tuple[RawMetric, ...]:
+        """The raw metrics emitted by any of the given generations, newest name first, then AMD's where
+        ``vendors`` has it and AMD publishes the signal."""
+        chosen = [r for r in self.raws if set(r.generations) & set(generations)] if "nvidia" in vendors else []
+        ordered = sorted(chosen, key=lambda r: -max(GENERATIONS.index(g) for g in r.generations))
+        if "amd" in vendors and self.amd is not None:
+            ordered.append(RawMetric(self.amd_series, self.base_unit, generations=(), vendor="amd"))
+        return tuple(ordered)
 
 
 _OLD = ("3.3", "4.8")  # DCGM 3 names
@@ -70,9 +125,43 @@ _NEW = ("4.9", "4.10")  # DCGM 4.7 names
 
 
 def _dcgm(
-    key: str, base: str, doc: str, *raws: RawMetric, device_wide: bool = False, cumulative: bool = False
+    key: str,
+    base: str,
+    doc: str,
+    *raws: RawMetric,
+    device_wide: bool = False,
+    cumulative: bool = False,
+    amd: AmdSource | None = None,
 ) -> Signal:
-    return Signal(key, "dcgm", base, raws, doc, device_wide, cumulative)
+    return Signal(key, "dcgm", base, raws, doc, device_wide, cumulative, amd)
+
+
+# --- AMD sources (ROCm/device-metrics-exporter, pkg/amdgpu/gpuagent/gpuagent_gpu_metrics.go) ------------
+# The engines' activity in %: gpu_gfx_activity for an unpartitioned GPU (and MI300 partition 0 only);
+# on a partition, the mean of its XCCs' gpu_gfx_busy_instantaneous (v1.3.1 on). amdsmi has one activity
+# figure, so it stands for both NVIDIA's GPU_UTIL and its engine activity: AMD GPUs never read as stalled.
+_AMD_GFX = AmdSource(
+    (
+        AmdMetric("gpu_gfx_activity", "percent", "v1.0.0"),
+        AmdMetric("gpu_gfx_busy_instantaneous", "percent", "v1.3.1", per="xcc_index", reduce="avg"),
+    ),
+    note="partitions: the mean of their XCCs' gpu_gfx_busy_instantaneous",
+)
+# VRAM is published per partition, in MiB under an "MB" help text (gpuagent divides bytes by 1024 twice).
+_AMD_VRAM = {kind: AmdSource((AmdMetric(f"gpu_{kind}_vram", "MiB", "v1.0.0"),)) for kind in ("used", "free", "total")}
+# The clocks are MHz, one gpu_clock series per clock domain (eight system clocks on an MI300X, one per XCD):
+# the highest is served. clock_type was GPU_CLOCK_TYPE_SYSTEM up to v1.4.1.2 and system from v1.4.2.
+_CLOCK_TYPE = "clock_type"
+
+
+def _amd_clock(name: str, kind: str, since: str) -> AmdSource:
+    spelled = f"{kind}|GPU_CLOCK_TYPE_{kind.upper()}"
+    return AmdSource((AmdMetric(name, "MHz", since, (match(_CLOCK_TYPE, spelled, "=~"),), per="clock_index"),), True)
+
+
+# Socket-level residency accumulators (MI300, v1.3.0 on): ticks spent limited, against the firmware's own
+# tick counter, so their rates' ratio is the share of time held down.
+_AMD_TICKS = "gpu_violation_current_accumulated_counter"
 
 
 SIGNALS: dict[str, Signal] = {
@@ -84,6 +173,7 @@ SIGNALS: dict[str, Signal] = {
             "Share of time a kernel ran on the GPU; 0 or absent on MIG instances.",
             RawMetric("DCGM_FI_DEV_GPU_UTIL", "percent", generations=_OLD),
             RawMetric("DCGM_FI_DEV_GPU_UTIL_RATIO", "ratio", generations=_NEW),
+            amd=_AMD_GFX,
         ),
         _dcgm(
             "gr_engine_active",
@@ -92,6 +182,7 @@ SIGNALS: dict[str, Signal] = {
             "kernel); the utilisation of a MIG instance.",
             RawMetric("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "ratio", generations=_OLD),
             RawMetric("DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", "ratio", generations=_NEW),
+            amd=_AMD_GFX,
         ),
         # The profiling (DCP) activity fields, ratios 0-1 in every release. DCGM 4.7 renamed them
         # *_UTIL_RATIO (same field ids); dcgm-exporter 4.9 publishes the new names. GR_ENGINE,
@@ -110,6 +201,7 @@ SIGNALS: dict[str, Signal] = {
             "Share of cycles the device memory interface was sending or receiving data.",
             RawMetric("DCGM_FI_PROF_DRAM_ACTIVE", "ratio", generations=_OLD),
             RawMetric("DCGM_FI_PROF_DRAM_UTIL_RATIO", "ratio", generations=_NEW),
+            amd=AmdSource((AmdMetric("gpu_umc_activity", "percent", "v1.0.0"),), note="MI300 partition 0 only"),
         ),
         _dcgm(
             "sm_active",
@@ -131,6 +223,7 @@ SIGNALS: dict[str, Signal] = {
             "Framebuffer memory in use (not MEM_COPY_UTIL, which is bandwidth).",
             RawMetric("DCGM_FI_DEV_FB_USED", "MiB", generations=_OLD),
             RawMetric("DCGM_FI_DEV_FB_USED_BYTES", "bytes", generations=_NEW),
+            amd=_AMD_VRAM["used"],
         ),
         _dcgm(
             "fb_free",
@@ -138,6 +231,7 @@ SIGNALS: dict[str, Signal] = {
             "Framebuffer memory free.",
             RawMetric("DCGM_FI_DEV_FB_FREE", "MiB", generations=_OLD),
             RawMetric("DCGM_FI_DEV_FB_FREE_BYTES", "bytes", generations=_NEW),
+            amd=_AMD_VRAM["free"],
         ),
         _dcgm(
             "fb_reserved",
@@ -152,6 +246,7 @@ SIGNALS: dict[str, Signal] = {
             "Framebuffer size, reserved memory included.",
             RawMetric("DCGM_FI_DEV_FB_TOTAL", "MiB", generations=_OLD, default_collected=False),
             RawMetric("DCGM_FI_DEV_FB_CAPACITY_BYTES", "bytes", generations=_NEW),
+            amd=_AMD_VRAM["total"],
         ),
         _dcgm(
             "gpu_temp",
@@ -160,6 +255,14 @@ SIGNALS: dict[str, Signal] = {
             RawMetric("DCGM_FI_DEV_GPU_TEMP", "celsius", generations=_OLD),
             RawMetric("DCGM_FI_DEV_GPU_TEMP_CELSIUS", "celsius", generations=_NEW),
             device_wide=True,
+            amd=AmdSource(
+                (
+                    AmdMetric("gpu_junction_temperature", "celsius", "v1.0.0"),
+                    AmdMetric("gpu_edge_temperature", "celsius", "v1.0.0"),  # MI200, which may lack the junction
+                ),
+                device_wide=True,
+                note="the junction (hotspot) temperature, else the edge temperature",
+            ),
         ),
         _dcgm(
             "power_usage",
@@ -168,6 +271,15 @@ SIGNALS: dict[str, Signal] = {
             RawMetric("DCGM_FI_DEV_POWER_USAGE", "watts", generations=_OLD),
             RawMetric("DCGM_FI_DEV_BOARD_POWER_WATTS", "watts", generations=_NEW),
             device_wide=True,
+            amd=AmdSource(
+                (
+                    AmdMetric("gpu_package_power", "watts", "v1.0.0"),  # MI300: current socket power
+                    AmdMetric("gpu_average_package_power", "watts", "v1.0.0"),  # MI200
+                    AmdMetric("gpu_power_usage", "watts", "v1.0.0"),
+                ),
+                device_wide=True,
+                note="socket power; an MI250X publishes it for one of its two GCDs",
+            ),
         ),
         _dcgm(
             "power_limit_enforced",
@@ -193,6 +305,7 @@ SIGNALS: dict[str, Signal] = {
             RawMetric("DCGM_FI_DEV_SM_CLOCK", "MHz", generations=_OLD),
             RawMetric("DCGM_FI_DEV_SM_CLOCK_HERTZ", "hertz", generations=_NEW),
             device_wide=True,
+            amd=_amd_clock("gpu_clock", "system", "v1.0.0"),
         ),
         _dcgm(
             "mem_clock",
@@ -201,6 +314,7 @@ SIGNALS: dict[str, Signal] = {
             RawMetric("DCGM_FI_DEV_MEM_CLOCK", "MHz", generations=_OLD),
             RawMetric("DCGM_FI_DEV_MEMORY_CLOCK_HERTZ", "hertz", generations=_NEW),
             device_wide=True,
+            amd=_amd_clock("gpu_clock", "memory", "v1.0.0"),
         ),
         _dcgm(
             "max_sm_clock",
@@ -209,6 +323,7 @@ SIGNALS: dict[str, Signal] = {
             RawMetric("DCGM_FI_DEV_MAX_SM_CLOCK", "MHz", generations=_OLD, default_collected=False),
             RawMetric("DCGM_FI_DEV_MAX_SM_CLOCK_HERTZ", "hertz", generations=_NEW, default_collected=False),
             device_wide=True,
+            amd=_amd_clock("gpu_max_clock", "system", "v1.4.2"),
         ),
         # PCIe profiling fields are gauges of bytes per second, not counters; RX is host to device.
         # The oldest exporters' default counters held NVML's PCIe throughput instead: typed counter in
@@ -247,6 +362,11 @@ SIGNALS: dict[str, Signal] = {
             "Share of time clocks were held down by the power limit.",
             RawMetric("DCGM_FI_DEV_POWER_VIOLATION", VIOLATION_UNIT, "counter", default_collected=False),
             device_wide=True,
+            amd=AmdSource(
+                (AmdMetric("gpu_violation_ppt_residency_accumulated", "ratio", "v1.3.0", residency_of=_AMD_TICKS),),
+                device_wide=True,
+                note="package power tracking (PPT) residency",
+            ),
         ),
         _dcgm(
             "thermal_violation",
@@ -254,6 +374,22 @@ SIGNALS: dict[str, Signal] = {
             "Share of time clocks were held down by temperature.",
             RawMetric("DCGM_FI_DEV_THERMAL_VIOLATION", VIOLATION_UNIT, "counter", default_collected=False),
             device_wide=True,
+            amd=AmdSource(
+                (
+                    AmdMetric(
+                        "gpu_violation_socket_thermal_residency_accumulated", "ratio", "v1.4.0", residency_of=_AMD_TICKS
+                    ),
+                    AmdMetric(
+                        "gpu_violation_soc_thermal_residency_accumulated",
+                        "ratio",
+                        "v1.3.0",
+                        residency_of=_AMD_TICKS,
+                        until="v1.3.1",
+                    ),
+                ),
+                device_wide=True,
+                note="socket thermal residency",
+            ),
         ),
         _dcgm(
             "xid_last",
@@ -273,6 +409,11 @@ SIGNALS: dict[str, Signal] = {
             RawMetric("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "millijoules", "counter", generations=_OLD),
             device_wide=True,
             cumulative=True,
+            amd=AmdSource(
+                (AmdMetric("gpu_energy_consumed", "microjoules", "v1.0.0"),),
+                device_wide=True,
+                note="an accumulating gauge",
+            ),
         ),
         _dcgm(
             "slowdown_temp",
@@ -316,6 +457,6 @@ SIGNALS: dict[str, Signal] = {
 PRESENCE_SIGNALS: tuple[str, ...] = ("fb_used", "gpu_temp")
 
 
-def presence_raws(generations: tuple[str, ...]) -> tuple[RawMetric, ...]:
-    """The raw metrics of PRESENCE_SIGNALS that the given exporter generations emit."""
-    return tuple(raw for key in PRESENCE_SIGNALS for raw in SIGNALS[key].raws_for(generations))
+def presence_raws(generations: tuple[str, ...], vendors: tuple[str, ...] = ("nvidia",)) -> tuple[RawMetric, ...]:
+    """The raw metrics of PRESENCE_SIGNALS that the given exporter generations (and vendors) emit."""
+    return tuple(raw for key in PRESENCE_SIGNALS for raw in SIGNALS[key].raws_for(generations, vendors))

@@ -71,6 +71,7 @@ UNITS: dict[str, Unit] = {
         Unit("microseconds", "seconds", "/", 1_000_000),
         Unit("joules", "joules"),
         Unit("millijoules", "joules", "/", 1000),
+        Unit("microjoules", "joules", "/", 1_000_000),  # ROCm device-metrics-exporter's energy
         Unit("count", "count"),
         Unit("bitmask", "bitmask"),
         Unit("xid", "xid"),  # an Xid code, not a quantity

@@ -27,6 +27,7 @@ class ConfigError(ValueError):
 
 LABEL_NAME_RE = re.compile(rf"^{LABEL_NAME.pattern}$")
 METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
+PREFIX_RE = re.compile(r"^([a-zA-Z_][a-zA-Z0-9_]*)?$")  # device-metrics-exporter's MetricsFieldPrefix
 DNS_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 # Alertmanager's matchers (kind "matchers"); PromQL's (kind "selector") are read by promql.parse_matchers.
 _MATCHER = rf'\s*{LABEL_NAME.pattern}\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
@@ -58,10 +59,12 @@ Kind = Literal[
     "count",
     "port",
     "name",
+    "prefix",
+    "model_names",
 ]
 # Mapping keys (these kinds) are held as sorted (key, value) pairs, so the config stays
 # hashable and its output does not depend on how the YAML was ordered.
-MAPPING_KINDS = ("prices", "labels")
+MAPPING_KINDS = ("prices", "labels", "model_names")
 
 
 def opt(
@@ -230,6 +233,9 @@ def _tuple(value: Any, f: dataclasses.Field, where: str) -> tuple[str, ...]:
     for item in value:
         if not isinstance(item, str) or (choices and item not in choices):
             raise ConfigError(f"{where}: {item!r} is not accepted; accepted: {', '.join(choices)}")
+        if f.metadata.get("kind") == "prefix" and not PREFIX_RE.match(item):
+            accepted = 'a metric-name prefix ([a-zA-Z_][a-zA-Z0-9_]*) or ""'
+            raise ConfigError(f"{where}: {item!r} is not accepted; expected {accepted}")
     if choices:  # keep the catalog's order so output does not depend on how the list was written
         return tuple(c for c in choices if c in value)
     return tuple(value)
@@ -242,7 +248,12 @@ def _mapping(value: Any, f: dataclasses.Field, where: str) -> tuple[tuple[str, A
     for key, item in value.items():
         if not isinstance(key, str) or not key:
             raise ConfigError(f"{where}: {key!r} is not accepted; keys must be non-empty strings")
-        if f.metadata["kind"] == "prices":
+        if f.metadata["kind"] == "model_names":
+            if not _compiles_any(key):
+                raise ConfigError(f"{where}: {key!r} is not accepted; keys are regular expressions")
+            if not isinstance(item, str) or not item.strip():
+                raise ConfigError(f"{where}.{key}: {item!r} is not accepted; expected a model name")
+        elif f.metadata["kind"] == "prices":
             if isinstance(item, bool) or not isinstance(item, (int, float)) or item < 0:
                 raise ConfigError(f"{where}.{key}: {item!r} is not accepted; expected a price of 0 or more")
             item = float(item)

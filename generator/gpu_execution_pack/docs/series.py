@@ -64,8 +64,51 @@ def _formulas(series: catalog.Series) -> str:
     return "; else ".join(parts).replace("|", "\\|")
 
 
+def _amd_metric(metric: catalog.AmdMetric) -> str:
+    shown = f"`{promql.render(promql.selector(metric.name, *metric.matchers))}`".replace("|", "\\|")
+    if metric.per:
+        shown = f"{metric.reduce} over `{metric.per}` of {shown}"
+    if metric.residency_of:
+        shown += f" per `{metric.residency_of}` (ratio of rates)"
+    since = f"{metric.since}–{metric.until}" if metric.until else f"{metric.since} on"
+    return f"{shown} ({metric.unit}, {since})"
+
+
+def vendors() -> str:
+    """Where each served series comes from per vendor: dcgm-exporter's signals, or AMD's exporter, or nothing."""
+    out = [
+        "## Per vendor: NVIDIA and AMD\n\n",
+        "The rules read NVIDIA GPUs through dcgm-exporter and AMD Instinct GPUs through ROCm's "
+        "device-metrics-exporter (releases " + ", ".join(catalog.AMD_EXPORTER_VERSIONS) + "), into the same "
+        "series, labels and base units; `vendors` in the config pins the ones a fleet runs. AMD's metrics are "
+        "recorded first by the group `gpu-execution-pack.amd` (series `amd_gpu:<signal>_<unit>`): `gpu` from "
+        "`gpu_id`, `UUID` from `gpu_uuid` or else `serial_number`, `modelName` from `card_series` or else "
+        "`card_model` through `amd.model_names`, the execution id from `amd.execution_label` (Slurm's `job_id`) "
+        "in label mode. An MI300 partition (CPX, DPX, TPX, QPX) is an instance as a MIG instance is: `UUID` is "
+        "its GPU's serial, `GPU_I_ID` its partition, `GPU_I_PROFILE` its mode, and device-wide values, which "
+        "only partition 0 publishes, are given to every partition. Names are read with and without the `amd_` "
+        "prefix (`amd.metric_prefixes`). An MI250X is two GPUs, one per GCD, and may publish power for one of "
+        "them only: the other's power and energy series stay absent, as does every series AMD does not "
+        "publish (the report names them in `telemetry_incomplete`).\n\n",
+        "| recorded series | NVIDIA (dcgm-exporter) | AMD (device-metrics-exporter) |\n|---|---|---|\n",
+    ]
+    for s in (*catalog.GPU_SERIES, *catalog.GPU_ACTIVITY_SERIES, *catalog.GPU_HEALTH_SERIES):
+        keys = [k for f in s.formulas for k in f.signals]
+        if not keys:
+            continue
+        nvidia = ", ".join(f"{{{k}}}" for k in dict.fromkeys(keys))
+        amd_keys = [k for k in dict.fromkeys(keys) if catalog.SIGNALS[k].amd is not None]
+        amd = "; ".join(
+            f"{{{k}}}: " + " else ".join(_amd_metric(m) for m in catalog.SIGNALS[k].amd.metrics)  # type: ignore[union-attr]
+            for k in amd_keys
+        )
+        out.append(f"| `{s.name}` | {nvidia} | {amd or 'not published'} |\n")
+    out.append("\n")
+    return "".join(out)
+
+
 def render() -> str:
-    out = [INTRO, work_and_sharing()]
+    out = [INTRO, work_and_sharing(), vendors()]
     out.append(
         "## API series\n\nThe endpoint's default answer is every series not marked optional; its `series` parameter "
     )

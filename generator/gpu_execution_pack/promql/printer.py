@@ -144,7 +144,7 @@ class _Printer:
         return f"{expr.function}(\n{indent(body)}\n)"
 
     def _aggregate(self, expr: Aggregate) -> str:
-        head = expr.op if expr.by is None else f"{expr.op} by ({', '.join(expr.by)})"
+        head = expr.op if expr.by is None else f"{expr.op} {'without' if expr.without else 'by'} ({', '.join(expr.by)})"
         space = "" if expr.by is None else " "
         inner = self.render(expr.expr)
         param = self.render(expr.param) + "," if expr.param is not None else ""

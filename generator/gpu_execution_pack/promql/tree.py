@@ -192,14 +192,16 @@ class Call(Expr):
 
 @dataclass(frozen=True)
 class Aggregate(Expr):
-    """``op by (labels) ([param, ]expr)``; no ``by`` clause when ``by`` is None. ``shared`` keeps it
-    across a partition label (``partitioned``): a table every partition reads, such as prices."""
+    """``op by (labels) ([param, ]expr)``; no ``by`` clause when ``by`` is None, and ``op without (labels)``
+    where ``without``. ``shared`` keeps it across a partition label (``partitioned``): a table every
+    partition reads, such as prices."""
 
     op: str
     by: tuple[str, ...] | None
     expr: Expr
     param: Expr | None = None
     shared: bool = False
+    without: bool = False
 
 
 @dataclass(frozen=True)
@@ -290,6 +292,11 @@ def aggregate(
     op: str, by: Iterable[str] | None, expr: Expr, param: Operand | None = None, shared: bool = False
 ) -> Aggregate:
     return Aggregate(op, None if by is None else tuple(by), expr, None if param is None else lift(param), shared)
+
+
+def aggregate_without(op: str, labels: Iterable[str], expr: Expr) -> Aggregate:
+    """``op without (labels) (expr)``: every other label kept, whatever the series carry."""
+    return Aggregate(op, tuple(labels), expr, without=True)
 
 
 def label_copy(expr: Expr, target: str, source: str, regex: str = "(.+)") -> Call:
@@ -396,7 +403,7 @@ def partitioned(expr: Expr, label: str) -> Expr:
                 changes[f.name] = tuple(change(v) if isinstance(v, Expr) else v for v in value)
             elif isinstance(value, Matching) and not value.ignoring and not value.shared:
                 changes[f.name] = replace(value, on=scoped(value.on))
-        if isinstance(node, Aggregate) and not node.shared:
+        if isinstance(node, Aggregate) and not node.shared and not node.without:  # without keeps it anyway
             changes["by"] = scoped(node.by)
         return replace(node, **changes) if changes else node  # type: ignore[type-var]
 

@@ -21,13 +21,14 @@ from typing import Any
 import yaml
 
 from gpu_execution_pack import catalog
-from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL, Series
+from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL, UUID_LABEL, Series
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import (
     Expr,
     Matcher,
     Range,
     aggregate,
+    any_of,
     call,
     format_duration,
     labelled,
@@ -364,8 +365,22 @@ def gpu_queries(cfg: Config, scope: Scope, w: Window) -> dict[str, Expr]:
 
 
 def presence_queries(scope: Scope, w: Window) -> dict[str, Expr]:
-    """Which GPUs have each of the REQUIRED_GPU_SERIES, by series name."""
-    return {s.name: over("count_over_time", scope.gpu(s), w.window) for s in REQUIRED_GPU_SERIES}
+    """Which GPUs have each of the REQUIRED_GPU_SERIES, by series name. A series AMD's exporter does not
+    publish (the power limit) counts as present on AMD GPUs, where vendors has amd: no input is missing
+    that the GPU's exporter never publishes (docs/series.md)."""
+    out: dict[str, Expr] = {}
+    for s in REQUIRED_GPU_SERIES:
+        out[s.name] = over("count_over_time", scope.gpu(s), w.window)
+        if "amd" in scope.cfg.vendors and not catalog.amd_publishes(s):
+            out[s.name] = any_of([out[s.name], amd_gpus(scope, w)], stacked=False)
+    return out
+
+
+def amd_gpus(scope: Scope, w: Window) -> Expr:
+    """The GPUs of the scope that AMD's exporter reported in the window (by UUID, which the AMD group records)."""
+    amd = catalog.SIGNALS[catalog.PRESENCE_SIGNALS[0]].amd_series
+    reported = aggregate("group", (UUID_LABEL,), over("count_over_time", selector(amd, *scope.cluster), w.window))
+    return over("count_over_time", scope.gpu(catalog.GPU_PRESENCE), w.window).and_(reported, on((UUID_LABEL,)))
 
 
 def host_queries(scope: Scope, w: Window) -> dict[str, Expr]:

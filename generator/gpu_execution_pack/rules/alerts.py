@@ -43,6 +43,7 @@ from gpu_execution_pack.promql import (
     selector,
     template_query,
 )
+from gpu_execution_pack.rules.amd import gpu_presence
 from gpu_execution_pack.rules.groups import AlertRule, RuleGroup
 
 ALERT_PREFIX = "GpuExecution"
@@ -336,13 +337,15 @@ class AlertBuilder:
 
     def reporting(self) -> Expr:
         """The GPUs DCGM reports on now, by UUID: any presence signal (catalog.PRESENCE_SIGNALS) of theirs."""
-        dcgm = self.cfg.selectors.dcgm_matchers
-        raws = [r.select(*dcgm) for r in catalog.presence_raws(self.cfg.dcgm.generations)]
-        return aggregate("group", (UUID_LABEL,), any_of(raws, stacked=False))
+        return aggregate("group", (UUID_LABEL,), gpu_presence(self.cfg))
 
     def targets_down(self) -> Expr:
-        """The dcgm-exporter targets whose last scrape failed (``selectors.dcgm_targets`` picks them)."""
-        return selector(UP, *self.cfg.selectors.dcgm_targets_matchers).eq(0)
+        """The GPU exporter targets whose last scrape failed: dcgm-exporter's (``selectors.dcgm_targets`` picks
+        them) and, where vendors has amd, device-metrics-exporter's (``amd.targets``)."""
+        down = selector(UP, *self.cfg.selectors.dcgm_targets_matchers).eq(0)
+        if "amd" not in self.cfg.vendors:
+            return down
+        return Binary("or", down, selector(UP, *self.cfg.amd.targets_matchers).eq(0))
 
     def dcgm_exporter_down(self) -> AlertRule:
         a = self.a.dcgm_exporter_down
@@ -352,12 +355,14 @@ class AlertBuilder:
         last_seen = call("last_over_time", catalog.GPU_EXPORTER_HOST.select().range(self.a.telemetry_missing.window))
         hosts = aggregate("topk", catalog.TARGET_LABELS, last_seen, param=1)
         named = join(down, "*", on(catalog.TARGET_LABELS, group_left=(catalog.HOST_LABEL,)), hosts)
+        amd = "amd" in self.cfg.vendors
+        exporter = "GPU exporter (dcgm-exporter or device-metrics-exporter)" if amd else "dcgm-exporter"
         return self.rule(
             "DcgmExporterDown",
             Binary("or", named, down, on(catalog.TARGET_LABELS), stacked=True),
             a.severity,
-            "A dcgm-exporter target is down; its GPUs cannot be attributed to executions.",
-            f"dcgm-exporter target {label_value(catalog.INSTANCE_LABEL)} of job "
+            f"A {exporter} target is down; its GPUs cannot be attributed to executions.",
+            f"{exporter} target {label_value(catalog.INSTANCE_LABEL)} of job "
             f"{label_value(catalog.JOB_LABEL)}{self.in_cluster} "
             f"has been down for {a.for_}: executions on its GPUs have no GPU metrics.",
             a.for_,

@@ -21,6 +21,7 @@ SOURCE = "gpu_execution_pack/rules/"
 # fleet; the alerts read per-execution series and every dcgm-exporter's `up`).
 SHARD, RULER = "shard", "ruler"
 PLACEMENT: dict[str, str] = {
+    "gpu-execution-pack.amd": SHARD,
     "gpu-execution-pack.hosts": SHARD,
     "gpu-execution-pack.host_rates": SHARD,
     "gpu-execution-pack.execution_gpu": SHARD,

@@ -46,9 +46,11 @@ from gpu_execution_pack.promql import (
     selector,
     substitute,
 )
+from gpu_execution_pack.rules.amd import AmdRules, gpu_presence, vendor_matchers
 from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
 
 GROUP_PREFIX = "gpu-execution-pack"
+AMD_GROUP = f"{GROUP_PREFIX}.amd"  # only where vendors has amd
 HOST_RATES_GROUP = f"{GROUP_PREFIX}.host_rates"  # only where node.cpu_rate_interval is set
 ADDRESS = "address"  # a scratch label: the host part of a target's instance
 EXACT = "(.*)"  # a name copied as it is
@@ -168,6 +170,11 @@ class RuleBuilder:
     def __init__(self, cfg: Config):
         self.cfg = cfg
         self.attribution = Attribution(cfg)
+        self.amd = AmdRules(cfg, self.rate)
+
+    def raws(self, signal: Signal) -> tuple[catalog.RawMetric, ...]:
+        """The raw metrics of ``signal`` the configured generations and vendors emit (AMD's recorded by its group)."""
+        return signal.raws_for(self.cfg.dcgm.generations, self.cfg.vendors)
 
     def unit_of(self, raw: catalog.RawMetric) -> catalog.Unit:
         """The raw metric's unit; the violation counters' unit is a config choice."""
@@ -199,9 +206,9 @@ class RuleBuilder:
     def normalised(self, signal: Signal, where: tuple[Matcher, ...]) -> Expr:
         """One signal in its base unit, one series per GPU identity, newest exporter name first."""
         branches = []
-        matchers = (*self.cfg.selectors.dcgm_matchers, *self.attribution.raw_matchers, *where)
-        for raw in signal.raws_for(self.cfg.dcgm.generations):
-            expr = self.read(raw, *matchers, cumulative=signal.cumulative)
+        matchers = (*self.attribution.raw_matchers, *where)
+        for raw in self.raws(signal):
+            expr = self.read(raw, *vendor_matchers(self.cfg, raw), *matchers, cumulative=signal.cumulative)
             if self.attribution.per_branch:
                 for target, source in self.attribution.label_aliases:
                     expr = label_copy(expr, target, source)
@@ -214,7 +221,7 @@ class RuleBuilder:
     def gpu_formula(self, formula: Formula) -> Expr | None:
         """A formula with its signals expanded; None if no configured generation emits one of them."""
         signals = [catalog.SIGNALS[key] for key in formula.signals]
-        if any(not s.raws_for(self.cfg.dcgm.generations) for s in signals):
+        if any(not self.raws(s) for s in signals):
             return None
         return substitute(formula.expr, lambda key: self.normalised(catalog.SIGNALS[key], formula.where))
 
@@ -302,8 +309,7 @@ class RuleBuilder:
         none does, its own label (else its address) still names a host. Under ``node.host_identity: scrape``
         each target's own ``hostname`` label names its host (``scraped_hosts``).
         """
-        presence = catalog.presence_raws(self.cfg.dcgm.generations)
-        raw = any_of([r.select(*self.cfg.selectors.dcgm_matchers) for r in presence], stacked=False)
+        raw = gpu_presence(self.cfg)
         labels = catalog.DCGM_TARGET_LABELS
         if self.cfg.node.at_scrape:
             collisions, node_hosts, gpu_hosts = self.scraped_hosts()
@@ -533,6 +539,8 @@ class RuleBuilder:
         """The recording rule groups, in dependency order."""
         interval, derived = self.cfg.rule_interval, self.cfg.derived_interval
         return [
+            # AMD's exporter in the names and units the rest reads: before everything that reads them.
+            *([RuleGroup(AMD_GROUP, "execution-gpu", self.amd.rules(), interval)] if "amd" in self.cfg.vendors else []),
             # Read by every per-GPU and per-host rule: first, at the same interval.
             RuleGroup(f"{GROUP_PREFIX}.hosts", "execution-gpu", self.host_rules(), interval),
             # The host CPU rate, where it is recorded less often than the series it feeds.

@@ -1,0 +1,308 @@
+"""AMD Instinct GPUs beside NVIDIA's in one Prometheus: ROCm device-metrics-exporter read into the same series.
+
+A mixed fleet (``amd_fleet`` beside this file: MI300X whole and in CPX partitions, an MI250X's two GCDs, three exporter
+releases with and without the ``amd_`` prefix) and an H100 under dcgm-exporter 4.10 are backfilled into a
+real Prometheus with every rule of the defaults. The served series must carry the NVIDIA names, units and
+identity labels; the report must give each AMD execution its verdict and its energy within 2 %, and the
+H100's series must be what they are without AMD. With the vendors pinned to NVIDIA, the rule files are the
+ones generated before AMD was added, byte for byte (tests/golden/nvidia-rules).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from gpu_execution_pack import catalog
+from gpu_execution_pack.build import rule_outputs
+from gpu_execution_pack.config import Config, config_from_mapping
+from gpu_execution_pack.query.params import iso
+from gpu_execution_pack.query.prometheus import PrometheusClient
+from gpu_execution_pack.report import document
+from gpu_execution_pack.rules.files import all_groups
+from gpu_execution_pack.scenario.render import RenderedSeries
+
+from harness.prometheus import Prometheus
+
+from .amd_fleet import (
+    BINARY_V131,
+    BINARY_V141,
+    HELM_V151,
+    STEP_SECONDS,
+    AmdExecution,
+    AmdFleet,
+    AmdGpu,
+    AmdHost,
+    AmdLoad,
+)
+from .conftest import REPO
+
+GOLDEN = REPO / "tests/golden/nvidia-rules"
+GIB_MIB = 1024
+MI300X_MIB = 192 * GIB_MIB
+CPX_MIB = MI300X_MIB // 8
+
+# --- the fleet ----------------------------------------------------------------------------------
+WHOLE = [AmdGpu("mi300a", i, f"PHX0A{i:07d}", "MI300X", MI300X_MIB) for i in range(3)]
+CPX = [AmdGpu("mi300b", i, "PHX0B0000042", "MI300X", CPX_MIB, "cpx", i) for i in range(8)]
+GCDS = [AmdGpu("mi250", i, f"PHX0C{i:07d}", "MI250X", 64 * GIB_MIB, publishes_power=i == 0) for i in range(2)]
+HOSTS = (
+    AmdHost("mi300a", HELM_V151, tuple(WHOLE)),
+    AmdHost("mi300b", BINARY_V141, tuple(CPX)),
+    AmdHost("mi250", BINARY_V131, tuple(GCDS)),
+)
+RUN = (5, 35)  # minutes of the 40-minute window each execution holds its GPUs
+EXECUTIONS = {
+    "amd-healthy": AmdExecution("amd-healthy", (WHOLE[0],), AmdLoad(90.0, 120 * GIB_MIB, 70.0, 600.0), *RUN),
+    "amd-power": AmdExecution("amd-power", (WHOLE[1],), AmdLoad(95.0, 100 * GIB_MIB, 75.0, 750.0, ppt_share=0.6), *RUN),
+    "amd-idle": AmdExecution("amd-idle", (WHOLE[2],), AmdLoad(1.0, 2 * GIB_MIB, 45.0, 160.0, umc_percent=0.0), *RUN),
+    # Nearly all of both partitions' 24 GiB taken at the end: the job died of an out-of-memory error.
+    "amd-oom": AmdExecution("amd-oom", (CPX[0], CPX[1]), AmdLoad(80.0, CPX_MIB - 512, 72.0, 520.0), *RUN),
+    "amd-thermal": AmdExecution("amd-thermal", tuple(GCDS), AmdLoad(85.0, 40 * GIB_MIB, 92.0, 480.0), *RUN),
+}
+FLEET = AmdFleet(HOSTS, tuple(EXECUTIONS.values()), 40)
+WANT_CODES = {
+    "amd-healthy": ("healthy",),
+    "amd-power": ("power_throttled",),
+    "amd-idle": ("gpu_idle",),
+    "amd-oom": ("gpu_oom",),
+    # The GCD without power: its power is absent, and the report says so rather than judge from it.
+    "amd-thermal": ("thermal_throttled", "telemetry_incomplete"),
+    "nv-h100": ("healthy",),
+}
+H100_UUID = "GPU-5e3b1f2a-9c4d-4e6f-8a7b-0c1d2e3f4a5b"
+H100_WATTS, H100_UTIL, H100_FB_USED, H100_FB_FREE = 550.0, 0.85, 60 * 1024**3, 19 * 1024**3
+
+
+def h100_series(steps: int) -> list[RenderedSeries]:
+    """An H100 under dcgm-exporter 4.10 (DCGM 4.7 names, base units), its job labelled by the exporter's pod mapping."""
+    labels = {
+        "DCGM_FI_SYSTEM_DRIVER_VERSION": "570.124.06",
+        "UUID": H100_UUID,
+        "device": "nvidia0",
+        "gpu": "0",
+        "hostname": "h100a",
+        "instance": "h100a:9400",
+        "job": "dcgm-exporter",
+        "modelName": "NVIDIA H100 80GB HBM3",
+        "pci_bus_id": "00000000:18:00.0",
+    }
+    running = [RUN[0] * 60 <= k * STEP_SECONDS < RUN[1] * 60 for k in range(steps + 1)]
+    out = []
+    values = {
+        "DCGM_FI_DEV_GPU_UTIL_RATIO": H100_UTIL,
+        "DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO": 0.8,
+        "DCGM_FI_PROF_TENSOR_UTIL_RATIO": 0.4,
+        "DCGM_FI_PROF_DRAM_UTIL_RATIO": 0.5,
+        "DCGM_FI_DEV_FB_USED_BYTES": float(H100_FB_USED),
+        "DCGM_FI_DEV_FB_FREE_BYTES": float(H100_FB_FREE),
+        "DCGM_FI_DEV_GPU_TEMP_CELSIUS": 65.0,
+        "DCGM_FI_DEV_BOARD_POWER_WATTS": H100_WATTS,
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT": 700.0,
+        "DCGM_FI_DEV_SM_CLOCK_HERTZ": 1_980_000_000.0,
+        "DCGM_FI_DEV_MEMORY_CLOCK_HERTZ": 2_619_000_000.0,
+        "DCGM_FI_PROF_PCIE_RX_BYTES_PER_SECOND": 2.5e9,
+        "DCGM_FI_PROF_PCIE_TX_BYTES_PER_SECOND": 1.5e9,
+        "DCGM_FI_DEV_XID_ERROR": 0.0,
+    }
+    for name, value in values.items():
+        samples = tuple(value if r else None for r in running)
+        tagged = tuple(sorted((labels | {"execution_id": "nv-h100"}).items()))
+        out.append(RenderedSeries(name, tagged, samples))
+    out.append(RenderedSeries("up", (("instance", "h100a:9400"), ("job", "dcgm-exporter")), (1.0,) * (steps + 1)))
+    return out
+
+
+def node_series(host: str, steps: int) -> list[RenderedSeries]:
+    """node_exporter on the host: 512 GiB, a quarter used, two CPUs 30 % busy."""
+    target = (("instance", f"{host}:9100"), ("job", "node"))
+    out = [
+        RenderedSeries("node_uname_info", (*target, ("nodename", host)), (1.0,) * (steps + 1)),
+        RenderedSeries("node_memory_MemTotal_bytes", target, (512.0 * 1024**3,) * (steps + 1)),
+        RenderedSeries("node_memory_MemAvailable_bytes", target, (384.0 * 1024**3,) * (steps + 1)),
+    ]
+    for cpu in ("0", "1"):
+        for mode, share in (("idle", 0.7), ("user", 0.3)):
+            labels = tuple(sorted((*target, ("cpu", cpu), ("mode", mode))))
+            out.append(
+                RenderedSeries(
+                    "node_cpu_seconds_total", labels, tuple(k * STEP_SECONDS * share for k in range(steps + 1))
+                )
+            )
+    return out
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory):
+    cfg = config_from_mapping({"rule_interval": f"{STEP_SECONDS}s", "derived_rule_interval": f"{STEP_SECONDS}s"})
+    end = int(time.time()) // 60 * 60 - 15 * 60
+    start = end - FLEET.minutes * 60
+    series = FLEET.series() + h100_series(FLEET.steps)
+    for host in ("mi300a", "mi300b", "mi250", "h100a"):
+        series += node_series(host, FLEET.steps)
+    server = Prometheus(tmp_path_factory.mktemp("amd"))
+    try:
+        server.load(series, all_groups(cfg), start, end)
+        yield server, cfg, start
+    finally:
+        server.stop()
+
+
+def served(server: Prometheus, series: catalog.Series, at: float, execution: str) -> list[dict]:
+    return server.query(f'{series.name}{{execution_id="{execution}"}}', at)
+
+
+# --- tests ------------------------------------------------------------------------------------
+def test_with_the_vendors_pinned_to_nvidia_the_rule_files_are_those_before_amd():
+    files = rule_outputs(Config(vendors=("nvidia",)))
+    golden = {p.relative_to(GOLDEN): p.read_text() for p in sorted(GOLDEN.rglob("*")) if p.is_file()}
+    ours = {p.relative_to("rules"): text for p, text in files.items() if not p.is_relative_to("rules/tests")}
+    assert ours.keys() == golden.keys()
+    for path, text in golden.items():
+        assert ours[path] == text, path
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_amd_gpus_record_the_served_series_in_nvidia_names_units_and_labels(loaded):
+    server, _, start = loaded
+    at = start + 20 * 60
+    util = {
+        tuple(sorted(r["metric"].items())): float(r["value"][1])
+        for r in served(server, catalog.GPU_UTILIZATION, at, "amd-healthy")
+    }
+    assert len(util) == 1
+    ((labels, value),) = util.items()
+    labels = dict(labels)
+    # gpu_uuid (enabled in the Helm chart's config) is the UUID; card_series names the model.
+    assert labels == {
+        "__name__": catalog.GPU_UTILIZATION.name,
+        "execution_id": "amd-healthy",
+        "hostname": "mi300a",
+        "gpu": "0",
+        "UUID": WHOLE[0].uuid,
+        "modelName": "AMD Instinct MI300X",
+    }
+    assert value == pytest.approx(0.90)
+    checks = {
+        catalog.GPU_MEMORY_USED: 120 * 1024**3,
+        catalog.GPU_MEMORY_TOTAL: 192 * 1024**3,
+        catalog.GPU_TEMPERATURE: 70.0,
+        catalog.GPU_POWER: 600.0,
+        catalog.GPU_SM_CLOCK: 2100e6,  # the highest of the eight XCD clocks
+        catalog.GPU_MEMORY_CLOCK: 1300e6,
+        catalog.GPU_DRAM_ACTIVE: 0.30,
+        catalog.GPU_POWER_VIOLATION: 0.0,
+    }
+    for series, want in checks.items():
+        got = served(server, series, at, "amd-healthy")
+        assert [float(r["value"][1]) for r in got] == [pytest.approx(want)], series.name
+    for series in (catalog.GPU_POWER_LIMIT, catalog.GPU_PCIE_RX, catalog.GPU_PCIE_TX, catalog.GPU_TENSOR_ACTIVE):
+        assert served(server, series, at, "amd-healthy") == [], f"{series.name}: AMD publishes none"
+    assert [float(r["value"][1]) for r in served(server, catalog.GPU_POWER_VIOLATION, at, "amd-power")] == [
+        pytest.approx(0.6)
+    ]
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_mi300x_partitions_are_instances_of_their_gpu_with_its_device_wide_values(loaded):
+    server, _, start = loaded
+    at = start + 20 * 60
+    rows = served(server, catalog.GPU_POWER, at, "amd-oom")
+    # v1.4.1 without gpu_uuid or card_series: the serial is the GPU, the part number names its model; both
+    # partitions read partition 0's power (partition 1 publishes 0), counted once per GPU.
+    assert sorted((r["metric"]["GPU_I_ID"], r["metric"]["GPU_I_PROFILE"], float(r["value"][1])) for r in rows) == [
+        ("0", "cpx", 520.0),
+        ("1", "cpx", 520.0),
+    ]
+    assert {r["metric"]["UUID"] for r in rows} == {"PHX0B0000042"}
+    assert {r["metric"]["modelName"] for r in rows} == {"AMD Instinct MI300X"}
+    util = served(server, catalog.GPU_UTILIZATION, at, "amd-oom")
+    # Partition 1 has no gpu_gfx_activity: the mean of its XCCs' instantaneous busy (79 and 81).
+    assert sorted(float(r["value"][1]) for r in util) == [pytest.approx(0.80), pytest.approx(0.80)]
+    total = served(server, catalog.EXECUTION_GPU_POWER_SUM, at, "amd-oom")
+    assert [float(r["value"][1]) for r in total] == [pytest.approx(520.0)]
+    temps = served(server, catalog.GPU_TEMPERATURE, at, "amd-oom")
+    assert sorted(float(r["value"][1]) for r in temps) == [72.0, 72.0]
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_an_mi250x_is_two_gpus_of_which_one_publishes_power(loaded):
+    server, _, start = loaded
+    at = start + 20 * 60
+    util = served(server, catalog.GPU_UTILIZATION, at, "amd-thermal")
+    # v1.3.1 without card_series: the part number is the model; each GCD its own GPU (its own serial).
+    assert sorted((r["metric"]["gpu"], r["metric"]["UUID"], r["metric"]["modelName"]) for r in util) == [
+        ("0", "PHX0C0000000", "102-D65209-0C"),
+        ("1", "PHX0C0000001", "102-D65209-0C"),
+    ]
+    assert all("GPU_I_ID" not in r["metric"] for r in util)
+    power = served(server, catalog.GPU_POWER, at, "amd-thermal")
+    assert [(r["metric"]["gpu"], float(r["value"][1])) for r in power] == [("0", 480.0)]
+    temps = served(server, catalog.GPU_TEMPERATURE, at, "amd-thermal")  # MI200's edge temperature
+    assert sorted(float(r["value"][1]) for r in temps) == [92.0, 92.0]
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_the_h100_beside_them_records_what_it_records_without_amd(loaded):
+    server, _, start = loaded
+    at = start + 20 * 60
+    rows = served(server, catalog.GPU_UTILIZATION, at, "nv-h100")
+    assert [r["metric"] for r in rows] == [
+        {
+            "__name__": catalog.GPU_UTILIZATION.name,
+            "execution_id": "nv-h100",
+            "hostname": "h100a",
+            "gpu": "0",
+            "UUID": H100_UUID,
+            "modelName": "NVIDIA H100 80GB HBM3",
+        }
+    ]
+    assert float(rows[0]["value"][1]) == pytest.approx(H100_UTIL)
+    for series, want in (
+        (catalog.GPU_POWER, H100_WATTS),
+        (catalog.GPU_POWER_LIMIT, 700.0),
+        (catalog.GPU_MEMORY_TOTAL, float(H100_FB_USED + H100_FB_FREE)),
+        (catalog.GPU_PCIE_RX, 2.5e9),
+    ):
+        assert [float(r["value"][1]) for r in served(server, series, at, "nv-h100")] == [pytest.approx(want)]
+
+
+def summary(server: Prometheus, cfg, execution_id: str, start: int) -> dict:
+    async def run() -> dict:
+        client = PrometheusClient(server.url, 30)
+        try:
+            # Up to just before the scrape after the last one: backfilled series read on after it.
+            end = iso(start + RUN[1] * 60 - 1)
+            return await document.execution_summary(cfg, client, execution_id, end=end)
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
+def energy_kwh(execution_id: str) -> float:
+    """The energy truth: each physical GPU's power over the run, once (MI300 partitions share theirs; an MI250X
+    publishes its card's power on one GCD)."""
+    if execution_id == "nv-h100":
+        return H100_WATTS * (RUN[1] - RUN[0]) * 60 / 3.6e6
+    e = EXECUTIONS[execution_id]
+    devices = {g.serial for g in e.gpus if g.publishes_power}
+    return len(devices) * e.load.power_watts * (RUN[1] - RUN[0]) * 60 / 3.6e6
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+@pytest.mark.parametrize("execution_id", list(WANT_CODES))
+def test_the_report_gives_amd_executions_their_verdicts_and_energy(loaded, execution_id):
+    server, cfg, start = loaded
+    got = summary(server, cfg, execution_id, start)
+    assert tuple(v["code"] for v in got["verdicts"]) == WANT_CODES[execution_id], got["verdicts"]
+    # Within 2 %, beside the two steps the backfill's rule levels cost at either end.
+    want = energy_kwh(execution_id)
+    edge = 2 * 2 * STEP_SECONDS * 800 / 3.6e6
+    assert got["power"]["energyKwh"] == pytest.approx(want, rel=0.02, abs=edge)
