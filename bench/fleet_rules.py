@@ -107,7 +107,9 @@ def fetch_queries(cfg: Config, execution: Execution) -> Fetch:
     # every DCGM selector carries its id, every node selector its host's target (node series have
     # no execution label; rating each CPU of every host over 24 hours would take minutes a fetch).
     selectors = dataclasses.replace(cfg.selectors, dcgm=matcher, node=f'instance="{host}:9100"')
-    only = dataclasses.replace(cfg, selectors=selectors)
+    # The fleet is NVIDIA's: a user writing its queries reads dcgm-exporter alone (the AMD group's series
+    # inlined would be AMD's whole relabelling, a query too long for a URL).
+    only = dataclasses.replace(cfg, selectors=selectors, vendors=("nvidia",))
     groups = QueryTimeRules(only).groups()
     trees = {r.record: r.tree for g in groups for r in g.rules if isinstance(r, RecordingRule)}
     recorded, raw, floor = [], [], []

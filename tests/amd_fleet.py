@@ -117,6 +117,8 @@ class AmdExecution:
     start_minute: int
     end_minute: int
     user: str = "alice"
+    pod: str = ""  # in Kubernetes: the workload's pod and namespace (the Helm chart's honorLabels: true keeps them)
+    namespace: str = ""
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,10 @@ class AmdHost:
     name: str
     exporter: Exporter
     gpus: tuple[AmdGpu, ...]
+    down_from_minute: int | None = None  # the exporter stops answering: up 0, no series
+
+    def up(self, step: int) -> bool:
+        return self.down_from_minute is None or step * STEP_SECONDS < self.down_from_minute * 60
 
 
 @dataclass
@@ -180,7 +186,9 @@ class AmdFleet:
                 "vbios_version": "113-M3000100-102",
             }
         holder = self.holder(gpu, step)
-        if holder is not None:
+        if holder is not None and holder.pod:
+            labels |= {"pod": holder.pod, "namespace": holder.namespace, "container": "trainer"}
+        elif holder is not None:
             labels |= {"job_id": holder.id, "job_user": holder.user, "job_partition": "gpu"}
         return labels
 
@@ -189,13 +197,13 @@ class AmdFleet:
         out: dict[tuple[str, tuple[tuple[str, str], ...]], list[Sample]] = {}
         for host in self.hosts:
             for step in range(self.steps + 1):
-                for gpu in host.gpus:
+                for gpu in host.gpus if host.up(step) else ():
                     labels = self.labels(host, gpu, step)
                     for name, extra, value in self.metrics(host, gpu, step):
                         key = (host.exporter.prefix + name, tuple(sorted((labels | extra).items())))
                         out.setdefault(key, [None] * (self.steps + 1))[step] = value
             target = (("instance", f"{host.name}:5000"), ("job", self.job))
-            out[("up", target)] = [1.0] * (self.steps + 1)
+            out[("up", target)] = [float(host.up(step)) for step in range(self.steps + 1)]
         return [RenderedSeries(name, labels, tuple(stale_ends(s))) for (name, labels), s in sorted(out.items())]
 
     def metrics(self, host: AmdHost, gpu: AmdGpu, step: int) -> Iterator[tuple[str, dict[str, str], float]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 from gpu_execution_pack import catalog
@@ -306,3 +307,120 @@ def test_the_report_gives_amd_executions_their_verdicts_and_energy(loaded, execu
     want = energy_kwh(execution_id)
     edge = 2 * 2 * STEP_SECONDS * 800 / 3.6e6
     assert got["power"]["energyKwh"] == pytest.approx(want, rel=0.02, abs=edge)
+
+
+# --- Kubernetes, and the alerts ------------------------------------------------------------------
+K8S_GPUS = tuple(AmdGpu("mi300k", i, f"PHX0K{i:07d}", "MI300X", MI300X_MIB) for i in range(2))
+K8S_RUN = AmdExecution(
+    "amd-k8s",
+    (K8S_GPUS[0],),
+    AmdLoad(90.0, 186 * GIB_MIB, 92.0, 740.0, ppt_share=0.6),
+    5,
+    60,
+    pod="amd-k8s-worker-0",
+    namespace="research",
+)
+# The exporter's pod is evicted at minute 40 while the job still holds its GPU.
+K8S_FLEET = AmdFleet((AmdHost("mi300k", HELM_V151, K8S_GPUS, down_from_minute=40),), (K8S_RUN,), 60)
+
+
+def k8s_suite(tmp_path: Path) -> None:
+    """promtool over the defaults' rules in kubernetes mode: the AMD fleet, kube-state-metrics and node_exporter."""
+    from gpu_execution_pack import promtool
+    from gpu_execution_pack.build import rule_outputs
+    from gpu_execution_pack.output import to_yaml
+    from gpu_execution_pack.scenario.render import expand_notation
+
+    cfg = config_from_mapping({"attribution": {"mode": "kubernetes"}, "rule_interval": "15s"})
+    rules = {tmp_path / p.name: text for p, text in rule_outputs(cfg).items() if p.name.endswith(".rules.yml")}
+    for path, text in rules.items():
+        path.write_text(text)
+    steps = K8S_FLEET.steps
+    running = tuple(1.0 if K8S_RUN.start_minute * 4 <= k < K8S_RUN.end_minute * 4 else None for k in range(steps + 1))
+    pod = (
+        ("instance", "kube-state-metrics:8080"),
+        ("job", "kube-state-metrics"),
+        ("label_execution_id", "amd-k8s"),
+        ("namespace", "research"),
+        ("pod", "amd-k8s-worker-0"),
+    )
+    series = [*K8S_FLEET.series(), *node_series("mi300k", steps), RenderedSeries("kube_pod_labels", pod, running)]
+    gpu = 'execution_id="amd-k8s", hostname="mi300k", gpu="0", modelName="AMD Instinct MI300X", namespace="research"'
+    alerts = 'count by (alertname) (ALERTS{alertstate="firing"})'
+    tests = [
+        {
+            "interval": f"{STEP_SECONDS}s",
+            "input_series": [{"series": s.selector, "values": expand_notation(s.samples)} for s in series],
+            "promql_expr_test": [
+                # The workload's pod and namespace, kept by the chart's honorLabels, join kube_pod_labels.
+                {
+                    "expr": f'count({catalog.GPU_UTILIZATION.name}{{{gpu}, UUID="{K8S_GPUS[0].uuid}"}})',
+                    "eval_time": "20m",
+                    "exp_samples": [{"labels": "{}", "value": 1}],
+                },
+                # Hot, at the package power limit 60 % of the time, memory 97 % full: the three alerts.
+                {
+                    "expr": alerts,
+                    "eval_time": "30m",
+                    "exp_samples": [
+                        {"labels": '{alertname="GpuExecutionGpuMemoryHigh"}', "value": 1},
+                        {"labels": '{alertname="GpuExecutionPowerThrottling"}', "value": 1},
+                        {"labels": '{alertname="GpuExecutionThermalThrottling"}', "value": 1},
+                    ],
+                },
+                # The exporter gone: its target is down and the GPU the job holds no longer reports.
+                {
+                    "expr": alerts,
+                    "eval_time": "55m",
+                    "exp_samples": [
+                        {"labels": '{alertname="GpuExecutionDcgmExporterDown"}', "value": 1},
+                        {"labels": '{alertname="GpuExecutionTelemetryMissing"}', "value": 1},
+                    ],
+                },
+            ],
+        }
+    ]
+    suite = tmp_path / "amd.test.yml"
+    doc = {"rule_files": [str(p) for p in rules], "evaluation_interval": f"{STEP_SECONDS}s", "tests": tests}
+    suite.write_text(to_yaml(doc))
+    promtool.run(["test", "rules", str(suite)])
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_in_kubernetes_amd_gpus_are_attributed_by_pod_and_alert_as_nvidias_do(tmp_path: Path):
+    k8s_suite(tmp_path)
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_the_fleet_dashboard_shows_both_vendors_by_model_and_filters_them(loaded):
+    import json
+
+    from gpu_execution_pack.dashboards import execution
+    from gpu_execution_pack.dashboards import lint as dashboard_lint
+
+    server, _, start = loaded
+    fleet = json.loads((REPO / "dashboards/fleet.json").read_text())
+    model = next(v for v in fleet["templating"]["list"] if v["name"] == execution.MODEL_VARIABLE)
+    assert model["multi"] and model["includeAll"]
+    expr = next(
+        t["expr"]
+        for p in dashboard_lint.panels(fleet)
+        if p.get("title") == "Utilisation by GPU model"
+        for t in p.get("targets", [])
+    )
+    at = start + 20 * 60
+
+    def models(chosen: str) -> dict[str, float]:
+        sent = dashboard_lint.substitute(expr, {execution.MODEL_VARIABLE: chosen})
+        return {r["metric"][catalog.MODEL_LABEL]: float(r["value"][1]) for r in server.query(sent, at)}
+
+    # Every model side by side at the default (All): NVIDIA's, AMD's named ones and a part number.
+    assert models(".*") == {
+        "NVIDIA H100 80GB HBM3": pytest.approx(H100_UTIL),
+        # mi300a's three GPUs (90, 95, 1 %), and the two CPX partitions of mi300b (80 %), each once
+        "AMD Instinct MI300X": pytest.approx((0.90 + 0.95 + 0.01 + 0.80 + 0.80) / 5),
+        "102-D65209-0C": pytest.approx(0.85),
+    }
+    assert models("AMD Instinct MI300X") == {"AMD Instinct MI300X": pytest.approx(0.692)}

@@ -55,6 +55,24 @@ BAD = [
         "attribution.mode: 'slurm' is not accepted; accepted: label, mapping, kubernetes",
     ),
     ({"attribution": "label"}, "attribution: expected a mapping of keys, got str"),
+    ({"vendors": ["nvidia", "intel"]}, "vendors: 'intel' is not accepted; accepted: nvidia, amd"),
+    ({"vendors": []}, "vendors: expected a non-empty list"),
+    (
+        {"amd": {"metric_prefixes": ["amd-"]}},
+        "amd.metric_prefixes: 'amd-' is not accepted; expected a metric-name prefix",
+    ),
+    (
+        {"amd": {"model_names": {"MI300X(": "x"}}},
+        "amd.model_names: 'MI300X(' is not accepted; keys are regular expressions",
+    ),
+    (
+        {"amd": {"model_names": {".*MI300X.*": ""}}},
+        "amd.model_names..*MI300X.*: '' is not accepted; expected a model name",
+    ),
+    (
+        {"amd": {"targets": "job=dcgm"}},
+        "amd.targets: 'job=dcgm' is not accepted; expected comma-separated label matchers",
+    ),
     ({"execution_label": 7}, "execution_label: expected a string, got 7"),
     ({"execution_label": "execution-id"}, "execution_label: 'execution-id' is not accepted; expected a label name"),
     ({"rate_window": "1 minute"}, "rate_window: '1 minute' is not accepted; expected a Prometheus duration"),

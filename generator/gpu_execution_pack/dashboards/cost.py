@@ -90,8 +90,8 @@ def render(cfg: Config) -> str:
     return house.render(
         title(cfg),
         panels,
-        execution.variables(cfg),
+        [*execution.variables(cfg), execution.model_variable(cfg)],
         "GPU-hours billed against GPU-hours of actual work, and their cost, per execution and per GPU model.",
         time_from="now-7d",
-        scope=execution.in_cluster(cfg),
+        scope=execution.of_models(cfg),
     )

@@ -81,6 +81,34 @@ def in_cluster(cfg: Config) -> Callable[[Expr], Expr]:
     return lambda expr: promql.transform(expr, scoped) if matchers else expr
 
 
+# The GPU-model filter of the Fleet and Cost dashboards (a mixed fleet: NVIDIA and AMD models side by side):
+# every series that carries modelName is kept to the chosen models; execution-wide ones stay whole.
+MODEL_VARIABLE = "model"
+MODEL_SERIES = frozenset(s.name for s in catalog.ALL_SERIES if catalog.MODEL_LABEL in s.labels)
+
+
+def model_variable(cfg: Config) -> dict[str, object]:
+    """The GPU-model variable: several models at once, every model by default (within the cluster)."""
+    values = (
+        f"label_values({promql.render(catalog.MODEL_GPU_COUNT.select(*cluster_matchers(cfg)))}, {catalog.MODEL_LABEL})"
+    )
+    return house.query_variable(MODEL_VARIABLE, "GPU model", values, multi=True)
+
+
+def of_models(cfg: Config) -> Callable[[Expr], Expr]:
+    """What puts a query within the dashboard's cluster and GPU models: ``in_cluster``, then the model matcher
+    on every selector of a series that carries ``modelName``."""
+    chosen = match(catalog.MODEL_LABEL, f"${MODEL_VARIABLE}", "=~")
+
+    def scoped(node: Expr) -> Expr | None:
+        if isinstance(node, Selector) and node.metric in MODEL_SERIES:
+            return Selector(node.metric, (*node.matchers, chosen))
+        return None
+
+    cluster = in_cluster(cfg)
+    return lambda expr: promql.transform(cluster(expr), scoped)
+
+
 def variables(cfg: Config, *queried: tuple[str, str, Series, str]) -> list[dict[str, object]]:
     """The data source, the cluster where ``cluster_label`` is set, then each (name, label, series, label
     of its values) of ``queried``: a query variable over that label's values, within the cluster."""

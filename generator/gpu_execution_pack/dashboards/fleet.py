@@ -231,8 +231,8 @@ def render(cfg: Config) -> str:
     return house.render(
         title(cfg),
         house.layout([now(cfg), waste(cfg), disagreement(cfg), shared(cfg), health(cfg)]),
-        execution.variables(cfg),
+        [*execution.variables(cfg), execution.model_variable(cfg)],
         "Every execution at once: waste, GPUs that look busy and are not, shared GPUs, throttling, OOM risk and "
         "utilisation by GPU model.",
-        scope=execution.in_cluster(cfg),
+        scope=execution.of_models(cfg),
     )

@@ -242,8 +242,13 @@ def datasource_variable(default_name: str) -> dict[str, Any]:
     }
 
 
-def query_variable(name: str, label: str, query: str) -> dict[str, Any]:
-    return {
+# What a multi-value variable sends for "All": any value, an absent label too.
+ALL_VALUE = ".*"
+
+
+def query_variable(name: str, label: str, query: str, multi: bool = False) -> dict[str, Any]:
+    """A variable over the values ``query`` finds; ``multi``: several at once, "All" (``ALL_VALUE``) by default."""
+    variable: dict[str, Any] = {
         "name": name,
         "label": label,
         "type": "query",
@@ -253,9 +258,12 @@ def query_variable(name: str, label: str, query: str) -> dict[str, Any]:
         "refresh": 2,  # on time range change: new executions appear
         "sort": 1,
         "hide": 0,
-        "includeAll": False,
-        "multi": False,
+        "includeAll": multi,
+        "multi": multi,
     }
+    if multi:
+        variable |= {"allValue": ALL_VALUE, "current": {"text": ["All"], "value": ["$__all"]}}
+    return variable
 
 
 def render(

@@ -92,6 +92,9 @@ def percent(ratio: float) -> str:
     return f"{ratio * 100:g}%"
 
 
+EXPORTER_OF = {"nvidia": "dcgm-exporter", "amd": "device-metrics-exporter"}
+
+
 class AlertBuilder:
     """The alert rules for one configuration."""
 
@@ -104,6 +107,11 @@ class AlertBuilder:
         self.in_cluster = f" in cluster {label_value(cluster)}" if cluster else ""
         self.own_labels: tuple[str, ...] = (cluster,) if cluster else ()
         self.execution = EXECUTION + self.in_cluster
+
+    @property
+    def exporters(self) -> str:
+        """The GPU exporters the configured vendors run, as descriptions name them."""
+        return " or ".join(EXPORTER_OF[v] for v in self.cfg.vendors)
 
     def own(self, series: Series, labels: tuple[str, ...]) -> Selector:
         """``series`` where ``labels`` (and the cluster label) have the alert's own values."""
@@ -324,13 +332,16 @@ class AlertBuilder:
         # without an execution label: a job that ended leaves its GPU reporting unlabelled.
         labels = (EXECUTION_LABEL, self.cfg.api.tenant_label, *GPU_IDENTITY_LABELS)
         held = aggregate("group", labels, call("last_over_time", catalog.GPU_PRESENCE.select().range(a.window)))
+        to, exporter = (
+            ("DCGM", "dcgm-exporter") if self.cfg.vendors == ("nvidia",) else ("its exporter", self.exporters)
+        )
         return self.rule(
             "TelemetryMissing",
             join(held, "unless", on((UUID_LABEL,)), self.reporting()),
             a.severity,
-            "A GPU an execution holds stopped reporting to DCGM; its metrics and billing are incomplete.",
+            f"A GPU an execution holds stopped reporting to {to}; its metrics and billing are incomplete.",
             f"{GPU_NAME}{self.in_cluster}, held by execution {label_value(EXECUTION_LABEL)}, "
-            "has reported nothing to dcgm-exporter "
+            f"has reported nothing to {exporter} "
             f"for {a.for_}.",
             a.for_,
         )
@@ -342,10 +353,8 @@ class AlertBuilder:
     def targets_down(self) -> Expr:
         """The GPU exporter targets whose last scrape failed: dcgm-exporter's (``selectors.dcgm_targets`` picks
         them) and, where vendors has amd, device-metrics-exporter's (``amd.targets``)."""
-        down = selector(UP, *self.cfg.selectors.dcgm_targets_matchers).eq(0)
-        if "amd" not in self.cfg.vendors:
-            return down
-        return Binary("or", down, selector(UP, *self.cfg.amd.targets_matchers).eq(0))
+        targets = {"nvidia": self.cfg.selectors.dcgm_targets_matchers, "amd": self.cfg.amd.targets_matchers}
+        return any_of([selector(UP, *targets[v]).eq(0) for v in self.cfg.vendors], stacked=False)
 
     def dcgm_exporter_down(self) -> AlertRule:
         a = self.a.dcgm_exporter_down
@@ -355,8 +364,7 @@ class AlertBuilder:
         last_seen = call("last_over_time", catalog.GPU_EXPORTER_HOST.select().range(self.a.telemetry_missing.window))
         hosts = aggregate("topk", catalog.TARGET_LABELS, last_seen, param=1)
         named = join(down, "*", on(catalog.TARGET_LABELS, group_left=(catalog.HOST_LABEL,)), hosts)
-        amd = "amd" in self.cfg.vendors
-        exporter = "GPU exporter (dcgm-exporter or device-metrics-exporter)" if amd else "dcgm-exporter"
+        exporter = "dcgm-exporter" if self.cfg.vendors == ("nvidia",) else f"GPU exporter ({self.exporters})"
         return self.rule(
             "DcgmExporterDown",
             Binary("or", named, down, on(catalog.TARGET_LABELS), stacked=True),

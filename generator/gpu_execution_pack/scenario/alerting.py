@@ -59,6 +59,10 @@ class World:
         self.cfg = cfg
         # Descriptions name the cluster where the config has a cluster label.
         self.in_cluster = f" in cluster {scenario.cluster}" if cfg.cluster_label else ""
+        # The exporters descriptions name: dcgm-exporter alone where the vendors are pinned to NVIDIA.
+        names = {"nvidia": "dcgm-exporter", "amd": "device-metrics-exporter"}
+        self.exporters = " or ".join(names[v] for v in cfg.vendors)
+        self.nvidia_only = cfg.vendors == ("nvidia",)
         self.gpu_truth = cache(self._gpu_truth)
         self.host_truth = cache(self._host_truth)
 
@@ -438,12 +442,13 @@ def telemetry_specs(a: Alerts) -> list[AlertSpec]:
         assert e.execution is not None
         return (
             f"{gpu_name(e)}{w.in_cluster}, held by execution {e.execution.id}, has reported nothing to "
-            f"dcgm-exporter for {tm.for_}."
+            f"{w.exporters} for {tm.for_}."
         )
 
     def down_described(w: World, e: Entity, m: float) -> str:
+        target = "dcgm-exporter" if w.nvidia_only else f"GPU exporter ({w.exporters})"
         return (
-            f"dcgm-exporter target {e.host}:9400 of job dcgm-exporter{w.in_cluster} has been down for {down.for_}: "
+            f"{target} target {e.host}:9400 of job dcgm-exporter{w.in_cluster} has been down for {down.for_}: "
             "executions on its GPUs have no GPU metrics."
         )
 
