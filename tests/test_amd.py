@@ -54,6 +54,7 @@ HOSTS = (
     AmdHost("mi250", BINARY_V131, tuple(GCDS)),
 )
 RUN = (5, 35)  # minutes of the 40-minute window each execution holds its GPUs
+MID_RUN_SECONDS = 20 * 60  # when the tests read the served series
 EXECUTIONS = {
     "amd-healthy": AmdExecution("amd-healthy", (WHOLE[0],), AmdLoad(90.0, 120 * GIB_MIB, 70.0, 600.0), *RUN),
     "amd-power": AmdExecution("amd-power", (WHOLE[1],), AmdLoad(95.0, 100 * GIB_MIB, 75.0, 750.0, ppt_share=0.6), *RUN),
@@ -154,6 +155,11 @@ def served(server: Prometheus, series: catalog.Series, at: float, execution: str
     return server.query(f'{series.name}{{execution_id="{execution}"}}', at)
 
 
+def served_values(server: Prometheus, series: catalog.Series, at: float, execution: str) -> list[float]:
+    """The execution's values of ``series`` at ``at``, in ascending order."""
+    return sorted(float(r["value"][1]) for r in served(server, series, at, execution))
+
+
 # --- tests ------------------------------------------------------------------------------------
 def test_with_the_vendors_pinned_to_nvidia_the_rule_files_are_those_before_amd():
     files = rule_outputs(Config(vendors=("nvidia",)))
@@ -168,7 +174,7 @@ def test_with_the_vendors_pinned_to_nvidia_the_rule_files_are_those_before_amd()
 @pytest.mark.usefixtures("promtool_available")
 def test_amd_gpus_record_the_served_series_in_nvidia_names_units_and_labels(loaded):
     server, _, start = loaded
-    at = start + 20 * 60
+    at = start + MID_RUN_SECONDS
     util = {
         tuple(sorted(r["metric"].items())): float(r["value"][1])
         for r in served(server, catalog.GPU_UTILIZATION, at, "amd-healthy")
@@ -197,20 +203,17 @@ def test_amd_gpus_record_the_served_series_in_nvidia_names_units_and_labels(load
         catalog.GPU_POWER_VIOLATION: 0.0,
     }
     for series, want in checks.items():
-        got = served(server, series, at, "amd-healthy")
-        assert [float(r["value"][1]) for r in got] == [pytest.approx(want)], series.name
+        assert served_values(server, series, at, "amd-healthy") == [pytest.approx(want)], series.name
     for series in (catalog.GPU_POWER_LIMIT, catalog.GPU_PCIE_RX, catalog.GPU_PCIE_TX, catalog.GPU_TENSOR_ACTIVE):
         assert served(server, series, at, "amd-healthy") == [], f"{series.name}: AMD publishes none"
-    assert [float(r["value"][1]) for r in served(server, catalog.GPU_POWER_VIOLATION, at, "amd-power")] == [
-        pytest.approx(0.6)
-    ]
+    assert served_values(server, catalog.GPU_POWER_VIOLATION, at, "amd-power") == [pytest.approx(0.6)]
 
 
 @pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_mi300x_partitions_are_instances_of_their_gpu_with_its_device_wide_values(loaded):
     server, _, start = loaded
-    at = start + 20 * 60
+    at = start + MID_RUN_SECONDS
     rows = served(server, catalog.GPU_POWER, at, "amd-oom")
     # v1.4.1 without gpu_uuid or card_series: the serial is the GPU, the part number names its model; both
     # partitions read partition 0's power (partition 1 publishes 0), counted once per GPU.
@@ -220,20 +223,18 @@ def test_mi300x_partitions_are_instances_of_their_gpu_with_its_device_wide_value
     ]
     assert {r["metric"]["UUID"] for r in rows} == {"PHX0B0000042"}
     assert {r["metric"]["modelName"] for r in rows} == {"AMD Instinct MI300X"}
-    util = served(server, catalog.GPU_UTILIZATION, at, "amd-oom")
     # Partition 1 has no gpu_gfx_activity: the mean of its XCCs' instantaneous busy (79 and 81).
-    assert sorted(float(r["value"][1]) for r in util) == [pytest.approx(0.80), pytest.approx(0.80)]
-    total = served(server, catalog.EXECUTION_GPU_POWER_SUM, at, "amd-oom")
-    assert [float(r["value"][1]) for r in total] == [pytest.approx(520.0)]
-    temps = served(server, catalog.GPU_TEMPERATURE, at, "amd-oom")
-    assert sorted(float(r["value"][1]) for r in temps) == [72.0, 72.0]
+    util = served_values(server, catalog.GPU_UTILIZATION, at, "amd-oom")
+    assert util == [pytest.approx(0.80), pytest.approx(0.80)]
+    assert served_values(server, catalog.EXECUTION_GPU_POWER_SUM, at, "amd-oom") == [pytest.approx(520.0)]
+    assert served_values(server, catalog.GPU_TEMPERATURE, at, "amd-oom") == [72.0, 72.0]
 
 
 @pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_an_mi250x_is_two_gpus_of_which_one_publishes_power(loaded):
     server, _, start = loaded
-    at = start + 20 * 60
+    at = start + MID_RUN_SECONDS
     util = served(server, catalog.GPU_UTILIZATION, at, "amd-thermal")
     # v1.3.1 without card_series: the part number is the model; each GCD its own GPU (its own serial).
     assert sorted((r["metric"]["gpu"], r["metric"]["UUID"], r["metric"]["modelName"]) for r in util) == [
@@ -243,15 +244,15 @@ def test_an_mi250x_is_two_gpus_of_which_one_publishes_power(loaded):
     assert all("GPU_I_ID" not in r["metric"] for r in util)
     power = served(server, catalog.GPU_POWER, at, "amd-thermal")
     assert [(r["metric"]["gpu"], float(r["value"][1])) for r in power] == [("0", 480.0)]
-    temps = served(server, catalog.GPU_TEMPERATURE, at, "amd-thermal")  # MI200's edge temperature
-    assert sorted(float(r["value"][1]) for r in temps) == [92.0, 92.0]
+    # MI200's edge temperature
+    assert served_values(server, catalog.GPU_TEMPERATURE, at, "amd-thermal") == [92.0, 92.0]
 
 
 @pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_the_h100_beside_them_records_what_it_records_without_amd(loaded):
     server, _, start = loaded
-    at = start + 20 * 60
+    at = start + MID_RUN_SECONDS
     rows = served(server, catalog.GPU_UTILIZATION, at, "nv-h100")
     assert [r["metric"] for r in rows] == [
         {
@@ -270,7 +271,7 @@ def test_the_h100_beside_them_records_what_it_records_without_amd(loaded):
         (catalog.GPU_MEMORY_TOTAL, float(H100_FB_USED + H100_FB_FREE)),
         (catalog.GPU_PCIE_RX, 2.5e9),
     ):
-        assert [float(r["value"][1]) for r in served(server, series, at, "nv-h100")] == [pytest.approx(want)]
+        assert served_values(server, series, at, "nv-h100") == [pytest.approx(want)]
 
 
 def summary(server: Prometheus, cfg, execution_id: str, start: int) -> dict:
@@ -410,7 +411,7 @@ def test_the_fleet_dashboard_shows_both_vendors_by_model_and_filters_them(loaded
         if p.get("title") == "Utilisation by GPU model"
         for t in p.get("targets", [])
     )
-    at = start + 20 * 60
+    at = start + MID_RUN_SECONDS
 
     def models(chosen: str) -> dict[str, float]:
         sent = dashboard_lint.substitute(expr, {execution.MODEL_VARIABLE: chosen})

@@ -684,6 +684,8 @@ ALL_SERIES: tuple[Series, ...] = (
     *COST_SERIES,
     PRICE,
 )
+# Every signal some recorded series reads: what the exporters must publish, and what the AMD group records.
+READ_SIGNALS: frozenset[str] = frozenset(key for s in ALL_SERIES for f in s.formulas for key in f.signals)
 # Every series the endpoint can serve, wherever its group puts it (a derived one comes after its inputs).
 SERVABLE_SERIES: tuple[Series, ...] = tuple(s for s in ALL_SERIES if s.api_name)
 # Its default answer (the contract's series); the rest only where the ``series`` parameter names them.

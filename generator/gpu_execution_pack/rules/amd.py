@@ -17,6 +17,8 @@ per-GPU rules then read these series as one more exporter generation (``RawMetri
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import AmdMetric, AmdSource, Signal
 from gpu_execution_pack.config import Config
@@ -38,18 +40,13 @@ from gpu_execution_pack.promql import (
 )
 from gpu_execution_pack.rules.groups import RecordingRule
 
-# The signals the AMD group records, in the catalog's order: those a recorded series reads and AMD publishes.
-READ_SIGNALS: tuple[str, ...] = tuple(
-    dict.fromkeys(key for s in catalog.ALL_SERIES for f in s.formulas for key in f.signals)
-)
 # The metric every partition of a GPU publishes: the partitions a device-wide value is given to.
 PARTITION_PRESENCE = "fb_used"
 
 
 def amd_signals() -> tuple[Signal, ...]:
-    """The signals the AMD group records, in catalog order."""
-    read = set(READ_SIGNALS)
-    return tuple(s for k, s in catalog.SIGNALS.items() if s.amd is not None and k in read)
+    """The signals the AMD group records, in catalog order: those a recorded series reads and AMD publishes."""
+    return tuple(s for k, s in catalog.SIGNALS.items() if s.amd is not None and k in catalog.READ_SIGNALS)
 
 
 def vendor_matchers(cfg: Config, raw: catalog.RawMetric) -> tuple[Matcher, ...]:
@@ -66,17 +63,17 @@ def gpu_presence(cfg: Config) -> Expr:
 class AmdRules:
     """The AMD group's rules for one configuration."""
 
-    def __init__(self, cfg: Config, rate: object):
+    def __init__(self, cfg: Config, rate: Callable[[Selector], Expr]):
         self.cfg = cfg
         self.rate = rate  # RuleBuilder.rate: a counter's rate over rate_window, with its fallback
 
-    def select(self, name: str, *matchers: object) -> Selector:
+    def select(self, name: str, *matchers: Matcher) -> Selector:
         """An exporter metric under every configured prefix, with ``amd.selector``."""
         names = [prefix + name for prefix in self.cfg.amd.metric_prefixes]
         fixed = (*matchers, *self.cfg.amd.matchers)
         if len(names) == 1:
-            return selector(names[0], *fixed)  # type: ignore[arg-type]
-        return selector("", match("__name__", "|".join(names), "=~"), *fixed)  # type: ignore[arg-type]
+            return selector(names[0], *fixed)
+        return selector("", match("__name__", "|".join(names), "=~"), *fixed)
 
     def read(self, metric: AmdMetric) -> Expr:
         """One exporter metric in its signal's base unit, its per-engine index reduced away."""
@@ -84,7 +81,7 @@ class AmdRules:
         expr: Expr = raw
         if metric.residency_of:
             ticks = self.select(metric.residency_of)
-            expr = self.rate(raw) / Paren(self.rate(ticks)).gt(0)  # type: ignore[operator]
+            expr = self.rate(raw) / Paren(self.rate(ticks)).gt(0)
         if metric.per:
             expr = aggregate_without(metric.reduce, (metric.per,), expr)
         return catalog.UNITS[metric.unit].to_base(expr)

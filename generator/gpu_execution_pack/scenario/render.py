@@ -27,8 +27,7 @@ CUSTOM_COUNTERS = frozenset({"power_limit_enforced", "power_limit_requested"})
 # Every DCGM signal a recorded series reads. A scenario publishes each raw metric an exporter
 # collects by default, and the custom counters, unless it says the field is missing
 # (Scenario.missing, Host.missing); the rest only where it says it exports them (Scenario.exported).
-READ_SIGNALS = frozenset(key for s in catalog.ALL_SERIES for f in s.formulas for key in f.signals)
-DCGM_SIGNALS = tuple(k for k, s in catalog.SIGNALS.items() if s.exporter == "dcgm" and k in READ_SIGNALS)
+DCGM_SIGNALS = tuple(k for k, s in catalog.SIGNALS.items() if s.exporter == "dcgm" and k in catalog.READ_SIGNALS)
 
 
 def published(key: str, raw: catalog.RawMetric, scenario: Scenario, host: str) -> bool:
