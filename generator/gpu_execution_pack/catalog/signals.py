@@ -159,6 +159,13 @@ def _amd_clock(name: str, kind: str, since: str) -> AmdSource:
     return AmdSource((AmdMetric(name, "MHz", since, (match(_CLOCK_TYPE, spelled, "=~"),), per="clock_index"),), True)
 
 
+# The AMD group's per-GPU identity (value 1): the exporter's labels and the NVIDIA names derived from
+# them (rules.amd), recorded once so each signal's rule joins it rather than relabelling again.
+AMD_IDENTITY_SERIES = "amd_gpu:identity_info"
+# The signals whose metrics say a GPU or partition reports (their per-GPU metrics, in this order): VRAM,
+# which every partition publishes, then what an exporter without VRAM (total 0) still publishes.
+AMD_IDENTITY_SIGNALS: tuple[str, ...] = ("fb_used", "fb_capacity", "gpu_util", "power_usage", "gpu_temp")
+
 # Socket-level residency accumulators (MI300, v1.3.0 on): ticks spent limited, against the firmware's own
 # tick counter, so their rates' ratio is the share of time held down.
 _AMD_TICKS = "gpu_violation_current_accumulated_counter"
