@@ -1,11 +1,13 @@
 """AMD Instinct GPUs beside NVIDIA's in one Prometheus: ROCm device-metrics-exporter read into the same series.
 
-A mixed fleet (``amd_fleet`` beside this file: MI300X whole and in CPX partitions, an MI250X's two GCDs, three exporter
-releases with and without the ``amd_`` prefix) and an H100 under dcgm-exporter 4.10 are backfilled into a
-real Prometheus with every rule of the defaults. The served series must carry the NVIDIA names, units and
-identity labels; the report must give each AMD execution its verdict and its energy within 2 %, and the
-H100's series must be what they are without AMD. With the vendors pinned to NVIDIA, the rule files are the
-ones generated before AMD was added, byte for byte (tests/golden/nvidia-rules).
+A mixed fleet (``library.amd_fleet``, the scenario library's AMD hosts: MI300X whole and in CPX partitions,
+an MI250X's two GCDs, three exporter releases with and without the ``amd_`` prefix) and an H100 under
+dcgm-exporter 4.10 are backfilled into a real Prometheus with every rule of the defaults. The served
+series must carry the NVIDIA names, units and identity labels; the report must give each AMD execution its
+verdict and its energy within 2 %, and the H100's series must be what they are without AMD. With the
+vendors pinned to NVIDIA, the rule files are the ones generated before AMD was added, byte for byte
+(tests/golden/nvidia-rules). The promtool suites of ``gpu-execution-pack test`` check the same fleet's
+per-GPU series in every attribution variant (testsuites.amd).
 """
 
 from __future__ import annotations
@@ -22,48 +24,34 @@ from gpu_execution_pack.query.params import iso
 from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.report import document
 from gpu_execution_pack.rules.files import all_groups
-from gpu_execution_pack.scenario.render import RenderedSeries
-
-from harness.prometheus import Prometheus
-
-from .amd_fleet import (
-    BINARY_V131,
-    BINARY_V141,
+from gpu_execution_pack.scenario import library
+from gpu_execution_pack.scenario.amd import (
     HELM_V151,
-    STEP_SECONDS,
     AmdExecution,
     AmdFleet,
     AmdGpu,
     AmdHost,
     AmdLoad,
+    fleet_node_series,
+    node_series,
 )
+from gpu_execution_pack.scenario.model import STEP_SECONDS
+from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
+
+from harness.prometheus import Prometheus
+
 from .conftest import REPO
 
 GOLDEN = REPO / "tests/golden/nvidia-rules"
 GIB_MIB = 1024
 MI300X_MIB = 192 * GIB_MIB
-CPX_MIB = MI300X_MIB // 8
 
-# --- the fleet ----------------------------------------------------------------------------------
-WHOLE = [AmdGpu("mi300a", i, f"PHX0A{i:07d}", "MI300X", MI300X_MIB) for i in range(3)]
-CPX = [AmdGpu("mi300b", i, "PHX0B0000042", "MI300X", CPX_MIB, "cpx", i) for i in range(8)]
-GCDS = [AmdGpu("mi250", i, f"PHX0C{i:07d}", "MI250X", 64 * GIB_MIB, publishes_power=i == 0) for i in range(2)]
-HOSTS = (
-    AmdHost("mi300a", HELM_V151, tuple(WHOLE)),
-    AmdHost("mi300b", BINARY_V141, tuple(CPX)),
-    AmdHost("mi250", BINARY_V131, tuple(GCDS)),
-)
-RUN = (5, 35)  # minutes of the 40-minute window each execution holds its GPUs
-MID_RUN_SECONDS = 20 * 60  # when the tests read the served series
-EXECUTIONS = {
-    "amd-healthy": AmdExecution("amd-healthy", (WHOLE[0],), AmdLoad(90.0, 120 * GIB_MIB, 70.0, 600.0), *RUN),
-    "amd-power": AmdExecution("amd-power", (WHOLE[1],), AmdLoad(95.0, 100 * GIB_MIB, 75.0, 750.0, ppt_share=0.6), *RUN),
-    "amd-idle": AmdExecution("amd-idle", (WHOLE[2],), AmdLoad(1.0, 2 * GIB_MIB, 45.0, 160.0, umc_percent=0.0), *RUN),
-    # Nearly all of both partitions' 24 GiB taken at the end: the job died of an out-of-memory error.
-    "amd-oom": AmdExecution("amd-oom", (CPX[0], CPX[1]), AmdLoad(80.0, CPX_MIB - 512, 72.0, 520.0), *RUN),
-    "amd-thermal": AmdExecution("amd-thermal", tuple(GCDS), AmdLoad(85.0, 40 * GIB_MIB, 92.0, 480.0), *RUN),
-}
-FLEET = AmdFleet(HOSTS, tuple(EXECUTIONS.values()), 40)
+# --- the fleet: the scenario library's AMD hosts, and an H100 ---------------------------------------
+FLEET = library.amd_fleet()
+EXECUTIONS = {e.id: e for e in FLEET.executions}
+WHOLE = next(h for h in FLEET.hosts if h.name == "mi300a").gpus
+RUN = library.AMD_RUN
+MID_RUN_SECONDS = library.AMD_MID_RUN_MINUTE * 60  # when the tests read the served series
 WANT_CODES = {
     "amd-healthy": ("healthy",),
     "amd-power": ("power_throttled",),
@@ -116,33 +104,12 @@ def h100_series(steps: int) -> list[RenderedSeries]:
     return out
 
 
-def node_series(host: str, steps: int) -> list[RenderedSeries]:
-    """node_exporter on the host: 512 GiB, a quarter used, two CPUs 30 % busy."""
-    target = (("instance", f"{host}:9100"), ("job", "node"))
-    out = [
-        RenderedSeries("node_uname_info", (*target, ("nodename", host)), (1.0,) * (steps + 1)),
-        RenderedSeries("node_memory_MemTotal_bytes", target, (512.0 * 1024**3,) * (steps + 1)),
-        RenderedSeries("node_memory_MemAvailable_bytes", target, (384.0 * 1024**3,) * (steps + 1)),
-    ]
-    for cpu in ("0", "1"):
-        for mode, share in (("idle", 0.7), ("user", 0.3)):
-            labels = tuple(sorted((*target, ("cpu", cpu), ("mode", mode))))
-            out.append(
-                RenderedSeries(
-                    "node_cpu_seconds_total", labels, tuple(k * STEP_SECONDS * share for k in range(steps + 1))
-                )
-            )
-    return out
-
-
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory: pytest.TempPathFactory):
     cfg = config_from_mapping({"rule_interval": f"{STEP_SECONDS}s", "derived_rule_interval": f"{STEP_SECONDS}s"})
     end = int(time.time()) // 60 * 60 - 15 * 60
     start = end - FLEET.minutes * 60
-    series = FLEET.series() + h100_series(FLEET.steps)
-    for host in ("mi300a", "mi300b", "mi250", "h100a"):
-        series += node_series(host, FLEET.steps)
+    series = FLEET.series() + fleet_node_series(FLEET) + h100_series(FLEET.steps) + node_series(["h100a"], FLEET.steps)
     server = Prometheus(tmp_path_factory.mktemp("amd"))
     try:
         server.load(series, all_groups(cfg), start, end)
@@ -311,6 +278,7 @@ def test_the_report_gives_amd_executions_their_verdicts_and_energy(loaded, execu
 
 
 # --- Kubernetes, and the alerts ------------------------------------------------------------------
+NVIDIA_K8S_HOST = "gpuop4"  # library.kubernetes_installs(): the GPU Operator 4.x, exported_namespace
 K8S_GPUS = tuple(AmdGpu("mi300k", i, f"PHX0K{i:07d}", "MI300X", MI300X_MIB) for i in range(2))
 K8S_RUN = AmdExecution(
     "amd-k8s",
@@ -321,8 +289,18 @@ K8S_RUN = AmdExecution(
     pod="amd-k8s-worker-0",
     namespace="research",
 )
-# The exporter's pod is evicted at minute 40 while the job still holds its GPU.
-K8S_FLEET = AmdFleet((AmdHost("mi300k", HELM_V151, K8S_GPUS, down_from_minute=40),), (K8S_RUN,), 60)
+# Beside it, a job that holds the other GPU and barely uses it.
+K8S_IDLE = AmdExecution(
+    "amd-k8s-idle",
+    (K8S_GPUS[1],),
+    AmdLoad(1.0, 2 * GIB_MIB, 40.0, 150.0, umc_percent=0.0),
+    1,
+    60,
+    pod="amd-k8s-idle-worker-0",
+    namespace="research",
+)
+# The exporter's pod is evicted at minute 40 while the jobs still hold their GPUs.
+K8S_FLEET = AmdFleet((AmdHost("mi300k", HELM_V151, K8S_GPUS, down_from_minute=40),), (K8S_RUN, K8S_IDLE), 60)
 
 
 def k8s_suite(tmp_path: Path) -> None:
@@ -337,17 +315,31 @@ def k8s_suite(tmp_path: Path) -> None:
     for path, text in rules.items():
         path.write_text(text)
     steps = K8S_FLEET.steps
-    running = tuple(1.0 if K8S_RUN.start_minute * 4 <= k < K8S_RUN.end_minute * 4 else None for k in range(steps + 1))
-    pod = (
-        ("instance", "kube-state-metrics:8080"),
-        ("job", "kube-state-metrics"),
-        ("label_execution_id", "amd-k8s"),
-        ("namespace", "research"),
-        ("pod", "amd-k8s-worker-0"),
-    )
-    series = [*K8S_FLEET.series(), *node_series("mi300k", steps), RenderedSeries("kube_pod_labels", pod, running)]
+
+    def pod_labels(run: AmdExecution) -> RenderedSeries:
+        """kube-state-metrics' kube_pod_labels of the execution's pod, while it runs."""
+        labels = (
+            ("instance", "kube-state-metrics:8080"),
+            ("job", "kube-state-metrics"),
+            ("label_execution_id", run.id),
+            ("namespace", "research"),
+            ("pod", run.pod),
+        )
+        running = tuple(1.0 if run.start_minute * 4 <= k < run.end_minute * 4 else None for k in range(steps + 1))
+        return RenderedSeries("kube_pod_labels", labels, running)
+
+    # One cluster of both vendors: the GPU Operator's dcgm-exporter on an H100 node beside the AMD one.
+    nvidia = next(s for s in library.kubernetes_installs() if s.hosts[0].name == NVIDIA_K8S_HOST)
+    series = [
+        *K8S_FLEET.series(),
+        *fleet_node_series(K8S_FLEET),
+        pod_labels(K8S_RUN),
+        pod_labels(K8S_IDLE),
+        *Renderer(nvidia, cfg).all_series(),
+    ]
+    nvidia_gpus = len(nvidia.executions[0].gpus)
     gpu = 'execution_id="amd-k8s", hostname="mi300k", gpu="0", modelName="AMD Instinct MI300X", namespace="research"'
-    alerts = 'count by (alertname) (ALERTS{alertstate="firing"})'
+    alerts = 'count by (alertname) (ALERTS{alertstate="firing", hostname="mi300k"})'
     tests = [
         {
             "interval": f"{STEP_SECONDS}s",
@@ -359,6 +351,11 @@ def k8s_suite(tmp_path: Path) -> None:
                     "eval_time": "20m",
                     "exp_samples": [{"labels": "{}", "value": 1}],
                 },
+                {
+                    "expr": f'count({catalog.GPU_UTILIZATION.name}{{execution_id="{nvidia.executions[0].id}"}})',
+                    "eval_time": "10m",
+                    "exp_samples": [{"labels": "{}", "value": nvidia_gpus}],
+                },
                 # Hot, at the package power limit 60 % of the time, memory 97 % full: the three alerts.
                 {
                     "expr": alerts,
@@ -369,13 +366,20 @@ def k8s_suite(tmp_path: Path) -> None:
                         {"labels": '{alertname="GpuExecutionThermalThrottling"}', "value": 1},
                     ],
                 },
-                # The exporter gone: its target is down and the GPU the job holds no longer reports.
+                # The idle job: its GPU at 1 % for 30m.
+                {
+                    "expr": 'count(ALERTS{alertname="GpuExecutionGpuUnderutilized", alertstate="firing",'
+                    ' execution_id="amd-k8s-idle"})',
+                    "eval_time": "38m",
+                    "exp_samples": [{"labels": "{}", "value": 1}],
+                },
+                # The exporter gone: its target is down and the GPUs the jobs hold no longer report.
                 {
                     "expr": alerts,
                     "eval_time": "55m",
                     "exp_samples": [
                         {"labels": '{alertname="GpuExecutionDcgmExporterDown"}', "value": 1},
-                        {"labels": '{alertname="GpuExecutionTelemetryMissing"}', "value": 1},
+                        {"labels": '{alertname="GpuExecutionTelemetryMissing"}', "value": 2},
                     ],
                 },
             ],
@@ -389,7 +393,7 @@ def k8s_suite(tmp_path: Path) -> None:
 
 @pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
-def test_in_kubernetes_amd_gpus_are_attributed_by_pod_and_alert_as_nvidias_do(tmp_path: Path):
+def test_in_one_kubernetes_cluster_with_nvidia_amd_gpus_are_attributed_by_pod_and_alert(tmp_path: Path):
     k8s_suite(tmp_path)
 
 

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from gpu_execution_pack import catalog, cli, promtool, testsuites
 from gpu_execution_pack.catalog import Formula, Unit, signal
+from gpu_execution_pack.config import config_from_mapping
 from gpu_execution_pack.promql import aggregate
 
 from .conftest import REPO, env_without_promtool, suite_failures
@@ -36,13 +37,19 @@ def test_the_test_command_builds_every_suite_and_promtool_passes_them(capsys: py
         for v in (
             "default",
             "default-alerts",
+            "default-amd",
             "scrape_identity",
             "scrape_identity-alerts",
-            "mapping",
+            "scrape_identity-amd",
+            "mapping",  # the AMD fleet's executions arrive by job_id or pod, not by a mapping
             "kubernetes",
+            "kubernetes-amd",
             "hpc_job",
+            "hpc_job-amd",
             "clusters",
+            "clusters-amd",
             "cpu_rate_interval",
+            "cpu_rate_interval-amd",
         )
     }
     passed = [
@@ -87,16 +94,45 @@ def test_reading_gpu_util_on_mig_instances_fails_the_tests(tmp_path: Path, monke
     assert 'execution_id="mig-0003"' in out
 
 
-@pytest.mark.e2e
-def test_counting_mig_power_per_instance_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def _sum_power_per_instance(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The execution's power summed over its GPU series, a device-wide power counted once per instance."""
     per_instance = Formula(aggregate("sum", catalog.EXECUTION_LABELS, catalog.GPU_POWER.select()))
     rollups = tuple(
         dataclasses.replace(s, formulas=(per_instance,)) if s is catalog.EXECUTION_GPU_POWER_SUM else s
         for s in catalog.EXECUTION_SERIES
     )
     monkeypatch.setattr(catalog, "EXECUTION_SERIES", rollups)
+
+
+@pytest.mark.e2e
+def test_counting_mig_power_per_instance_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    _sum_power_per_instance(monkeypatch)
     out = _run_default_suite(tmp_path)
     assert f'expr: "{catalog.EXECUTION_GPU_POWER_SUM.name}"' in out and "mig-0003" in out
+
+
+@pytest.mark.e2e
+def test_counting_an_amd_gpus_power_per_partition_fails_the_amd_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # An MI300X in CPX mode gives its device power to each partition: summed per partition, amd-oom's two
+    # partitions would count the one GPU twice.
+    _sum_power_per_instance(monkeypatch)
+    out = suite_failures(testsuites.default_variants()[:1], tmp_path, only="default-amd")
+    assert f'expr: "{catalog.EXECUTION_GPU_POWER_SUM.name}{{execution_id=\\"amd-oom\\"}}"' in out, out
+
+
+@pytest.mark.e2e
+def test_a_users_config_is_tested_on_the_amd_fleet(tmp_path: Path):
+    """Its own execution label, the Helm chart's prefix alone, Slurm's job id under another name and its own job."""
+    amd = {"metric_prefixes": ["amd_"], "execution_label": "slurm_job", "selector": 'job="rocm"'}
+    cfg = config_from_mapping({"execution_label": "run_id", "amd": amd}, "test")
+    variants = testsuites.config_variants(cfg)
+    files = testsuites.suite_files(variants, tmp_path, only="config-amd")
+    assert [p.name for p in testsuites.suite_test_paths(files)] == ["config-amd.test.yml"]
+    text = files[tmp_path / "config-amd.test.yml"]
+    assert 'slurm_job="amd-oom"' in text and "series: amd_gpu_used_vram{" in text
+    assert "series: gpu_used_vram{" not in text  # every exporter under the one prefix configured
+    assert 'job="rocm"' in text and 'job="exporter-amdgpu-metrics-exporter"' not in text
+    assert suite_failures(variants, tmp_path, only="config-amd") == ""
 
 
 def test_missing_promtool_says_how_to_install_it():

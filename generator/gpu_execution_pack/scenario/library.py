@@ -5,6 +5,16 @@ from __future__ import annotations
 from dataclasses import replace
 
 from gpu_execution_pack.config import Config
+from gpu_execution_pack.scenario.amd import (
+    BINARY_V131,
+    BINARY_V141,
+    HELM_V151,
+    AmdExecution,
+    AmdFleet,
+    AmdGpu,
+    AmdHost,
+    AmdLoad,
+)
 from gpu_execution_pack.scenario.model import (
     FRAMEBUFFER_SIGNALS,
     TRAINING,
@@ -508,3 +518,36 @@ def mps_shared() -> Scenario:
 def work_suite() -> list[Scenario]:
     """Scenarios for the activity figures and verdicts and for shared GPUs."""
     return [hung_collective(), fp32_job(), mig_activity_only(), time_sliced(), mps_shared()]
+
+
+# --- AMD Instinct GPUs (scenario.amd) -------------------------------------------------------------
+# Three device-metrics-exporter releases as installed: the Helm chart's (amd_ prefix, every label), and
+# the binary's without the prefix or the optional gpu_uuid and card_series labels.
+_MI300X_MIB = 192 * 1024
+_CPX_MIB = _MI300X_MIB // 8
+AMD_RUN = (5, 35)  # the minutes of amd_fleet()'s 40-minute window its executions hold their GPUs
+AMD_MID_RUN_MINUTE = 20
+
+
+def amd_fleet() -> AmdFleet:
+    """AMD hosts, one execution of each verdict: three whole MI300X under the Helm chart v1.5.1 (healthy, at
+    the power limit, idle), an MI300X in CPX partitions under the v1.4.1 binary (two partitions filled to
+    an out-of-memory error), and an MI250X's two GCDs under the v1.3.1 binary (hot; one GCD without power)."""
+    whole = [AmdGpu("mi300a", i, f"PHX0A{i:07d}", "MI300X", _MI300X_MIB) for i in range(3)]
+    cpx = [AmdGpu("mi300b", i, "PHX0B0000042", "MI300X", _CPX_MIB, "cpx", i) for i in range(8)]
+    gcds = [AmdGpu("mi250", i, f"PHX0C{i:07d}", "MI250X", 64 * 1024, publishes_power=i == 0) for i in range(2)]
+    hosts = (
+        AmdHost("mi300a", HELM_V151, tuple(whole)),
+        AmdHost("mi300b", BINARY_V141, tuple(cpx)),
+        AmdHost("mi250", BINARY_V131, tuple(gcds)),
+    )
+    gib = 1024
+    executions = (
+        AmdExecution("amd-healthy", (whole[0],), AmdLoad(90.0, 120 * gib, 70.0, 600.0), *AMD_RUN),
+        AmdExecution("amd-power", (whole[1],), AmdLoad(95.0, 100 * gib, 75.0, 750.0, ppt_share=0.6), *AMD_RUN),
+        AmdExecution("amd-idle", (whole[2],), AmdLoad(1.0, 2 * gib, 45.0, 160.0, umc_percent=0.0), *AMD_RUN),
+        # Nearly all of both partitions' 24 GiB taken: the job dies of an out-of-memory error.
+        AmdExecution("amd-oom", (cpx[0], cpx[1]), AmdLoad(80.0, _CPX_MIB - 512, 72.0, 520.0), *AMD_RUN),
+        AmdExecution("amd-thermal", tuple(gcds), AmdLoad(85.0, 40 * gib, 92.0, 480.0), *AMD_RUN),
+    )
+    return AmdFleet(hosts, executions, 40)

@@ -18,6 +18,7 @@ from gpu_execution_pack.output import command, yaml_document
 from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.scenario import library
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Scenario
+from gpu_execution_pack.testsuites import amd
 from gpu_execution_pack.testsuites.alerts import alert_suite
 from gpu_execution_pack.testsuites.recording import recording_suite
 
@@ -94,7 +95,7 @@ def _test_document(variant: Variant, rule_paths: list[Path], tests: list[dict[st
 def suite_files(variants: list[Variant], build_dir: Path, only: str = "") -> dict[Path, str]:
     """Rule files (``<build_dir>/<variant>/``) and test files (``<build_dir>/<suite>.test.yml``), by path.
 
-    ``only`` keeps one suite: a variant's name, or ``<variant>-alerts``.
+    ``only`` keeps one suite: a variant's name, ``<variant>-alerts`` or ``<variant>-amd``.
     """
     files: dict[Path, str] = {}
     for v in variants:
@@ -105,6 +106,8 @@ def suite_files(variants: list[Variant], build_dir: Path, only: str = "") -> dic
         if v.alerts:
             alerting = library.as_configured(library.alert_suite(), v.config)
             suites[f"{v.name}-alerts"] = lambda v=v, s=alerting: alert_suite(v.config, s)
+        if amd.renders(v.config):
+            suites[f"{v.name}-amd"] = lambda v=v: amd.amd_suite(v.config)
         for name, tests in suites.items():
             if only and name != only:
                 continue

@@ -1,6 +1,6 @@
-"""A mixed fleet as its exporters publish it: ROCm device-metrics-exporter on AMD hosts beside dcgm-exporter.
+"""AMD hosts as ROCm's device-metrics-exporter publishes them, and what their served series must hold.
 
-The AMD side is written from the exporter's own source (ROCm/device-metrics-exporter,
+The exporter is written from its own source (ROCm/device-metrics-exporter,
 pkg/amdgpu/gpuagent/gpuagent_gpu_metrics.go, its Helm chart and docs/configuration/metricslist.md), not
 from the catalog, so a wrong name or unit in the catalog fails against it: every metric a gauge, VRAM in
 MiB, power in W, energy accumulated in µJ, one gpu_clock series per clock domain, socket residency
@@ -11,17 +11,31 @@ sharing the parent's serial, of which only partition 0 publishes power, temperat
 activity and residencies (v1.5 suppresses them on the others; v1.4 publishes power 0 there). An MI250X is
 two GPUs, one per GCD, of which one publishes power and energy.
 
-Values are constant over each execution (``AmdLoad``), so the truth a test compares with is the load itself.
+A workload arrives as the exporter attaches it: Slurm's ``job_id`` (label attribution), or the pod and
+namespace the Helm chart's ``honorLabels: true`` keeps (kubernetes attribution, with kube_pod_labels).
+
+Values are constant over each execution (``AmdLoad``), so the oracle (``AmdFleet.served``) is the load
+itself, converted with this module's own unit facts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
 
+from gpu_execution_pack import catalog
+from gpu_execution_pack.catalog import Series
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.scenario.model import STEP_SECONDS
 from gpu_execution_pack.scenario.render import STALE, RenderedSeries, Sample
 
-STEP_SECONDS = 15
+# Independent unit facts for the oracle (not read from the catalog on purpose).
+BYTES_PER_MIB = 1024 * 1024
+HERTZ_PER_MHZ = 1_000_000
+PERCENT_PER_RATIO = 100
+SLURM_JOB_LABEL = "job_id"  # the exporter's Slurm job label
+POD_NAMESPACE = "research"  # the namespace of an execution's pod, where the fleet runs on Kubernetes
 TICKS_PER_SECOND = 100  # the residency accumulators' tick rate (firmware's; any rate reads the same share)
 ENERGY_START_UJ = 4_000_000_000_000  # an energy accumulator some hours after the driver loaded
 
@@ -97,6 +111,10 @@ class AmdGpu:
         return self.partition_id == 0
 
     @property
+    def partitioned(self) -> bool:
+        return self.partition_mode != "spx"
+
+    @property
     def uuid(self) -> str:
         # gpu_uuid embeds the device id (74a1 for an MI300X); one per GPU the exporter enumerates.
         device = {"MI300X": "74a1", "MI250X": "740c"}[self.card]
@@ -140,6 +158,8 @@ class AmdFleet:
     executions: tuple[AmdExecution, ...]
     minutes: int
     job: str = "exporter-amdgpu-metrics-exporter"  # the Helm chart's job (jobLabel: app)
+    job_label: str = SLURM_JOB_LABEL  # what a Slurm job's id is stored as (a scrape config may rename job_id)
+    extra_labels: tuple[tuple[str, str], ...] = ()  # on every series, e.g. the cluster as a central store sees it
     _accumulated: dict = field(default_factory=dict)
 
     @property
@@ -189,8 +209,8 @@ class AmdFleet:
         if holder is not None and holder.pod:
             labels |= {"pod": holder.pod, "namespace": holder.namespace, "container": "trainer"}
         elif holder is not None:
-            labels |= {"job_id": holder.id, "job_user": holder.user, "job_partition": "gpu"}
-        return labels
+            labels |= {self.job_label: holder.id, "job_user": holder.user, "job_partition": "gpu"}
+        return labels | dict(self.extra_labels)
 
     def series(self) -> list[RenderedSeries]:
         """Every series the fleet's exporters publish, and their targets' ``up``."""
@@ -202,7 +222,9 @@ class AmdFleet:
                     for name, extra, value in self.metrics(host, gpu, step):
                         key = (host.exporter.prefix + name, tuple(sorted((labels | extra).items())))
                         out.setdefault(key, [None] * (self.steps + 1))[step] = value
-            target = (("instance", f"{host.name}:5000"), ("job", self.job))
+            target = tuple(
+                sorted({"instance": f"{host.name}:5000", "job": self.job, **dict(self.extra_labels)}.items())
+            )
             out[("up", target)] = [float(host.up(step)) for step in range(self.steps + 1)]
         return [RenderedSeries(name, labels, tuple(stale_ends(s))) for (name, labels), s in sorted(out.items())]
 
@@ -212,7 +234,7 @@ class AmdFleet:
         yield "gpu_used_vram", {}, float(own.vram_used_mib)
         yield "gpu_total_vram", {}, float(gpu.vram_total_mib)
         yield "gpu_free_vram", {}, float(gpu.vram_total_mib - own.vram_used_mib)
-        if gpu.partition_mode != "spx":  # the partition's XCCs: two per CPX partition of an MI300X
+        if gpu.partitioned:  # the partition's XCCs: two per CPX partition of an MI300X
             for xcc in range(2):
                 yield "gpu_gfx_busy_instantaneous", {"xcc_index": str(xcc)}, own.gfx_percent + (xcc - 0.5) * 2
         if not gpu.primary:
@@ -241,8 +263,9 @@ class AmdFleet:
                 ),
             )
         clock_type = host.exporter.clock_type
+        peak = 3 if mi300 else 0
         for index in range(8 if mi300 else 1):  # one system clock per XCD; the highest is the device's
-            mhz = device.system_clock_mhz - (0 if index == 3 else 100)
+            mhz = device.system_clock_mhz - (0 if index == peak else 100)
             yield "gpu_clock", {"clock_index": str(index), "clock_type": clock_type["system"]}, float(mhz)
         memory_index = "8" if mi300 else "1"
         yield (
@@ -285,3 +308,172 @@ def stale_ends(samples: list[Sample]) -> list[Sample]:
         if out[k] is None and out[k - 1] not in (None, STALE):
             out[k] = STALE
     return out
+
+
+# -- beside the GPUs ----------------------------------------------------------------------------------
+def node_series(hosts: Iterable[str], steps: int, extra: tuple[tuple[str, str], ...] = ()) -> list[RenderedSeries]:
+    """node_exporter on each of ``hosts`` over ``steps``: 512 GiB, a quarter used, two CPUs 30 % busy."""
+    out = []
+    for host in hosts:
+        target = tuple(sorted({"instance": f"{host}:9100", "job": "node", **dict(extra)}.items()))
+        out += [
+            RenderedSeries("node_uname_info", tuple(sorted((*target, ("nodename", host)))), (1.0,) * (steps + 1)),
+            RenderedSeries("node_memory_MemTotal_bytes", target, (512.0 * 1024**3,) * (steps + 1)),
+            RenderedSeries("node_memory_MemAvailable_bytes", target, (384.0 * 1024**3,) * (steps + 1)),
+        ]
+        for cpu in ("0", "1"):
+            for mode, share in (("idle", 0.7), ("user", 0.3)):
+                labels = tuple(sorted((*target, ("cpu", cpu), ("mode", mode))))
+                samples = tuple(k * STEP_SECONDS * share for k in range(steps + 1))
+                out.append(RenderedSeries("node_cpu_seconds_total", labels, samples))
+    return out
+
+
+def fleet_node_series(fleet: AmdFleet) -> list[RenderedSeries]:
+    """node_exporter on every host of ``fleet``."""
+    return node_series((h.name for h in fleet.hosts), fleet.steps, fleet.extra_labels)
+
+
+def pod_label_series(fleet: AmdFleet, cfg: Config) -> list[RenderedSeries]:
+    """kube-state-metrics' pod labels of every execution running in a pod: its execution label."""
+    out = []
+    for e in fleet.executions:
+        if not e.pod:
+            continue
+        labels = {
+            "instance": "kube-state-metrics:8080",
+            "job": "kube-state-metrics",
+            catalog.KUBE_POD_LABEL_PREFIX + cfg.execution_label: e.id,
+            "namespace": e.namespace,
+            "pod": e.pod,
+            **dict(fleet.extra_labels),
+        }
+        samples = tuple(
+            1.0 if e.start_minute * 60 <= k * STEP_SECONDS < e.end_minute * 60 else None for k in range(fleet.steps + 1)
+        )
+        out.append(
+            RenderedSeries(
+                cfg.attribution.kubernetes_metric, tuple(sorted(labels.items())), tuple(stale_ends(list(samples)))
+            )
+        )
+    return out
+
+
+def as_configured(fleet: AmdFleet, cfg: Config, cluster: str = "") -> AmdFleet:
+    """``fleet`` as ``cfg``'s Prometheus stores it: each exporter's name prefix one ``amd.metric_prefixes``
+    reads, the Slurm job id under the label the rules read it from (``amd.execution_label``, else the
+    execution label a scrape config renamed it to), ``amd.selector``'s equality matchers on every series,
+    the cluster label where ``cluster_label`` is set, and in kubernetes mode each execution in a pod."""
+    prefixes = cfg.amd.metric_prefixes
+    hosts = tuple(
+        h if h.exporter.prefix in prefixes else replace(h, exporter=replace(h.exporter, prefix=prefixes[0]))
+        for h in fleet.hosts
+    )
+    job_label = cfg.amd.execution_label or cfg.execution_label
+    extra = ((cfg.cluster_label, cluster),) if cfg.cluster_label else ()
+    # amd.selector's equality matchers hold on every series (e.g. the job a user's scrape config names).
+    fixed = {m.label: str(m.value) for m in cfg.amd.matchers if m.op == "="}
+    job = fixed.pop("job", fleet.job)
+    extra += tuple(sorted(fixed.items()))
+    executions = fleet.executions
+    if cfg.attribution.mode == "kubernetes":  # each execution in a pod of its own
+        executions = tuple(
+            e if e.pod else replace(e, pod=f"{e.id}-worker-0", namespace=POD_NAMESPACE) for e in executions
+        )
+    return replace(
+        fleet, hosts=hosts, executions=executions, job=job, job_label=job_label, extra_labels=extra, _accumulated={}
+    )
+
+
+# -- the oracle ----------------------------------------------------------------------------------------
+def model_name(gpu: AmdGpu, exporter: Exporter, cfg: Config) -> str:
+    """The served modelName: card_series (else card_model), renamed by the first ``amd.model_names`` entry
+    that matches it whole, as Prometheus anchors a regular expression."""
+    raw = CARD_SERIES[gpu.card] if exporter.all_labels else CARD_MODEL[gpu.card]
+    named = raw
+    for pattern, name in cfg.amd.model_names:
+        if re.fullmatch(pattern, named):
+            named = name
+    return named
+
+
+@dataclass(frozen=True)
+class Served:
+    """One GPU's (or partition's) served per-GPU series while an execution holds it: identity labels and values."""
+
+    gpu: AmdGpu
+    labels: dict[str, str]
+    values: dict[Series, float]
+
+
+def served(fleet: AmdFleet, execution: AmdExecution, cfg: Config, minute: float) -> list[Served]:
+    """What the per-GPU series of ``execution`` must hold at ``minute``, in base units, from the loads alone.
+
+    Device-wide values (temperature, power, clocks, residencies) are the physical GPU's: its partition 0
+    holder's load on an MI300 in partitions. The GCD of an MI250X without power has no power series;
+    partitions other than 0 have no memory activity (amdsmi has none per partition).
+    """
+    out, step = [], round(minute * 60) // STEP_SECONDS
+    for gpu in execution.gpus:
+        host = next(h for h in fleet.hosts if gpu in h.gpus)
+        own, device = fleet.load(gpu, step), fleet.device_load(gpu, step)
+        labels = {
+            catalog.HOST_LABEL: host.name,
+            "gpu": str(gpu.gpu_id),
+            "UUID": gpu.serial if gpu.partitioned or not host.exporter.all_labels else gpu.uuid,
+            "modelName": model_name(gpu, host.exporter, cfg),
+        }
+        if gpu.partitioned:
+            labels |= {"GPU_I_ID": str(gpu.partition_id), "GPU_I_PROFILE": gpu.partition_mode}
+        values = {
+            catalog.GPU_UTILIZATION: own.gfx_percent / PERCENT_PER_RATIO,
+            catalog.GPU_GRAPHICS_ENGINE_ACTIVE: own.gfx_percent / PERCENT_PER_RATIO,
+            catalog.GPU_MEMORY_USED: float(own.vram_used_mib * BYTES_PER_MIB),
+            catalog.GPU_MEMORY_TOTAL: float(gpu.vram_total_mib * BYTES_PER_MIB),
+            catalog.GPU_TEMPERATURE: device.temperature_celsius,
+            catalog.GPU_SM_CLOCK: float(device.system_clock_mhz * HERTZ_PER_MHZ),
+            catalog.GPU_MEMORY_CLOCK: float(device.memory_clock_mhz * HERTZ_PER_MHZ),
+        }
+        values |= {
+            catalog.GPU_MEMORY_UTILIZATION: own.vram_used_mib / gpu.vram_total_mib,
+            # Held by one execution at a time: the whole GPU, worked at its utilisation.
+            catalog.GPU_SHARE: 1.0,
+            catalog.GPU_WORKED: values[catalog.GPU_UTILIZATION],
+            # No max clock before v1.4.2: the highest SM clock since the execution began (constant here).
+            catalog.GPU_SM_CLOCK_PEAK: values[catalog.GPU_SM_CLOCK],
+        }
+        if gpu.primary:
+            values[catalog.GPU_DRAM_ACTIVE] = own.umc_percent / PERCENT_PER_RATIO
+        if gpu.publishes_power:
+            values[catalog.GPU_POWER] = device.power_watts
+            values[catalog.GPU_POWER_ATTRIBUTED] = device.power_watts
+        if gpu.card == "MI300X":  # the socket residency accumulators
+            values[catalog.GPU_POWER_VIOLATION] = device.ppt_share
+            values[catalog.GPU_THERMAL_VIOLATION] = device.thermal_share
+        out.append(Served(gpu, labels, values))
+    return out
+
+
+# Served series AMD publishes no source for: absent on every AMD GPU, never a 0.
+UNPUBLISHED: tuple[Series, ...] = (
+    catalog.GPU_POWER_LIMIT,
+    catalog.GPU_PCIE_RX,
+    catalog.GPU_PCIE_TX,
+    catalog.GPU_TENSOR_ACTIVE,
+)
+
+
+def execution_served(fleet: AmdFleet, execution: AmdExecution, cfg: Config, minute: float) -> dict[Series, float]:
+    """What the execution's own series must hold at ``minute``: its GPUs' rolled up, each physical GPU's
+    power once however many of its partitions the execution holds."""
+    rows = served(fleet, execution, cfg, minute)
+    devices = {r.labels["UUID"]: r.values[catalog.GPU_POWER] for r in rows if catalog.GPU_POWER in r.values}
+    return {
+        catalog.EXECUTION_GPU_COUNT: float(len(rows)),
+        catalog.EXECUTION_HOST_COUNT: float(len({r.labels[catalog.HOST_LABEL] for r in rows})),
+        catalog.EXECUTION_GPU_POWER_SUM: sum(devices.values()),
+        catalog.EXECUTION_GPU_UTILIZATION_AVG: sum(r.values[catalog.GPU_UTILIZATION] for r in rows) / len(rows),
+        catalog.EXECUTION_GPU_MEMORY_USED_SUM: sum(r.values[catalog.GPU_MEMORY_USED] for r in rows),
+        catalog.EXECUTION_GPU_MEMORY_UTILIZATION_MAX: max(r.values[catalog.GPU_MEMORY_UTILIZATION] for r in rows),
+        catalog.EXECUTION_GPU_TEMPERATURE_MAX: max(r.values[catalog.GPU_TEMPERATURE] for r in rows),
+    }
