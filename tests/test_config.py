@@ -117,6 +117,25 @@ BAD = [
     ({"api": {"tenant_header": "X Scope"}}, "api.tenant_header: 'X Scope' is not accepted; expected an HTTP header"),
     ({"api": {"tenant_id": "a\nb"}}, "api.tenant_id: 'a\\nb' is not accepted; expected printable ASCII"),
     ({"api": {"partial_response": "false"}}, "api.partial_response: expected true or false, got 'false'"),
+    ({"sharding": {"amd_port": 70000}}, "sharding.amd_port: 70000 is not accepted; expected a TCP port from 1 to"),
+    ({"sharding": {"amd_job": " "}}, "sharding.amd_job: ' ' is not accepted; expected a non-empty name on one line"),
+    ({"sharding": {"amd_file_sd": ""}}, "sharding.amd_file_sd: '' is not accepted; expected a non-empty path"),
+    ({"sharding": {"amd_pod_selector": ""}}, "sharding.amd_pod_selector: '' is not accepted; expected a non-empty"),
+    ({"sharding": {"amd_port_name": "a\nb"}}, "sharding.amd_port_name: 'a\\nb' is not accepted; expected a non-"),
+    ({"sharding": {"amd_hosts": "mi300x-01"}}, "sharding.amd_hosts: expected a list, got 'mi300x-01'"),
+    (
+        {"vendors": ["nvidia"], "sharding": {"amd_hosts": ["mi300x-01"]}},
+        "sharding.amd_hosts: lists hosts to scrape for device-metrics-exporter, but vendors (nvidia) has no amd",
+    ),
+    (
+        {"vendors": ["amd"], "sharding": {"hosts": ["mi300x-01"]}},
+        "sharding.hosts: lists hosts to scrape for dcgm-exporter, but vendors (amd) has no nvidia; AMD GPU hosts go",
+    ),
+    (
+        {"sharding": {"amd_job": "dcgm-exporter"}},
+        "sharding.amd_job: 'dcgm-exporter' is also sharding.dcgm_job; each scrape job needs a name of its own",
+    ),
+    ({"sharding": {"node_job": "device-metrics-exporter"}}, "sharding.node_job: 'device-metrics-exporter' is also"),
     (["a", "b"], "top level: expected a mapping of keys, got list"),
 ]
 
@@ -127,6 +146,12 @@ def test_bad_values_name_the_key_and_what_is_accepted(data, message):
         config_from_mapping(data, "pack.yml")
     assert str(err.value).startswith("pack.yml: ")
     assert message in str(err.value)
+
+
+def test_an_unwritten_scrape_job_may_share_a_name():
+    """vendors [nvidia] writes no device-metrics-exporter job: its name clashes with nothing."""
+    cfg = config_from_mapping({"vendors": ["nvidia"], "sharding": {"shards": 2, "amd_job": "dcgm-exporter"}})
+    assert cfg.sharding.amd_job == cfg.sharding.dcgm_job
 
 
 def test_a_selector_set_without_the_loader_is_checked_too():

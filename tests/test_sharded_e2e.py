@@ -2,7 +2,9 @@
 to a central Prometheus that evaluates the generated ruler rules, and the endpoint on the central one.
 
 Every host has its own loopback address (127.0.0.0/8 all reaches lo), so the shards' hashmod on the
-host part of the address splits the fleet as it would split real hosts.
+host part of the address splits the fleet as it would split real hosts. Each host also runs a stand-in for
+ROCm device-metrics-exporter that publishes no GPU (the fleet is NVIDIA's): what it shows is the scrape,
+each shard scraping it with its host's node_exporter.
 """
 
 from __future__ import annotations
@@ -71,16 +73,20 @@ def scenario() -> Scenario:
     return Scenario("sharded", "", hosts, (idle, busy), unowned_gpus=gpus["h3"], minutes=200)
 
 
+JOBS = ("dcgm-exporter", "device-metrics-exporter", "node-exporter")
+
+
 class Exporters:
-    """A dcgm-exporter and a node_exporter per host, each on the host's own loopback address."""
+    """A dcgm-exporter, a device-metrics-exporter stand-in (an empty exposition) and a node_exporter per host,
+    each on the host's own loopback address."""
 
     def __init__(self, fleet: FleetExposition, addresses: dict[str, str], ports: dict[str, int] | None = None):
         """``ports``: each kind's port on every address (static discovery lists hosts, one port per exporter);
         else any free one."""
         self.servers: list[QuietServer] = []
-        self.targets: dict[str, list[str]] = {"dcgm": [], "node": []}
+        self.targets: dict[str, list[str]] = {"dcgm": [], "amd": [], "node": []}
         for host, address in addresses.items():
-            for kind, text in (("dcgm", fleet.dcgm_text), ("node", fleet.node_text)):
+            for kind, text in (("dcgm", fleet.dcgm_text), ("amd", no_gpu), ("node", fleet.node_text)):
                 bound = (address, (ports or {}).get(kind, 0))
                 server = QuietServer(bound, handler(lambda t, text=text, host=host: text(t, frozenset({host}))))
                 self.servers.append(server)
@@ -95,6 +101,11 @@ class Exporters:
         for server in self.servers:
             server.shutdown()
             server.server_close()
+
+
+def no_gpu(t: float, hosts: frozenset[str]) -> str:
+    """device-metrics-exporter's exposition on a host without AMD GPUs, as the stand-in publishes it: none."""
+    return ""
 
 
 def handler(render: Callable[[float], str]) -> type[BaseHTTPRequestHandler]:
@@ -127,6 +138,7 @@ def pack_config(
                 "remote_write_url": f"{central}/api/v1/write",
                 "heartbeat_freshness": f"{FRESHNESS}s",
                 "dcgm_file_sd": str(tmp_path / "targets" / "dcgm.yml"),
+                "amd_file_sd": str(tmp_path / "targets" / "amd.yml"),
                 "node_file_sd": str(tmp_path / "targets" / "node.yml"),
             },
             "rule_interval": "1s",
@@ -153,8 +165,9 @@ def sharded_fleet(
     addresses = pick_addresses()
     ports, listed = None, {}
     if variant == "static":  # every host listed, each exporter kind at one port on all of them
-        ports = {"dcgm": free_port(), "node": free_port()}
-        listed = {"hosts": list(addresses.values()), "dcgm_port": ports["dcgm"], "node_port": ports["node"]}
+        ports = {"dcgm": free_port(), "amd": free_port(), "node": free_port()}
+        hosts = list(addresses.values())
+        listed = {"hosts": hosts, "amd_hosts": hosts} | {f"{kind}_port": port for kind, port in ports.items()}
     cfg = pack_config(tmp_path, host_identity, central.url, **listed)
     rules = tmp_path / "rules"
     files = {p: t for p, t in build.rule_outputs(cfg).items() if "sharded" in p.parts}
@@ -250,13 +263,14 @@ def test_the_sharded_pack_serves_an_execution_spanning_shards(tmp_path: Path):
 
     cfg = pack_config(tmp_path)
     with sharded_fleet(tmp_path) as (central, shards):
-        # Each shard scrapes both exporters of its own hosts, and only those (the restated hashmod).
+        # Each shard scrapes every exporter of its own hosts, and only those (the restated hashmod).
         addresses = pick_addresses()
         for i, shard in enumerate(shards):
-            up = eventually(shard, "up", lambda r: len(r) == 4)
+            up = eventually(shard, "up", lambda r: len(r) == 2 * len(JOBS) and all(x["value"][1] == "1" for x in r))
             got = sorted((r["metric"]["job"], r["metric"]["instance"].rsplit(":", 1)[0]) for r in up)
             mine = [a for a in addresses.values() if hashmod(a, SHARDS) == i]
-            assert got == sorted((job, a) for a in mine for job in ("dcgm-exporter", "node-exporter")), f"shard {i}"
+            assert got == sorted((job, a) for a in mine for job in JOBS), f"shard {i}"
+            assert all(r["value"][1] == "1" for r in up), up
         assert problems(central, cfg) == []
         api = dataclasses.replace(cfg.api, prometheus_url=central.url)
         with TestClient(create_app(dataclasses.replace(cfg, api=api), {KEY: "*"})) as client:
@@ -334,14 +348,16 @@ def test_a_broken_split_is_caught(tmp_path: Path, broken: Breakage):
 def test_hosts_named_at_scrape_serve_the_spanning_execution(tmp_path: Path, variant: str):
     """The snippets' relabelling names each target by the host part of its address; the rules, which join
     no host map, record the spanning execution's GPUs and host RAM under those names, once each. The static
-    jobs list every host at one port per exporter, and each shard keeps its own."""
+    jobs list every host at one port per exporter, and each shard keeps its own (all three exporters of each)."""
     cfg = pack_config(tmp_path, "scrape")
     addresses = pick_addresses()
     with sharded_fleet(tmp_path, host_identity="scrape", variant=variant) as (central, shards):
         for i, shard in enumerate(shards):
-            up = eventually(shard, "up", lambda r: len(r) == 4)
-            got = sorted(r["metric"]["instance"].rsplit(":", 1)[0] for r in up)
-            assert got == sorted(2 * [a for a in addresses.values() if hashmod(a, SHARDS) == i]), f"shard {i}"
+            up = eventually(shard, "up", lambda r: len(r) == 2 * len(JOBS) and all(x["value"][1] == "1" for x in r))
+            got = sorted((r["metric"]["job"], r["metric"]["instance"].rsplit(":", 1)[0]) for r in up)
+            mine = [a for a in addresses.values() if hashmod(a, SHARDS) == i]
+            assert got == sorted((job, a) for a in mine for job in JOBS), f"shard {i}"
+            assert all(r["value"][1] == "1" for r in up), up
         assert problems(central, cfg) == []
         for series, hosts in (
             (catalog.GPU_UTILIZATION, ("h0", "h0", "h1", "h1")),

@@ -729,8 +729,9 @@ class Sharding:
     shards: int = opt(
         0,
         "Number of scrape shards. Above 0, `generate` also writes `<rules_dir>/sharded/`: for each shard i "
-        "(0 to shards-1) its scrape jobs for dcgm-exporter and node_exporter, relabelled with `hashmod` on the "
-        "host so both exporters of a host land on one shard, each variant a whole prometheus.yml for the shard "
+        "(0 to shards-1) its scrape jobs for node_exporter and the GPU exporters of `vendors` (dcgm-exporter, "
+        "device-metrics-exporter), relabelled with `hashmod` on the host so a host's exporters land on one shard, "
+        "each variant a whole prometheus.yml for the shard "
         "(`shard-<i>/scrape-static.yml`, `scrape-file-sd.yml`, `scrape-kubernetes.yml`: its `shard` external "
         "label, its rule files, the remote write to `remote_write_url`), the rule files every shard evaluates "
         "(`shards/`), those the central ruler evaluates over every shard's series (`ruler/`), and a "
@@ -745,6 +746,14 @@ class Sharding:
         "Your dashboards or other rules expect another job name.",
         kind="name",
     )
+    amd_job: str = opt(
+        "device-metrics-exporter",
+        "Job name of the generated ROCm device-metrics-exporter scrape job (`vendors` with amd); keep it matched "
+        "by `amd.targets`, which the exporter-down alert reads (the defaults match).",
+        "Your dashboards or other rules expect another job name, e.g. the Helm chart's "
+        "`<release>-amdgpu-metrics-exporter`.",
+        kind="name",
+    )
     node_job: str = opt(
         "node-exporter",
         "Job name of the generated node_exporter scrape job.",
@@ -753,12 +762,28 @@ class Sharding:
     )
     hosts: tuple[str, ...] = opt(
         (),
-        "Static variant: the GPU hosts, each scraped at `<host>:<dcgm_port>` and `<host>:<node_port>`; every "
-        "shard lists them all and keeps its own share. Empty: the static jobs list no target.",
+        "Static variant: the NVIDIA GPU hosts (`vendors` with nvidia), each scraped at `<host>:<dcgm_port>` and "
+        "`<host>:<node_port>`; every shard lists them all and keeps its own share. Empty: the static dcgm-exporter "
+        "job lists no target.",
         "You list targets by hand rather than through file or Kubernetes discovery.",
+    )
+    amd_hosts: tuple[str, ...] = opt(
+        (),
+        "Static variant: the AMD GPU hosts (`vendors` with amd), each scraped at `<host>:<amd_port>` and "
+        "`<host>:<node_port>`, as `hosts` are; apart from them, so that no host is scraped for an exporter it "
+        "does not run (each such target would be down and raise the exporter-down alert). A host in both lists "
+        "has its node_exporter listed once. Empty: the static device-metrics-exporter job lists no target.",
+        "Your fleet has AMD hosts and you list targets by hand.",
     )
     dcgm_port: int = opt(
         9400, "Static variant: dcgm-exporter's port on each host.", "Your exporter listens elsewhere.", kind="port"
+    )
+    amd_port: int = opt(
+        5000,
+        "Static variant: device-metrics-exporter's port on each host (5000: its own default, `AMDListenPort`, and "
+        "its Helm chart's); also the Kubernetes variant's, where `amd_port_name` is empty.",
+        "Your exporter listens elsewhere (its config's `ServerPort`, the chart's `service.ClusterIP.port`).",
+        kind="port",
     )
     node_port: int = opt(
         9100, "Static variant: node_exporter's port on each host.", "Your exporter listens elsewhere.", kind="port"
@@ -769,10 +794,16 @@ class Sharding:
         "Your discovery writes its target files elsewhere.",
         kind="path",
     )
+    amd_file_sd: str = opt(
+        "/etc/prometheus/targets/device-metrics-exporter/*.yml",
+        "File discovery variant: the files (glob) that list device-metrics-exporter targets, as `host:port`.",
+        "Your discovery writes its target files elsewhere.",
+        kind="path",
+    )
     node_file_sd: str = opt(
         "/etc/prometheus/targets/node-exporter/*.yml",
         "File discovery variant: the files (glob) that list node_exporter targets, as `host:port`; each host "
-        "must be spelled as in the dcgm-exporter files, since the host part of the address picks the shard.",
+        "must be spelled as in the GPU exporters' files, since the host part of the address picks the shard.",
         "Your discovery writes its target files elsewhere.",
         kind="path",
     )
@@ -781,6 +812,15 @@ class Sharding:
         "Kubernetes variant: the label selector of the dcgm-exporter pods (pod discovery; the shard is picked by "
         "the pod's node). The default is the label of dcgm-exporter's Helm chart.",
         "The GPU operator labels its exporter `app=nvidia-dcgm-exporter`.",
+        kind="name",
+    )
+    amd_pod_selector: str = opt(
+        "app.kubernetes.io/name=metrics-exporter",
+        "Kubernetes variant: the label selector of the device-metrics-exporter pods, whose node picks the shard: "
+        "the label the exporter's Helm chart gives them from v1.4.0 on, whatever the release's name (its "
+        "docs select them by it).",
+        "Your chart is older than v1.4.0, or the exporter's NIC chart (whose pods share the label) runs in the "
+        "cluster too: `app=<release>-amdgpu-metrics-exporter`; or your exporter pods are labelled otherwise.",
         kind="name",
     )
     node_pod_selector: str = opt(
@@ -794,6 +834,15 @@ class Sharding:
         "Kubernetes variant: the name of dcgm-exporter's container port that serves its metrics.",
         "Your pod spec names the port otherwise.",
         kind="name",
+    )
+    amd_port_name: str = opt(
+        "",
+        "Kubernetes variant: the name of device-metrics-exporter's container port that serves its metrics. "
+        "Empty: the container port numbered `amd_port` is kept instead, since the Helm chart's pod spec names "
+        "its port nowhere (only its Service does, `http`).",
+        "Your pod spec names the exporter's port and you would rather keep it by its name.",
+        kind="name",
+        empty_ok=True,
     )
     node_port_name: str = opt(
         "http-metrics",
@@ -981,3 +1030,30 @@ def validate(cfg: Config) -> None:
             f"sharding.heartbeat_freshness: {freshness} must be longer than rule_interval ({interval}), at which "
             "the shards record their heartbeats, or the ruler's rollups have gaps while every shard is up"
         )
+    validate_scrape_jobs(cfg)
+
+
+def validate_scrape_jobs(cfg: Config) -> None:
+    """The sharded scrape jobs: each host list for an exporter of ``vendors``, and a job name of its own for
+    each job written (Prometheus refuses two scrape configs of one name)."""
+    s = cfg.sharding
+    for key, hosts, vendor, exporter, hint in (
+        ("hosts", s.hosts, "nvidia", "dcgm-exporter", "AMD GPU hosts go in sharding.amd_hosts"),
+        ("amd_hosts", s.amd_hosts, "amd", "device-metrics-exporter", "NVIDIA GPU hosts go in sharding.hosts"),
+    ):
+        if hosts and vendor not in cfg.vendors:
+            raise ConfigError(
+                f"sharding.{key}: lists hosts to scrape for {exporter}, but vendors ({', '.join(cfg.vendors)}) "
+                f"has no {vendor}; {hint}"
+            )
+    jobs = {"dcgm_job": "nvidia", "amd_job": "amd", "node_job": ""}
+    named: dict[str, str] = {}
+    for key, vendor in jobs.items():
+        if vendor and vendor not in cfg.vendors:
+            continue  # that job is not written
+        name = getattr(s, key)
+        if name in named:
+            raise ConfigError(
+                f"sharding.{key}: {name!r} is also sharding.{named[name]}; each scrape job needs a name of its own"
+            )
+        named[name] = key

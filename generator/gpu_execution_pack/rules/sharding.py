@@ -1,9 +1,16 @@
 """Sharded scraping by host: each shard's scrape jobs, and the rule files of the shards and of the ruler.
 
-Written under ``<rules_dir>/sharded/`` when ``sharding.shards`` is above 0. Both exporters of a host
-must land on the same shard, since the per-GPU and per-host groups join a GPU with its host's
-node_exporter: the jobs hash the host (the host part of the address, or the pod's node on
-Kubernetes), never the whole address, whose port differs between the two exporters.
+Written under ``<rules_dir>/sharded/`` when ``sharding.shards`` is above 0. A host's exporters (its GPU
+exporter, dcgm-exporter or device-metrics-exporter, and its node_exporter) must land on the same shard,
+since the per-GPU and per-host groups join a GPU with its host's node_exporter: the jobs hash the host
+(the host part of the address, or the pod's node on Kubernetes), never the whole address, whose port
+differs between the exporters.
+
+No job sets ``honor_labels``: the jobs add no ``pod``, ``namespace`` or ``container`` target label, so the
+workload labels the GPU exporters publish arrive as they are without it (device-metrics-exporter's Helm
+chart honours labels because the Prometheus Operator's ServiceMonitor adds those three); and under
+``node.host_identity: scrape`` the ``hostname`` the job sets must win over the one each GPU exporter
+publishes, which arrives as ``exported_hostname``.
 
 A shard that stops must leave gaps in the ruler's rollups, not a count or sum over the other shards'
 GPUs: each shard records a heartbeat naming itself (``catalog.SHARD_UP``), and every recording rule on
@@ -15,7 +22,7 @@ query lookback, so the rollups keep the right value, then have none.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
@@ -35,6 +42,7 @@ HOST_OF_ADDRESS = "(.+?)(?::[0-9]+)?"
 HOST_LABEL, SHARD_LABEL = "__tmp_host", "__tmp_shard"
 POD_NODE = "__meta_kubernetes_pod_node_name"
 POD_PORT_NAME = "__meta_kubernetes_pod_container_port_name"
+POD_PORT_NUMBER = "__meta_kubernetes_pod_container_port_number"
 HEARTBEAT_GROUP, HEARTBEAT_FILE = "gpu-execution-pack.shard_heartbeat", "heartbeat"
 
 
@@ -99,26 +107,58 @@ def name_host(source: str) -> list[dict[str, Any]]:
     ]
 
 
-def scrape_jobs(cfg: Config, index: int, variant: str) -> list[dict[str, Any]]:
-    """The dcgm-exporter and node_exporter scrape jobs of shard ``index`` in discovery ``variant``."""
+class Exporter(NamedTuple):
+    """One exporter's scrape job, as the ``sharding`` keys give it."""
+
+    job: str
+    port: int  # static targets' port; on Kubernetes the container port kept where port_name is empty
+    file_sd: str
+    pod_selector: str
+    port_name: str
+    hosts: tuple[str, ...]  # static targets' hosts
+
+
+def exporters(cfg: Config) -> list[Exporter]:
+    """The exporters each shard scrapes: the GPU exporters of ``vendors`` (dcgm-exporter for nvidia,
+    device-metrics-exporter for amd, each at its own hosts in the static variant), then node_exporter at
+    every GPU host."""
     s = cfg.sharding
-    jobs = ((s.dcgm_job, s.dcgm_port, s.dcgm_file_sd, s.dcgm_pod_selector, s.dcgm_port_name),
-            (s.node_job, s.node_port, s.node_file_sd, s.node_pod_selector, s.node_port_name))  # fmt: skip
+    gpu = {
+        "nvidia": Exporter(s.dcgm_job, s.dcgm_port, s.dcgm_file_sd, s.dcgm_pod_selector, s.dcgm_port_name, s.hosts),
+        "amd": Exporter(s.amd_job, s.amd_port, s.amd_file_sd, s.amd_pod_selector, s.amd_port_name, s.amd_hosts),
+    }
+    every_host = tuple(dict.fromkeys(s.hosts + s.amd_hosts))
+    node = Exporter(s.node_job, s.node_port, s.node_file_sd, s.node_pod_selector, s.node_port_name, every_host)
+    return [gpu[vendor] for vendor in catalog.VENDORS if vendor in cfg.vendors] + [node]
+
+
+def keep_port(exporter: Exporter) -> dict[str, Any]:
+    """Pod discovery: keep the exporter's container port, by its name, or by its number where it has none
+    configured (device-metrics-exporter's Helm chart names its container port nowhere)."""
+    if exporter.port_name:
+        return {"source_labels": [POD_PORT_NAME], "regex": exporter.port_name, "action": "keep"}
+    return {"source_labels": [POD_PORT_NUMBER], "regex": str(exporter.port), "action": "keep"}
+
+
+def scrape_jobs(cfg: Config, index: int, variant: str) -> list[dict[str, Any]]:
+    """The scrape jobs of shard ``index`` in discovery ``variant``: ``exporters(cfg)``, in that order."""
+    s = cfg.sharding
     out = []
-    for job, port, files, pod_selector, port_name in jobs:
-        doc: dict[str, Any] = {"job_name": job}
+    for exporter in exporters(cfg):
+        doc: dict[str, Any] = {"job_name": exporter.job}
         if variant == "static":
-            doc["static_configs"] = [{"targets": [f"{host}:{port}" for host in s.hosts]}]
+            doc["static_configs"] = [{"targets": [f"{host}:{exporter.port}" for host in exporter.hosts]}]
             doc["relabel_configs"] = by_address(s.shards, index)
         elif variant == "file-sd":
-            doc["file_sd_configs"] = [{"files": [files]}]
+            doc["file_sd_configs"] = [{"files": [exporter.file_sd]}]
             doc["relabel_configs"] = by_address(s.shards, index)
         else:
-            # Pod discovery: a dcgm-exporter pod and a host-network node_exporter share no address, but
+            # Pod discovery: a GPU exporter's pod and a host-network node_exporter share no address, but
             # both run on the node; pods without a node yet are dropped by the keep (empty hashes too).
-            doc["kubernetes_sd_configs"] = [{"role": "pod", "selectors": [{"role": "pod", "label": pod_selector}]}]
+            selectors = [{"role": "pod", "label": exporter.pod_selector}]
+            doc["kubernetes_sd_configs"] = [{"role": "pod", "selectors": selectors}]
             doc["relabel_configs"] = [
-                {"source_labels": [POD_PORT_NAME], "regex": port_name, "action": "keep"},
+                keep_port(exporter),
                 {"source_labels": [POD_NODE], "regex": ".+", "action": "keep"},
                 *keep_shard(POD_NODE, s.shards, index),
             ]
