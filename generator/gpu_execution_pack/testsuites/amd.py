@@ -10,7 +10,6 @@ as its exporter attaches them (Slurm's job id or the workload's pod).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from gpu_execution_pack import catalog
@@ -20,11 +19,10 @@ from gpu_execution_pack.promql import Selector, call, format_duration, match, re
 from gpu_execution_pack.scenario import amd, library
 from gpu_execution_pack.scenario.model import CLUSTER, STEP_SECONDS
 from gpu_execution_pack.scenario.render import expand_notation
-from gpu_execution_pack.testsuites.recording import PER_GPU_NAMES
+from gpu_execution_pack.testsuites.recording import PER_GPU_NAMES, ROUND_TO, rounded, sample_labels
 
 # Residencies are ratios of two rates, and a mean's last bit differs between Prometheus versions: compared
-# rounded, as the averaged series of the other suites are.
-ROUND_TO = 1e-9
+# rounded, as the averaged series of the other suites are (recording.ROUND_TO).
 ROUNDED = frozenset({catalog.GPU_POWER_VIOLATION, catalog.GPU_THERMAL_VIOLATION, catalog.EXECUTION_GPU_UTILIZATION_AVG})
 ATTRIBUTION_MODES = ("label", "kubernetes")  # how the fleet's executions can arrive (see the docstring)
 
@@ -34,23 +32,14 @@ def renders(cfg: Config) -> bool:
     return "amd" in cfg.vendors and cfg.attribution.mode in ATTRIBUTION_MODES
 
 
-def _labels(name: str, labels: dict[str, str]) -> str:
-    return render(selector(name, *(match(k, v) for k, v in sorted(labels.items()))))
-
-
-def _rounded(value: float) -> float:
-    inverse = 1.0 / ROUND_TO
-    return math.floor(value * inverse + 0.5) / inverse
-
-
 def check(series: Series, of: Selector, samples: list[tuple[dict[str, str], float]], at: str) -> dict[str, Any]:
     """A promtool check that ``series`` (its samples that ``of``'s matchers select) holds ``samples`` exactly;
     ratios of rates and means rounded to ROUND_TO."""
     picked = selector(series.name, *of.matchers)
     if series in ROUNDED:
-        exp = [{"labels": _labels("", labels), "value": _rounded(v)} for labels, v in samples]
+        exp = [{"labels": sample_labels("", labels), "value": rounded(v)} for labels, v in samples]
         return {"expr": render(call("round", picked, ROUND_TO)), "eval_time": at, "exp_samples": exp}
-    exp = [{"labels": _labels(series.name, labels), "value": v} for labels, v in samples]
+    exp = [{"labels": sample_labels(series.name, labels), "value": v} for labels, v in samples]
     return {"expr": render(picked), "eval_time": at, "exp_samples": exp}
 
 

@@ -51,7 +51,7 @@ def rounded(value: float) -> float:
 PER_GPU_NAMES = "execution_gpu:.+"
 
 
-def _labels(name: str, labels: dict[str, str]) -> str:
+def sample_labels(name: str, labels: dict[str, str]) -> str:
     """A sample's series as promtool's ``exp_samples`` spell it, ``name{label="value", ...}``."""
     return render(selector(name, *(match(k, v) for k, v in sorted(labels.items()))))
 
@@ -94,7 +94,7 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
                 continue  # host load changes within the rate window: not a clean check
             samples = sorted(want.get(record, []), key=lambda s: sorted(s.labels.items()))
             if record in AVERAGED:
-                exp = [{"labels": _labels("", s.labels | own), "value": rounded(s.value)} for s in samples]
+                exp = [{"labels": sample_labels("", s.labels | own), "value": rounded(s.value)} for s in samples]
                 checks.append(
                     {
                         "expr": render(call("round", selector(record, *cluster), ROUND_TO)),
@@ -107,7 +107,9 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
                 {
                     "expr": render(selector(record, *cluster)),
                     "eval_time": format_duration(minute * 60),
-                    "exp_samples": [{"labels": _labels(record, s.labels | own), "value": s.value} for s in samples],
+                    "exp_samples": [
+                        {"labels": sample_labels(record, s.labels | own), "value": s.value} for s in samples
+                    ],
                 }
             )
         d = cfg.dashboards
@@ -116,7 +118,9 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
             {
                 "expr": catalog.PRICE.name,
                 "eval_time": format_duration(minute * 60),
-                "exp_samples": [{"labels": _labels(catalog.PRICE.name, s.labels), "value": s.value} for s in price],
+                "exp_samples": [
+                    {"labels": sample_labels(catalog.PRICE.name, s.labels), "value": s.value} for s in price
+                ],
             }
         )
         for gpu in scenario.unowned_gpus:  # a GPU nobody holds has no execution_gpu: series
