@@ -113,6 +113,7 @@ def test_make_generates_checks_and_tests_the_ops_repos_own_config(ops_repo: tupl
     assert {p.name for p in (ops / "build" / "promtool").glob("*.test.yml")} == {
         "config.test.yml",
         "config-alerts.test.yml",
+        "config-amd.test.yml",  # its config reads AMD GPUs too (vendors by default), in kubernetes mode
     }
 
     # Nothing was written into the pack's checkout.
