@@ -34,6 +34,7 @@ from gpu_execution_pack.scenario.amd import (
     AmdLoad,
     fleet_node_series,
     node_series,
+    pod_label_series,
 )
 from gpu_execution_pack.scenario.model import STEP_SECONDS
 from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
@@ -314,27 +315,12 @@ def k8s_suite(tmp_path: Path) -> None:
     rules = {tmp_path / p.name: text for p, text in rule_outputs(cfg).items() if p.name.endswith(".rules.yml")}
     for path, text in rules.items():
         path.write_text(text)
-    steps = K8S_FLEET.steps
-
-    def pod_labels(run: AmdExecution) -> RenderedSeries:
-        """kube-state-metrics' kube_pod_labels of the execution's pod, while it runs."""
-        labels = (
-            ("instance", "kube-state-metrics:8080"),
-            ("job", "kube-state-metrics"),
-            ("label_execution_id", run.id),
-            ("namespace", "research"),
-            ("pod", run.pod),
-        )
-        running = tuple(1.0 if run.start_minute * 4 <= k < run.end_minute * 4 else None for k in range(steps + 1))
-        return RenderedSeries("kube_pod_labels", labels, running)
-
     # One cluster of both vendors: the GPU Operator's dcgm-exporter on an H100 node beside the AMD one.
     nvidia = next(s for s in library.kubernetes_installs() if s.hosts[0].name == NVIDIA_K8S_HOST)
     series = [
         *K8S_FLEET.series(),
         *fleet_node_series(K8S_FLEET),
-        pod_labels(K8S_RUN),
-        pod_labels(K8S_IDLE),
+        *pod_label_series(K8S_FLEET, cfg),  # kube-state-metrics' labels of both jobs' pods
         *Renderer(nvidia, cfg).all_series(),
     ]
     nvidia_gpus = len(nvidia.executions[0].gpus)

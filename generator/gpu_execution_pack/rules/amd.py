@@ -164,18 +164,17 @@ class AmdRules:
         partitions = selector(catalog.AMD_IDENTITY_SERIES)
         return join(partitions, "*", on(device, group_left=()), aggregate("max", device, value))
 
-    def rule(self, signal: Signal, recorded: dict[AmdSource, str]) -> RecordingRule:
-        """The signal's series; a source an earlier signal recorded (GFX activity, which stands for
+    def rule(self, signal: Signal) -> RecordingRule:
+        """The signal's series; a source an earlier signal records (GFX activity, which stands for
         both utilisation and engine activity) is read from that signal's series, not computed twice."""
         amd = signal.amd
         assert amd is not None
-        if amd in recorded:
-            return RecordingRule(signal.amd_series, selector(recorded[amd]))
-        recorded[amd] = signal.amd_series
+        first = next(s for s in amd_signals() if s.amd == amd)
+        if first is not signal:
+            return RecordingRule(signal.amd_series, selector(first.amd_series))
         value = self.source(amd)
         return RecordingRule(signal.amd_series, self.device_wide(value) if amd.device_wide else value)
 
     def rules(self) -> tuple[RecordingRule, ...]:
         """The identity series, then one rule per signal AMD publishes that the pack reads."""
-        recorded: dict[AmdSource, str] = {}
-        return (self.identity_rule(), *(self.rule(s, recorded) for s in amd_signals()))
+        return (self.identity_rule(), *(self.rule(s) for s in amd_signals()))

@@ -15,11 +15,17 @@ from typing import Any
 from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import Series
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.promql import Selector, call, format_duration, match, render, selector
+from gpu_execution_pack.promql import call, format_duration, render, selector
 from gpu_execution_pack.scenario import amd, library
 from gpu_execution_pack.scenario.model import CLUSTER, STEP_SECONDS
 from gpu_execution_pack.scenario.render import expand_notation
-from gpu_execution_pack.testsuites.recording import PER_GPU_NAMES, ROUND_TO, rounded, sample_labels
+from gpu_execution_pack.testsuites.recording import (
+    ROUND_TO,
+    label_matchers,
+    per_gpu_series,
+    rounded,
+    sample_labels,
+)
 
 # Residencies are ratios of two rates, and a mean's last bit differs between Prometheus versions: compared
 # rounded, as the averaged series of the other suites are (recording.ROUND_TO).
@@ -32,10 +38,10 @@ def renders(cfg: Config) -> bool:
     return "amd" in cfg.vendors and cfg.attribution.mode in ATTRIBUTION_MODES
 
 
-def check(series: Series, of: Selector, samples: list[tuple[dict[str, str], float]], at: str) -> dict[str, Any]:
-    """A promtool check that ``series`` (its samples that ``of``'s matchers select) holds ``samples`` exactly;
+def check(series: Series, of: dict[str, str], samples: list[tuple[dict[str, str], float]], at: str) -> dict[str, Any]:
+    """A promtool check that ``series`` (its samples with the labels ``of``) holds ``samples`` exactly;
     ratios of rates and means rounded to ROUND_TO."""
-    picked = selector(series.name, *of.matchers)
+    picked = selector(series.name, *label_matchers(of))
     if series in ROUNDED:
         exp = [{"labels": sample_labels("", labels), "value": rounded(v)} for labels, v in samples]
         return {"expr": render(call("round", picked, ROUND_TO)), "eval_time": at, "exp_samples": exp}
@@ -64,21 +70,16 @@ def amd_suite(cfg: Config) -> list[dict[str, Any]]:
                 by_series.setdefault(s, []).append((row.labels | owner, value))
         for s in amd.UNPUBLISHED:
             by_series[s] = []
-        own = selector("", *(match(k, v) for k, v in sorted(owner.items())))
         for s, samples in sorted(by_series.items(), key=lambda item: item[0].name):
-            checks.append(check(s, own, samples, at))
-        of_execution = selector("", *(match(k, v) for k, v in sorted(execution.items())))
+            checks.append(check(s, owner, samples, at))
         for s, value in amd.execution_served(fleet, e, cfg, minute).items():
-            checks.append(check(s, of_execution, [(execution, value)], at))
+            checks.append(check(s, execution, [(execution, value)], at))
     # A GPU or partition nobody holds (mi300b's partitions 2 to 7) reports, and has no per-GPU series.
     held = {g for e in fleet.executions for g in e.gpus}
     for host in fleet.hosts:
         for gpu in (g for g in host.gpus if g not in held):
-            of_gpu = (match(catalog.HOST_LABEL, host.name), match(catalog.GPU_INDEX_LABEL, str(gpu.gpu_id)))
-            unheld = selector(
-                "", match("__name__", PER_GPU_NAMES, "=~"), *of_gpu, *(match(k, v) for k, v in cluster.items())
-            )
-            checks.append({"expr": render(unheld), "eval_time": at, "exp_samples": []})
+            of_gpu = {catalog.HOST_LABEL: host.name, catalog.GPU_INDEX_LABEL: str(gpu.gpu_id)} | cluster
+            checks.append({"expr": per_gpu_series(*label_matchers(of_gpu)), "eval_time": at, "exp_samples": []})
     return [
         {
             "name": "AMD Instinct fleet: MI300X whole and in CPX partitions, MI250X GCDs, three exporter releases",

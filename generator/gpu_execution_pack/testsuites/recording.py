@@ -51,17 +51,25 @@ def rounded(value: float) -> float:
 PER_GPU_NAMES = "execution_gpu:.+"
 
 
+def label_matchers(labels: dict[str, str]) -> tuple[Matcher, ...]:
+    """``label="value"`` for each of ``labels``, in label order."""
+    return tuple(match(k, v) for k, v in sorted(labels.items()))
+
+
 def sample_labels(name: str, labels: dict[str, str]) -> str:
     """A sample's series as promtool's ``exp_samples`` spell it, ``name{label="value", ...}``."""
-    return render(selector(name, *(match(k, v) for k, v in sorted(labels.items()))))
+    return render(selector(name, *label_matchers(labels)))
+
+
+def per_gpu_series(*matchers: Matcher) -> str:
+    """A selector of every per-GPU recorded series that ``matchers`` select."""
+    return render(selector("", match("__name__", PER_GPU_NAMES, "=~"), *matchers))
 
 
 def unowned(gpu: model.Gpu, cluster: tuple[Matcher, ...]) -> str:
     """A selector of every per-GPU recorded series of ``gpu`` (its MIG instance, if it is one)."""
     instance = [match(catalog.MIG_INSTANCE_LABEL, gpu.mig_instance)] if gpu.mig_instance else []
-    return render(
-        selector("", match("__name__", PER_GPU_NAMES, "=~"), match(catalog.UUID_LABEL, gpu.uuid), *instance, *cluster)
-    )
+    return per_gpu_series(match(catalog.UUID_LABEL, gpu.uuid), *instance, *cluster)
 
 
 def scenario_cluster(scenario: Scenario, cfg: Config) -> dict[str, str]:
