@@ -15,6 +15,7 @@ import pytest
 from gpu_execution_pack import catalog, testsuites
 from gpu_execution_pack.config import config_from_mapping
 from gpu_execution_pack.promql import call
+from gpu_execution_pack.rules.hosts import HostIdentity
 from gpu_execution_pack.rules.recording import Attribution, RuleBuilder
 from gpu_execution_pack.scenario import library, model
 from gpu_execution_pack.scenario.model import FRAMEBUFFER_SIGNALS
@@ -46,25 +47,25 @@ def test_every_real_install_records_every_series_under_the_nodes_real_name(tmp_p
 
 
 def test_1_the_upstream_helm_charts_pod_name_is_resolved_through_kube_state_metrics(tmp_path, monkeypatch):
-    original = RuleBuilder.host_candidates
+    original = HostIdentity.host_candidates
 
     def without_pod_node(self, candidates):
         return original(self, {k: v for k, v in candidates.items() if k != "exporter pod's node"})
 
-    monkeypatch.setattr(RuleBuilder, "host_candidates", without_pod_node)
+    monkeypatch.setattr(HostIdentity, "host_candidates", without_pod_node)
     out = failures(tmp_path, ["helm1"])
     assert 'hostname="dcgm-exporter-wwwjh"' in out and catalog.GPU_UTILIZATION.name in out
 
 
 def test_2_a_relabelled_hostname_wins_over_the_exporters_own_hostname(tmp_path, monkeypatch):
-    original = RuleBuilder.host_candidates
+    original = HostIdentity.host_candidates
 
     def hostname_last(self, candidates):
         # The old rules: a non-empty Hostname overwrote hostname, known node or not.
         hostname_label = candidates["Hostname label"].expr.lhs  # without its "names a known host" filter
         return original(self, {"Hostname first": hostname_label, **candidates})
 
-    monkeypatch.setattr(RuleBuilder, "host_candidates", hostname_last)
+    monkeypatch.setattr(HostIdentity, "host_candidates", hostname_last)
     out = failures(tmp_path, ["both1"])
     assert 'hostname="nvidia-dcgm-exporter-x7k2p"' in out
 
@@ -79,7 +80,7 @@ def test_3_short_names_and_fqdns_are_matched_on_both_sides(tmp_path):
 
 def without_exact_names(monkeypatch) -> None:
     """The old host map: every name read through node.host_regex, none matched exactly first."""
-    gpu_candidates, node_candidates = RuleBuilder.host_candidates, RuleBuilder.node_host_candidates
+    gpu_candidates, node_candidates = HostIdentity.host_candidates, HostIdentity.node_host_candidates
 
     def gpu(self, candidates):
         return gpu_candidates(self, {k: v for k, v in candidates.items() if not k.endswith("exactly")})
@@ -87,8 +88,8 @@ def without_exact_names(monkeypatch) -> None:
     def node(self, candidates):
         return node_candidates(self, {k: v for k, v in candidates.items() if k != "nodename exactly"})
 
-    monkeypatch.setattr(RuleBuilder, "host_candidates", gpu)
-    monkeypatch.setattr(RuleBuilder, "node_host_candidates", node)
+    monkeypatch.setattr(HostIdentity, "host_candidates", gpu)
+    monkeypatch.setattr(HostIdentity, "node_host_candidates", node)
 
 
 def test_10_an_fqdn_both_exporters_give_is_matched_exactly_and_kept(tmp_path, monkeypatch):
@@ -103,19 +104,19 @@ def test_10_an_fqdn_both_exporters_give_is_matched_exactly_and_kept(tmp_path, mo
 def test_11_a_short_name_two_machines_claim_joins_no_gpu(tmp_path, monkeypatch):
     # Without the collision check, both nodes are named by the short name and merged: each execution
     # reads the other machine's RAM and CPU.
-    monkeypatch.setattr(RuleBuilder, "host_name_collisions", lambda self: call("vector", 0).gt(1))
+    monkeypatch.setattr(HostIdentity, "host_name_collisions", lambda self: call("vector", 0).gt(1))
     out = failures(tmp_path, ["gpu-01.dc1.example.com"])
     assert 'hostname="gpu-01"' in out and catalog.NODE_RAM_TOTAL.name in out
     assert f'expr: "{catalog.NODE_HOST_COLLISIONS.name}"' in out
 
 
 def test_4a_without_a_host_label_the_shared_address_names_the_host(tmp_path, monkeypatch):
-    original = RuleBuilder.host_candidates
+    original = HostIdentity.host_candidates
 
     def without_address(self, candidates):
         return original(self, {k: v for k, v in candidates.items() if k != "node_exporter at the same address"})
 
-    monkeypatch.setattr(RuleBuilder, "host_candidates", without_address)
+    monkeypatch.setattr(HostIdentity, "host_candidates", without_address)
     out = failures(tmp_path, ["nolabel1"])
     assert 'hostname="192.0.2.31"' in out and catalog.NODE_RAM_USED.name in out
 

@@ -1,13 +1,13 @@
 """Recording rules: the catalog's series, expanded into PromQL for one configuration.
 
 First the ``hosts`` group resolves which host every dcgm-exporter and node_exporter target is on
-(``host_rules``). Then every per-GPU series is built in four steps:
+(``rules.hosts``, with the per-target node counter rates). Then every per-GPU series is built in four steps:
 
 1. read each raw metric: scrape selector, unit conversion to the base unit (counters as rates);
    in the mapping and kubernetes modes also ``max by`` the GPU's identity, as their joins need;
 2. combine the exporter generations and the catalog's fallbacks with ``or``;
 3. attribute the result to executions, as the configured attribution mode says;
-4. name the host from its target's host map, and ``max by`` the final labels (which also drops
+4. name the host from its target's host map (``hosts.with_host``), and ``max by`` the final labels (which also drops
    duplicate scrapes of one GPU).
 
 Host series are computed per node_exporter target, named by its host map, and joined to the
@@ -22,7 +22,6 @@ from gpu_execution_pack.catalog import (
     EXECUTION_LABEL,
     GPU_IDENTITY_LABELS,
     HOST_LABEL,
-    LEGACY_HOST_LABEL,
     Formula,
     Series,
     Signal,
@@ -40,20 +39,18 @@ from gpu_execution_pack.promql import (
     label_copy,
     label_set,
     labelled,
-    match,
     on,
     partitioned,
     selector,
     substitute,
 )
-from gpu_execution_pack.rules.amd import AmdRules, gpu_presence, vendor_matchers
+from gpu_execution_pack.rules.amd import AmdRules, vendor_matchers
 from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
+from gpu_execution_pack.rules.hosts import HostIdentity, with_host
 
 GROUP_PREFIX = "gpu-execution-pack"
 AMD_GROUP = f"{GROUP_PREFIX}.amd"  # only where vendors has amd
 HOST_RATES_GROUP = f"{GROUP_PREFIX}.host_rates"  # only where node.cpu_rate_interval is set
-ADDRESS = "address"  # a scratch label: the host part of a target's instance
-EXACT = "(.*)"  # a name copied as it is
 
 
 class Attribution:
@@ -156,8 +153,7 @@ class Attribution:
         """
         hosts: Expr = attributed
         if not self.cfg.node.at_scrape:
-            on_target = on(catalog.TARGET_LABELS, group_left=(HOST_LABEL,))
-            hosts = join(attributed, "*", on_target, current(catalog.GPU_EXPORTER_HOST))
+            hosts = with_host(attributed, catalog.GPU_EXPORTER_HOST)
         if not self.per_branch:  # the workload's labels, once per rule rather than per raw metric
             for target, source in self.label_aliases:
                 hosts = label_copy(hosts, target, source)
@@ -171,6 +167,7 @@ class RuleBuilder:
         self.cfg = cfg
         self.attribution = Attribution(cfg)
         self.amd = AmdRules(cfg, self.rate)
+        self.hosts = HostIdentity(cfg)
 
     def raws(self, signal: Signal) -> tuple[catalog.RawMetric, ...]:
         """The raw metrics of ``signal`` the configured generations and vendors emit (AMD's recorded by its group)."""
@@ -253,8 +250,7 @@ class RuleBuilder:
         if self.cfg.node.at_scrape:  # the scrape named the host: keep it
             per_target = partitioned(per_target, HOST_LABEL)
         else:
-            host = on(catalog.TARGET_LABELS, group_left=(HOST_LABEL,))
-            per_target = join(per_target, "*", host, current(catalog.NODE_EXPORTER_HOST))
+            per_target = with_host(per_target, catalog.NODE_EXPORTER_HOST)
         per_host = aggregate("max", (HOST_LABEL,), per_target)
         hosts = aggregate("group", catalog.NODE_LABELS, catalog.NODE_GPU_COUNT.select())
         return RecordingRule(series.name, join(hosts, "*", on((catalog.HOST_LABEL,), group_left=()), per_host))
@@ -299,189 +295,14 @@ class RuleBuilder:
 
     # -- host identity ---------------------------------------------------------------------
     def host_rules(self) -> tuple[RecordingRule, ...]:
-        """Which host every dcgm-exporter and node_exporter target is on, resolved once per target.
-
-        A node named exactly by a dcgm-exporter (its ``hostname`` or ``Hostname`` label, or its exporter
-        pod's Kubernetes node) keeps that name; any other is named by node.host_regex (the short name),
-        unless that name collides: two machines claim it, and each keeps its whole nodename. A GPU's host
-        is the first of these that names a known host: its labels exactly, then after node.host_regex
-        (never a colliding name), or the host of the node_exporter scraped from the same address. Where
-        none does, its own label (else its address) still names a host. Under ``node.host_identity: scrape``
-        each target's own ``hostname`` label names its host (``scraped_hosts``).
-        """
-        raw = gpu_presence(self.cfg)
-        labels = catalog.DCGM_TARGET_LABELS
-        if self.cfg.node.at_scrape:
-            collisions, node_hosts, gpu_hosts = self.scraped_hosts()
-        else:
-            collisions, node_hosts, gpu_hosts = self.host_name_collisions(), self.node_hosts(), self.gpu_hosts()
-        return (
-            RecordingRule(labels.name, aggregate("group", labels.labels, raw)),
-            RecordingRule(catalog.NODE_HOST_COLLISIONS.name, collisions),
-            RecordingRule(catalog.NODE_EXPORTER_HOST.name, node_hosts),
-            RecordingRule(catalog.GPU_EXPORTER_HOST.name, gpu_hosts),
-            *(() if self.cfg.node.cpu_rate_interval else self.node_rate_rules()),
-        )
+        """The ``hosts`` group: the host maps (``hosts.HostIdentity``), then the per-target node counter rates
+        unless node.cpu_rate_interval gives them a group of their own."""
+        return (*self.hosts.rules(), *(() if self.cfg.node.cpu_rate_interval else self.node_rate_rules()))
 
     def node_rate_rules(self) -> tuple[RecordingRule, ...]:
         """The per-target node counter rates (the host CPU rate): in the ``hosts`` group, or in their own
         at node.cpu_rate_interval."""
         return tuple(self.node_rate_rule(key) for key in catalog.NODE_COUNTER_RATES)
-
-    def scraped_hosts(self) -> tuple[Expr, Expr, Expr]:
-        """The collisions and both host maps where the scrape names every target's host: two machines
-        (nodenames) given one name collide; each target's host is its own label (the exporter-down alert
-        still reads the dcgm-exporter map)."""
-        named, targets = (labelled(HOST_LABEL),), (*catalog.TARGET_LABELS, HOST_LABEL)
-        real = self.real_nodenames().where(*named)  # a placeholder nodename tells no machines apart
-        machines = aggregate("count", (HOST_LABEL,), aggregate("group", (HOST_LABEL, catalog.NODE_NAME_LABEL), real))
-        uname = selector(catalog.NODE_INFO_METRIC, *self.cfg.selectors.node_matchers, *named)
-        return (
-            machines.gt(1),
-            aggregate("group", targets, uname),
-            aggregate("group", targets, catalog.DCGM_TARGET_LABELS.select(*named)),
-        )
-
-    def _named(self, source: str, expr: Expr, pattern: str = "") -> Expr:
-        """One series per target, its host named from ``source`` (normalised by host_regex unless ``pattern``)."""
-        copied = label_copy(expr, HOST_LABEL, source, pattern or self.cfg.node.host_regex)
-        return aggregate("group", (*catalog.TARGET_LABELS, HOST_LABEL), copied)
-
-    @staticmethod
-    def _address(expr: Expr) -> Expr:
-        return label_copy(expr, ADDRESS, catalog.INSTANCE_LABEL, catalog.ADDRESS_REGEX)
-
-    def own_names(self, pattern: str = "") -> Expr:
-        """What each dcgm-exporter target calls its host: hostname, else Hostname, else its address."""
-        labels, placeholder = catalog.DCGM_TARGET_LABELS, self.cfg.node.placeholder_nodenames
-        return self.firsts(
-            [
-                *(
-                    self._named(label, labels.select(labelled(label), match(label, placeholder, "!~")), pattern)
-                    for label in catalog.DCGM_HOST_LABELS
-                ),
-                self._named(catalog.INSTANCE_LABEL, labels.select(), catalog.ADDRESS_REGEX),
-            ]
-        )
-
-    def pod_nodes(self) -> Expr:
-        """Each dcgm-exporter target with its pod's Kubernetes node (kube_pod_info), where it runs in a pod."""
-        a, targets = self.cfg.attribution, catalog.TARGET_LABELS
-        pods = aggregate(
-            "group",
-            (*catalog.KUBERNETES_JOIN_LABELS, catalog.POD_NODE_LABEL),
-            selector(a.pod_info_metric, *a.kubernetes_matchers),
-        )
-        exporter_pods = aggregate(
-            "group", (*targets, *catalog.KUBERNETES_JOIN_LABELS), catalog.DCGM_TARGET_LABELS.select()
-        )
-        return join(exporter_pods, "*", on(catalog.KUBERNETES_JOIN_LABELS, group_left=(catalog.POD_NODE_LABEL,)), pods)
-
-    def gpu_label_names(self, pattern: str = "") -> dict[str, Expr]:
-        """Each dcgm-exporter target's host as its hostname label, its Hostname label and its pod's node name it
-        (after host_regex unless ``pattern``)."""
-        labels = catalog.DCGM_TARGET_LABELS
-        return {
-            "hostname label": self._named(HOST_LABEL, labels.select(labelled(HOST_LABEL)), pattern),
-            "Hostname label": self._named(LEGACY_HOST_LABEL, labels.select(labelled(LEGACY_HOST_LABEL)), pattern),
-            "exporter pod's node": self._named(catalog.POD_NODE_LABEL, self.pod_nodes(), pattern),
-        }
-
-    def exact_nodenames(self) -> Expr:
-        """Every name a dcgm-exporter gives its host exactly, as a ``nodename`` (a placeholder matches no real one)."""
-        names = label_copy(any_of(self.gpu_label_names(EXACT).values()), catalog.NODE_NAME_LABEL, HOST_LABEL, EXACT)
-        return aggregate("group", (catalog.NODE_NAME_LABEL,), names)
-
-    def real_nodenames(self) -> Selector:
-        """node_exporter's uname series whose nodename is a real name, not a placeholder."""
-        uname = selector(catalog.NODE_INFO_METRIC, *self.cfg.selectors.node_matchers)
-        return uname.where(match(catalog.NODE_NAME_LABEL, self.cfg.node.placeholder_nodenames, "!~"))
-
-    def host_name_collisions(self) -> Expr:
-        """Names two or more machines (distinct nodenames) claim, with their count, where a GPU could be joined by
-        it: a node named exactly by a dcgm-exporter claims its nodename, any other its name after host_regex."""
-        real, by_name = self.real_nodenames(), on((catalog.NODE_NAME_LABEL,))
-        claims = any_of(
-            [
-                label_copy(
-                    real.unless(self.exact_nodenames(), by_name),
-                    HOST_LABEL,
-                    catalog.NODE_NAME_LABEL,
-                    self.cfg.node.host_regex,
-                ),
-                label_copy(real.and_(self.exact_nodenames(), by_name), HOST_LABEL, catalog.NODE_NAME_LABEL, EXACT),
-            ]
-        )
-        machines = aggregate("count", (HOST_LABEL,), aggregate("group", (HOST_LABEL, catalog.NODE_NAME_LABEL), claims))
-        gpu_names = aggregate("group", (HOST_LABEL,), any_of(self.gpu_label_names().values()))
-        return Paren(machines.gt(1)).and_(gpu_names, on((HOST_LABEL,)), stacked=True)
-
-    def node_hosts(self) -> Expr:
-        """Each node_exporter target's host: its nodename where a dcgm-exporter spells it exactly so, else after
-        host_regex (its whole nodename where that name collides); for a placeholder nodename the name of the
-        dcgm-exporter at the same address, else that address."""
-        targets, placeholder = catalog.TARGET_LABELS, self.cfg.node.placeholder_nodenames
-        uname = selector(catalog.NODE_INFO_METRIC, *self.cfg.selectors.node_matchers)
-        real, nodename = self.real_nodenames(), catalog.NODE_NAME_LABEL
-        exact = self._named(nodename, real.and_(self.exact_nodenames(), on((nodename,))), EXACT)
-        short = label_copy(real, HOST_LABEL, nodename, self.cfg.node.host_regex)
-        collided = self._named(
-            nodename, short.and_(catalog.NODE_HOST_COLLISIONS.select(), on((HOST_LABEL,)), stacked=True), EXACT
-        )
-        unnamed = self._address(
-            aggregate("group", targets, uname.where(match(catalog.NODE_NAME_LABEL, placeholder, "=~")))
-        )
-        dcgm_by_address = aggregate("topk", (ADDRESS,), self._address(self.own_names()), param=1)
-        by_dcgm = join(unnamed, "*", on((ADDRESS,), group_left=(HOST_LABEL,)), dcgm_by_address)
-        by_dcgm = aggregate("group", (*targets, HOST_LABEL), by_dcgm)
-        candidates = {
-            "nodename exactly": exact,
-            "whole nodename of a colliding name": collided,
-            "nodename": self._named(nodename, real),
-            "dcgm-exporter at the same address": by_dcgm,
-            "address": self._named(ADDRESS, unnamed, EXACT),
-        }
-        return aggregate("topk", targets, self.firsts(self.node_host_candidates(candidates)), param=1)
-
-    def node_host_candidates(self, candidates: dict[str, Expr]) -> list[Expr]:
-        """A node_exporter target's host candidates, in the order they are tried (a seam for the mutation tests)."""
-        return list(candidates.values())
-
-    def gpu_hosts(self) -> Expr:
-        """Each dcgm-exporter target's host: the first candidate that names a known host, else its own name."""
-        targets, labels = catalog.TARGET_LABELS, catalog.DCGM_TARGET_LABELS
-        # A node's name can change (a dcgm-exporter spelling it exactly appears or goes): only its newest counts.
-        hosts = aggregate("group", (HOST_LABEL,), current(catalog.NODE_EXPORTER_HOST))
-        collisions = catalog.NODE_HOST_COLLISIONS.select()
-
-        def if_known(expr: Expr, known: Expr) -> Expr:
-            return Paren(expr.and_(known, on((HOST_LABEL,)), stacked=True))
-
-        unique = Paren(hosts.unless(collisions, on((HOST_LABEL,))))
-        nodes_by_address = aggregate("topk", (ADDRESS,), self._address(current(catalog.NODE_EXPORTER_HOST)), param=1)
-        at_address = join(
-            self._address(aggregate("group", targets, labels.select())),
-            "*",
-            on((ADDRESS,), group_left=(HOST_LABEL,)),
-            nodes_by_address,
-        )
-        candidates = {
-            **{f"{k} exactly": if_known(v, hosts) for k, v in self.gpu_label_names(EXACT).items()},
-            **{k: if_known(v, unique) for k, v in self.gpu_label_names().items()},
-            "node_exporter at the same address": aggregate("group", (*targets, HOST_LABEL), at_address),
-            "own label": Paren(self.own_names().unless(collisions, on((HOST_LABEL,)), stacked=True)),
-            "own label exactly": self.own_names(EXACT),
-        }
-        return aggregate("topk", targets, self.firsts(self.host_candidates(candidates)), param=1)
-
-    def host_candidates(self, candidates: dict[str, Expr]) -> list[Expr]:
-        """A GPU exporter target's host candidates, in the order they are tried (a seam for the mutation tests)."""
-        return list(candidates.values())
-
-    @staticmethod
-    def firsts(candidates: list[Expr]) -> Expr:
-        """Per scrape target, the first candidate that has a series for it (``or on (job, instance)``)."""
-        return any_of(candidates, matching=on(catalog.TARGET_LABELS))
 
     # -- alert conditions ----------------------------------------------------------------
     def condition_rules(self) -> tuple[RecordingRule, ...]:
@@ -599,14 +420,6 @@ class RuleBuilder:
                 derived,
             ),
         ]
-
-
-def current(host_map: Series) -> Expr:
-    """Each target's newest host, valued 1 for a join. Where a target's host changed and no stale
-    marker ended the old entry (a Prometheus restart, a backfill), both lie within the lookback for
-    5 minutes, and a join on two would fail for every GPU of the rule."""
-    newest = aggregate("topk", catalog.TARGET_LABELS, call("timestamp", host_map.select()), param=1)
-    return newest * 0 + 1
 
 
 def one_or_zero(condition: Expr, otherwise: Expr) -> Expr:
