@@ -31,7 +31,7 @@ import pytest
 import yaml
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import SEVERITIES, Config, ConfigError, config_from_mapping
-from gpu_execution_pack.config.alertmanager import Alertmanager as AlertmanagerKeys
+from gpu_execution_pack.config.sections.alertmanager import Alertmanager as AlertmanagerKeys
 from gpu_execution_pack.docs import runbook
 from gpu_execution_pack.promql import render_matchers
 from gpu_execution_pack.rules import routing

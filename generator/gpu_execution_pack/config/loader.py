@@ -3,7 +3,7 @@
 A key is declared with ``opt`` (its default, what it is, why one would change it, its kind) or
 ``section`` (a nested dataclass). ``build`` instantiates a dataclass from parsed YAML, rejecting
 unknown keys, wrong types and impossible values with a message naming the key and what it
-accepts. Nothing here knows the pack's keys: they live in ``schema``.
+accepts. Nothing here knows the pack's keys: they live in ``sections`` and ``schema``.
 """
 
 from __future__ import annotations

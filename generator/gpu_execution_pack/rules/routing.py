@@ -57,7 +57,7 @@ from pathlib import Path
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import SEVERITIES, Config
-from gpu_execution_pack.config.alertmanager import GROUP_BY_ALL
+from gpu_execution_pack.config.sections.alertmanager import GROUP_BY_ALL
 from gpu_execution_pack.output import command, yaml_document
 from gpu_execution_pack.rules.alerts import ALERT_PREFIX, GPU_OF_EXECUTION, AlertBuilder, alert_rules
 from gpu_execution_pack.rules.files import SOURCE

@@ -1,0 +1,81 @@
+"""Config keys of section ``api``: the per-execution metrics endpoint (``serve`` and ``query``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpu_execution_pack.config.loader import opt
+
+
+@dataclass(frozen=True)
+class Api:
+    prometheus_url: str = opt(
+        "http://127.0.0.1:9090",
+        "Prometheus (or a compatible query API) the metrics endpoint reads the recorded series from. A path is "
+        "a prefix of every API path: `http://host:9090/prom` for a Prometheus run with `--web.route-prefix=/prom`, "
+        "`http://mimir:8080/prometheus` for Mimir's query frontend.",
+        "Your Prometheus, Thanos Query or Mimir query frontend listens elsewhere, or behind a path prefix.",
+        kind="url",
+    )
+    keys_file: str = opt(
+        "",
+        "File of API keys, one `<key> <tenant>` per line (`*` as tenant: every tenant); "
+        "GPU_PACK_API_KEYS holds the same, comma-separated, when no file is set. A relative path is read from the "
+        "config file's folder.",
+        "Keep keys out of the config and mount them as a secret file.",
+    )
+    tenant_label: str = opt(
+        "namespace",
+        "Label on the recorded per-GPU series that names an execution's tenant; a key scoped to one tenant "
+        "sees only executions whose series carry its tenant.",
+        "Your executions are owned by another label, e.g. `project` or `account`.",
+        kind="label",
+    )
+    execution_id_pattern: str = opt(
+        "^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$",
+        "Regex an execution id must match, else 400.",
+        "Your scheduler's ids use other characters.",
+        kind="text",
+    )
+    max_points: float = opt(
+        250000.0,
+        "Most points per series one request may ask for, else 400 (30 days at 15 s is 172,800).",
+        "Longer executions, or a tighter bound on response size.",
+        kind="positive",
+    )
+    lookback: str = opt(
+        "35d",
+        "How far back the endpoint looks for an execution's first sample when start is not given.",
+        "Executions run longer than this, or your retention is shorter.",
+        kind="duration",
+    )
+    timeout_seconds: float = opt(
+        30.0,
+        "Deadline of a whole request, every query to Prometheus included: past it the endpoint cancels what is "
+        "in flight (Prometheus stops the query when its connection closes) and answers 504. A long range "
+        "(over 10,000 points per series) is streamed: the deadline holds until its first bytes, then for each "
+        "piece it waits for; past it the connection is closed mid-body.",
+        "Your Prometheus is slow on long ranges.",
+        kind="positive",
+    )
+    tenant_header: str = opt(
+        "X-Scope-OrgID",
+        "Name of the header that carries `tenant_id` on every query, when `tenant_id` is set: Mimir's and "
+        "Cortex's tenant header by default.",
+        "Your multi-tenant query API (or the proxy in front of it) reads the tenant from another header.",
+        kind="header",
+    )
+    tenant_id: str = opt(
+        "",
+        "Value of `tenant_header` sent with every query; empty sends no header (a single-tenant Prometheus "
+        "or Thanos). Mimir reads several tenants joined by `|` when tenant federation is on.",
+        "Your recorded series live in a Mimir or Cortex tenant (the one its ruler writes them to).",
+        kind="header_value",
+    )
+    partial_response: bool = opt(
+        False,
+        "Sent as `partial_response` with every query. Thanos Query answers with what it has when a store is "
+        "down only if this is true, and otherwise fails the query (502): an execution is never served with "
+        "silently missing GPUs. Prometheus and Mimir ignore the parameter.",
+        "Behind Thanos you prefer an answer that may lack some series to a 502 while a store is down.",
+    )

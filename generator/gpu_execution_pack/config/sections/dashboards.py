@@ -1,0 +1,52 @@
+"""Config keys of section ``dashboards``: the Grafana dashboards, their provisioning, GPU-hour prices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpu_execution_pack.config.loader import opt
+
+
+@dataclass(frozen=True)
+class Dashboards:
+    title_prefix: str = opt(
+        "GPU executions",
+        "Prefix of every dashboard title; dashboard uids are derived from the titles.",
+        "Several packs (clusters, tenants) share one Grafana.",
+    )
+    folder: str = opt(
+        "GPU executions",
+        "Grafana folder of the dashboards: the file provider's folder, and the Grafana sidecar's folder "
+        "annotation on the ConfigMaps.",
+        "Your Grafana organises dashboards by team.",
+    )
+    provisioning_path: str = opt(
+        "/var/lib/grafana/dashboards/gpu-execution-pack",
+        "Where Grafana reads the dashboard JSON from: the file provider's `options.path` in "
+        "provisioning/dashboards.yml. Mount or copy the generated dashboards there.",
+        "Your Grafana image or Helm values mount dashboards at another path.",
+        kind="path",
+    )
+    datasource_name: str = opt(
+        "Prometheus",
+        "Name of the Prometheus datasource the provisioning file defines and the dashboards select by default.",
+        "Your Grafana already has a Prometheus datasource under another name.",
+    )
+    datasource_url: str = opt(
+        "http://prometheus:9090",
+        "URL of Prometheus in the provisioned datasource.",
+        "Grafana reaches Prometheus (or Thanos, Mimir) at another address.",
+    )
+    currency: str = opt("USD", "Currency of the prices, shown in the cost panels.", "You bill in another currency.")
+    default_price_per_gpu_hour: float = opt(
+        2.0,
+        "Price of one GPU-hour (or MIG-instance-hour) of a model not listed in price_per_gpu_hour.",
+        "Set your list price for models you do not list.",
+        kind="positive",
+    )
+    price_per_gpu_hour: tuple[tuple[str, float], ...] = opt(
+        (("NVIDIA A100-SXM4-80GB", 1.8), ("NVIDIA H100 80GB HBM3", 3.0)),
+        "Price of one GPU-hour per GPU model, keyed by DCGM's modelName label.",
+        "These are examples: set your own prices per model.",
+        kind="prices",
+    )
