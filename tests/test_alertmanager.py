@@ -128,6 +128,21 @@ def test_amtool_accepts_own_receivers_and_timings_and_routes_by_severity(tmp_pat
     assert other == "ml-platform"
 
 
+def test_configured_matchers_mean_to_alertmanager_what_they_mean_in_the_config(tmp_path: Path):
+    # Values with a backslash, a quote and a non-ASCII letter, written with PromQL's escapes (the config's one
+    # grammar); amtool reads the route's matchers and the alert's labels (written here in its own syntax).
+    matchers = r'folder="C:\\new", quote="say \"hi\"", city=~"Z\u00fcrich|Genf"'
+    cfg = config_from_mapping({"alertmanager": {"matchers": matchers, "critical_receiver": "pager"}})
+    path = write_snippet(cfg, tmp_path)
+    code, out = check_config(path)
+    assert code == 0 and "SUCCESS" in out, out
+    alert = {"alertname": "Any", "severity": "critical", "quote": r'"say \"hi\""', "city": "Zürich"}
+    assert routed_to(path, **alert, folder=r'"C:\\new"') == "pager"  # the backslash as itself
+    # A line break after "C:" is another value: the alert is not the pack's (the root's receiver takes it).
+    assert routed_to(path, **alert, folder=r'"C:\new"') == cfg.alertmanager.receiver
+    assert routed_to(path, **{**alert, "city": "Zurich"}, folder=r'"C:\\new"') == cfg.alertmanager.receiver
+
+
 def test_amtool_refuses_a_broken_snippet(tmp_path: Path):
     cfg = config_from_mapping(OWN)
     good = yaml.safe_load(write_snippet(cfg, tmp_path).read_text())
@@ -219,6 +234,8 @@ def test_an_inhibition_never_silences_a_more_severe_alert(tmp_path: Path):
         ({"group_by": ["alertname", "execution-id"]}, "alertmanager.group_by: 'execution-id' is not accepted"),
         ({"group_by": ["...", "alertname"]}, "alertmanager.group_by: '...' groups by every label"),
         ({"matchers": 'alertname=~"("'}, 'alertmanager.matchers: alertname=~"(" is not a regular expression'),
+        # An escape Alertmanager's two parsers would read apart (and Prometheus refuses).
+        ({"matchers": r'team=~"ml\d"'}, r"""alertmanager.matchers: 'team=~"ml\\d"' is not accepted"""),
         (
             {"matchers": f"alertname={ALERT_PREFIX}"},
             f"alertmanager.matchers: 'alertname={ALERT_PREFIX}' is not accepted",

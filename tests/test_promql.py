@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import pytest
 from gpu_execution_pack.promql import (
     Binary,
@@ -10,6 +12,7 @@ from gpu_execution_pack.promql import (
     Matching,
     Selector,
     aggregate,
+    alertmanager_matchers,
     call,
     ignoring,
     join,
@@ -108,6 +111,33 @@ def test_matchers_are_read_from_text(text: str, matchers: tuple[Matcher, ...]):
 def test_read_matchers_print_as_written_in_canonical_spacing():
     text = 'job="dcgm-exporter", cluster=~"eu-.*", path!~"a\\\\.b\\"c"'
     assert render_matchers(parse_matchers(text)) == text
+
+
+def alertmanager_classic_value(quoted: str) -> str:
+    """A double-quoted matcher value as Alertmanager's classic parser reads it (its docs: OpenMetrics escaping,
+    ``\\"``, ``\\n`` and ``\\\\``; any other backslash stands for itself)."""
+    assert quoted.startswith('"') and quoted.endswith('"')
+    out, chars = [], iter(quoted[1:-1])
+    for char in chars:
+        if char != "\\":
+            out.append(char)
+            continue
+        following = next(chars)
+        out.append({"n": "\n", '"': '"', "\\": "\\"}.get(following, "\\" + following))
+    return "".join(out)
+
+
+def test_matchers_print_for_alertmanager_as_both_its_parsers_read_them():
+    # Read with PromQL's escapes; printed with only those Alertmanager's classic parser knows, so its
+    # classic and its UTF-8 parser (Go's strconv.Unquote, as Python's literal reads these) agree on each value.
+    text = r'path="C:\\new", quote="say \"hi\"", city=~"Z\u00fcrich|Gen\x66", lines!="a\nb\tc"'
+    values = ["C:\\new", 'say "hi"', "Zürich|Genf", "a\nb\tc"]
+    printed = alertmanager_matchers(parse_matchers(text))
+    assert [m.split("=", 1)[0].rstrip("!") for m in printed] == ["path", "quote", "city", "lines"]
+    quoted = [m[m.index('"') :] for m in printed]
+    assert [alertmanager_classic_value(q) for q in quoted] == values
+    assert [ast.literal_eval(q) for q in quoted] == values
+    assert printed[2] == 'city=~"Zürich|Genf"'  # not escaped: both parsers read UTF-8
 
 
 @pytest.mark.parametrize(

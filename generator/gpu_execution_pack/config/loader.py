@@ -29,9 +29,7 @@ LABEL_NAME_RE = re.compile(rf"^{LABEL_NAME.pattern}$")
 METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 PREFIX_RE = re.compile(r"^([a-zA-Z_][a-zA-Z0-9_]*)?$")  # device-metrics-exporter's MetricsFieldPrefix
 DNS_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
-# Alertmanager's matchers (kind "matchers"); PromQL's (kind "selector") are read by promql.parse_matchers.
-_MATCHER = rf'\s*{LABEL_NAME.pattern}\s*(?:=~|!~|!=|=)\s*"(?:[^"\\]|\\.)*"\s*'
-MATCHERS_RE = re.compile(rf"^(?:{_MATCHER}(?:,{_MATCHER})*)?$")
+# Label matchers (kind "selector", for PromQL and Alertmanager alike) are read by promql.parse_matchers.
 SELECTOR_ACCEPTS = 'comma-separated label matchers such as job="dcgm", zone=~"eu-.*"'
 HTTP_URL_RE = re.compile(r"^https?://[^/?#\s]+(/[^?#\s]*)?\Z")
 HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # RFC 9110 token
@@ -43,7 +41,6 @@ Kind = Literal[
     "label",
     "dns_label",
     "metric",
-    "matchers",
     "selector",
     "regex",
     "regex_any",
@@ -132,7 +129,6 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         ),
         "label": (LABEL_NAME_RE.match, f"a label name ({LABEL_NAME.pattern})"),
         "metric": (METRIC_NAME_RE.match, "a metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)"),
-        "matchers": (MATCHERS_RE.match, SELECTOR_ACCEPTS),
         "regex": (_compiles, "a regular expression with one capture group"),
         "regex_any": (_compiles_any, "a regular expression"),
         "path": (lambda v: v.strip() != "", "a non-empty path"),

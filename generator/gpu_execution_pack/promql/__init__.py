@@ -1,8 +1,8 @@
 """PromQL for the pack: an expression tree (``tree``), its printer (``printer``), durations, and
-label matchers read from the config (``matchers``)."""
+label matchers read from the config and printed for Alertmanager (``matchers``)."""
 
 from gpu_execution_pack.promql.durations import format_duration, is_duration, parse_duration_seconds
-from gpu_execution_pack.promql.matchers import parse_matchers
+from gpu_execution_pack.promql.matchers import alertmanager_matchers, parse_matchers
 from gpu_execution_pack.promql.printer import render, render_matchers, template_query
 from gpu_execution_pack.promql.tree import (
     Aggregate,
@@ -54,6 +54,7 @@ __all__ = [
     "String",
     "aggregate",
     "aggregate_without",
+    "alertmanager_matchers",
     "all_of",
     "any_of",
     "call",

@@ -1,17 +1,27 @@
-"""Label matchers as a user writes them in the config (``job="dcgm", zone=~"eu-.*"``), read into nodes.
+"""Label matchers as a user writes them in the config (``job="dcgm", zone=~"eu-.*"``), read into nodes, and
+printed for Alertmanager: one grammar for PromQL selectors and Alertmanager's routes and inhibit rules.
 
 The grammar is PromQL's for the inside of a selector's braces, kept strict: label names, the
 operators ``=``, ``!=``, ``=~`` and ``!~``, and values in double quotes with PromQL's (Go's)
 escapes (``\\n``, ``\\"``, ``\\\\``, ``\\t``, ``\\x41``, ``\\u00e9``, ...). An unknown escape such as
 ``\\d``, which Prometheus would refuse when it loads the rules, is refused here, where the
 message can name the config key.
+
+Alertmanager reads the same text: its UTF-8 matcher parser (0.27 on) unquotes a double-quoted value
+with Go's ``strconv.Unquote``, PromQL's escapes; its classic parser (before 0.27, and the fallback
+after) knows only ``\\"``, ``\\n`` and ``\\\\`` and reads any other backslash as itself. The printer
+writes a value with just those three escapes and every other character as it is (``tree.quote``), so a
+matcher read here and printed by ``alertmanager_matchers`` means the same value to Prometheus and to
+both of Alertmanager's parsers; and an escape the parsers would read apart (``\\d``) never reaches them.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 
+from gpu_execution_pack.promql.printer import render_matchers
 from gpu_execution_pack.promql.tree import LABEL_NAME, Matcher
 
 _SPACE = re.compile(r"\s*")
@@ -36,6 +46,12 @@ def parse_matchers(text: str) -> tuple[Matcher, ...]:
         matchers.append(matcher)
         pos = _skip(text, pos)
     return tuple(matchers)
+
+
+def alertmanager_matchers(matchers: Iterable[Matcher]) -> list[str]:
+    """Matchers as an Alertmanager route's or inhibit rule's ``matchers`` list them, one string each
+    (``alertname=~"GpuExecution.*"``): printed as a selector prints them."""
+    return [render_matchers((m,)) for m in matchers]
 
 
 def _rest(text: str, pos: int) -> str:

@@ -59,35 +59,31 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.config import SEVERITIES, Config
 from gpu_execution_pack.config.sections.alertmanager import GROUP_BY_ALL
 from gpu_execution_pack.output import command, yaml_document
+from gpu_execution_pack.promql import Matcher, alertmanager_matchers, match
 from gpu_execution_pack.rules.alerts import ALERT_PREFIX, GPU_OF_EXECUTION, AlertBuilder, alert_rules
 from gpu_execution_pack.rules.files import SOURCE
 from gpu_execution_pack.rules.groups import AlertRule
 
 ALERTMANAGER_FILE = "alertmanager.yml"
 SEVERITY_LABEL = "severity"  # the label every pack alert carries (rules.files writes it)
+ALERT_NAME_LABEL = "alertname"  # the label Alertmanager names an alert by
 # TelemetryMissing asks whether anything reports on a physical GPU: its `unless on (UUID)`.
 PHYSICAL_GPU_LABEL = catalog.UUID_LABEL
 HOST_OF_EXECUTION: tuple[str, ...] = catalog.NODE_LABELS
 
 
-def matcher(label: str, op: str, value: str) -> str:
-    """One Alertmanager matcher, its value quoted (pack label values need no escaping)."""
-    return f'{label}{op}"{value}"'
-
-
-def names_matcher(rules: list[AlertRule]) -> str:
+def names_matcher(rules: list[AlertRule]) -> Matcher:
     """A matcher of exactly these alerts (Alertmanager anchors the regex)."""
     if len(rules) == 1:
-        return matcher("alertname", "=", rules[0].alert)
-    return matcher("alertname", "=~", "|".join(r.alert for r in rules))
+        return match(ALERT_NAME_LABEL, rules[0].alert)
+    return match(ALERT_NAME_LABEL, "|".join(r.alert for r in rules), "=~")
 
 
 def pack_matchers(cfg: Config) -> list[str]:
     """The matchers of the pack's route: the configured ones, or the pack's alert-name prefix."""
-    parts = cfg.alertmanager.matcher_parts()
-    if not parts:
-        return [matcher("alertname", "=~", f"{ALERT_PREFIX}.*")]
-    return [matcher(*p) for p in parts]
+    return alertmanager_matchers(
+        cfg.alertmanager.route_matchers or (match(ALERT_NAME_LABEL, f"{ALERT_PREFIX}.*", "=~"),)
+    )
 
 
 def at_most_as_severe(target: AlertRule, source: AlertRule) -> bool:
@@ -105,7 +101,7 @@ def gpu_measurement_alerts(cfg: Config) -> list[AlertRule]:
 
 
 def inhibition(
-    source: AlertRule, targets: list[AlertRule], equal: tuple[str, ...], source_matchers: tuple[str, ...] = ()
+    source: AlertRule, targets: list[AlertRule], equal: tuple[str, ...], source_matchers: tuple[Matcher, ...] = ()
 ) -> list[dict]:
     """One inhibit rule, as a list: empty where no target may be silenced by ``source``.
 
@@ -116,8 +112,8 @@ def inhibition(
         return []
     return [
         {
-            "source_matchers": [names_matcher([source]), *source_matchers],
-            "target_matchers": [names_matcher(allowed)],
+            "source_matchers": alertmanager_matchers([names_matcher([source]), *source_matchers]),
+            "target_matchers": alertmanager_matchers([names_matcher(allowed)]),
             "equal": list(equal),
         }
     ]
@@ -139,7 +135,7 @@ def inhibit_rules(cfg: Config) -> list[dict]:
             b.dcgm_exporter_down(),
             [*gpu_measurement_alerts(cfg), b.telemetry_missing()],
             (catalog.HOST_LABEL,),
-            (matcher(catalog.HOST_LABEL, "=~", ".+"),),
+            (match(catalog.HOST_LABEL, ".+", "=~"),),
         ),
         # 5. A stalled GPU explains its execution's underuse: the hang is the news.
         *inhibition(b.gpu_stalled(), [b.gpu_underutilized()], (catalog.EXECUTION_LABEL,)),
@@ -170,7 +166,7 @@ def pack_route(cfg: Config) -> dict:
         "repeat_interval": a.repeat_interval,
     }
     children = [
-        {"receiver": receiver, "matchers": [matcher(SEVERITY_LABEL, "=", severity)]}
+        {"receiver": receiver, "matchers": alertmanager_matchers([match(SEVERITY_LABEL, severity)])}
         for severity, receiver in a.severity_receivers()
     ]
     if children:  # they inherit grouping and timings from the pack's route

@@ -13,18 +13,12 @@ import re
 from dataclasses import dataclass
 
 from gpu_execution_pack.catalog import EXECUTION_LABEL
-from gpu_execution_pack.config.loader import LABEL_NAME_RE, ConfigError, opt
+from gpu_execution_pack.config.loader import LABEL_NAME_RE, ConfigError, check_selectors, opt
+from gpu_execution_pack.promql import Matcher, parse_matchers, render_matchers
 
 SECTION = "alertmanager"
-# One label matcher as the loader's `matchers` kind accepts it: name, operator, quoted value.
-MATCHER_RE = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*')
 # Alertmanager's group_by value that groups by every label.
 GROUP_BY_ALL = "..."
-
-
-def unescape(value: str) -> str:
-    """A quoted matcher value as Alertmanager reads it: only \\n, \\" and \\\\ are escapes."""
-    return re.sub(r"\\(.)", lambda m: {"n": "\n", '"': '"', "\\": "\\"}.get(m.group(1), m.group(0)), value)
 
 
 @dataclass(frozen=True)
@@ -55,7 +49,7 @@ class Alertmanager:
         "Label matchers that select the pack's alerts into its route; empty: every alert whose name starts "
         "with the pack's alert-name prefix.",
         'Several Prometheus servers or clusters feed one Alertmanager: add e.g. cluster="gpu-eu".',
-        kind="matchers",
+        kind="selector",  # promql.matchers reads it, and prints it for Alertmanager (one grammar for both)
     )
     group_by: tuple[str, ...] = opt(
         ("alertname", EXECUTION_LABEL),
@@ -85,6 +79,7 @@ class Alertmanager:
     )
 
     def __post_init__(self) -> None:
+        check_selectors(self, SECTION)
         if not self.receiver.strip():
             raise ConfigError(f"{SECTION}.receiver: an empty name is not accepted; expected a receiver name")
         for item in self.group_by:
@@ -95,18 +90,19 @@ class Alertmanager:
                 )
         if GROUP_BY_ALL in self.group_by and len(self.group_by) > 1:
             raise ConfigError(f"{SECTION}.group_by: {GROUP_BY_ALL!r} groups by every label and stands alone")
-        for name, op, value in self.matcher_parts():
-            if op in ("=~", "!~"):
+        for matcher in self.route_matchers:
+            if matcher.op in ("=~", "!~"):
                 try:
-                    re.compile(unescape(value))
+                    re.compile(str(matcher.value))
                 except re.error as err:
                     raise ConfigError(
-                        f'{SECTION}.matchers: {name}{op}"{value}" is not a regular expression ({err})'
+                        f"{SECTION}.matchers: {render_matchers((matcher,))} is not a regular expression ({err})"
                     ) from None
 
-    def matcher_parts(self) -> tuple[tuple[str, str, str], ...]:
-        """The configured matchers as (label, operator, value as written between the quotes)."""
-        return tuple((m.group(1), m.group(2), m.group(3)) for m in MATCHER_RE.finditer(self.matchers))
+    @property
+    def route_matchers(self) -> tuple[Matcher, ...]:
+        """``matchers`` as matchers (the pack's route prints them with ``promql.alertmanager_matchers``)."""
+        return parse_matchers(self.matchers)
 
     def severity_receivers(self) -> tuple[tuple[str, str], ...]:
         """(severity, receiver) for each severity with a receiver of its own, most severe first."""
