@@ -83,7 +83,7 @@ def dependency_rounds(groups: list[RuleGroup]) -> list[list[RecordingRule]]:
 
     def level_of(rule: RecordingRule) -> int:
         if rule.record not in level:
-            reads = (rule.inputs & records) - {rule.record}
+            reads = (rule.tree.metric_names() & records) - {rule.record}
             level[rule.record] = 1 + max((level_of(by_record[n]) for n in reads), default=0)
         return level[rule.record]
 

@@ -67,6 +67,26 @@ def test_the_shipped_alerts_are_the_ones_the_issue_asks_for_and_follow_the_conve
     assert alert_lint.lint(((p, p.read_text()) for p in files), (REPO / "docs/runbook.md").read_text()) == []
 
 
+def test_the_alert_definitions_name_every_rule_in_order_with_its_configured_severity():
+    # Routing reads names and severities from the definitions, without building the rules.
+    cfg = config_from_mapping(
+        {"alerts": {"telemetry_missing": {"severity": "critical"}, "gpu_stalled": {"severity": "info"}}}
+    )
+    rules = alerts.alert_rules(cfg)
+    assert [r.alert for r in rules] == [a.name for a in alerts.ALERTS]
+    assert [r.severity for r in rules] == [a.severity(cfg) for a in alerts.ALERTS]
+    assert (alerts.TELEMETRY_MISSING.severity(cfg), alerts.GPU_STALLED.severity(cfg)) == ("critical", "info")
+
+
+def test_the_alerts_marked_gpu_measurements_are_those_read_from_one_gpus_recorded_series():
+    # TelemetryMissing (the absence itself) and XidError (a cause) read per-GPU series too, but silence
+    # does not make them unreliable.
+    per_gpu = {s.name for s in catalog.ALL_SERIES if s.labels == catalog.GPU_LABELS}
+    reads_a_gpu = {r.alert for r in alerts.alert_rules(Config()) if r.tree.metric_names() & per_gpu}
+    marked = {a.name for a in alerts.ALERTS if a.gpu_measurement}
+    assert marked == reads_a_gpu - {alerts.TELEMETRY_MISSING.name, alerts.XID_ERRORS.name}
+
+
 def test_the_stalled_alert_reads_recorded_utilisation_and_engine_activity_with_the_configured_keys():
     """The issue's condition (GPU_UTIL >= 80 % while the graphics engine is under 10 %, for 15m, a
     warning) on the recorded per-GPU series, its numbers those of alerts.gpu_stalled."""

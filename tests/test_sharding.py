@@ -295,7 +295,7 @@ def test_a_shard_group_reads_only_series_recorded_on_the_shard():
         if rule_files_module.placement_of(group) != rule_files_module.SHARD:
             continue
         for rule in group.rules:
-            for metric in rule.inputs & made_by.keys():
+            for metric in rule.tree.metric_names() & made_by.keys():
                 where = rule_files_module.placement_of(made_by[metric])
                 assert where == rule_files_module.SHARD, f"{group.name} reads {metric}, recorded on the {where}"
 

@@ -13,6 +13,8 @@ is not the one worth reading (the host CPU of an underused execution, say).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import (
     EXECUTION_LABEL,
@@ -50,6 +52,53 @@ ALERT_PREFIX = "GpuExecution"
 UP = "up"  # Prometheus' own series: 1 where a target's last scrape succeeded
 GROUP_NAME = "gpu-execution-pack.alerts"
 GROUP_FILE = "alerts"
+
+
+@dataclass(frozen=True)
+class Alert:
+    """One alert as routing and the tests know it without building its rule: its name, its section of
+    ``cfg.alerts`` (named as its ``AlertBuilder`` method: thresholds, ``for`` and severity), and whether it
+    fires on one GPU's own measurements (which missing telemetry or a down exporter makes unreliable)."""
+
+    key: str
+    name: str
+    gpu_measurement: bool = False
+
+    def severity(self, cfg: Config) -> str:
+        """The severity ``cfg`` gives the alert."""
+        severity: str = getattr(cfg.alerts, self.key).severity
+        return severity
+
+
+GPU_MEMORY_HIGH = Alert("gpu_memory_high", f"{ALERT_PREFIX}GpuMemoryHigh", gpu_measurement=True)
+GPU_MEMORY_EXHAUSTION = Alert("gpu_memory_exhaustion", f"{ALERT_PREFIX}GpuMemoryFillingUp", gpu_measurement=True)
+HOST_MEMORY_HIGH = Alert("host_memory_high", f"{ALERT_PREFIX}HostMemoryHigh")
+HOST_MEMORY_EXHAUSTION = Alert("host_memory_exhaustion", f"{ALERT_PREFIX}HostMemoryFillingUp")
+POWER_THROTTLING = Alert("power_throttling", f"{ALERT_PREFIX}PowerThrottling", gpu_measurement=True)
+THERMAL_THROTTLING = Alert("thermal_throttling", f"{ALERT_PREFIX}ThermalThrottling", gpu_measurement=True)
+GPU_UNDERUTILIZED = Alert("gpu_underutilized", f"{ALERT_PREFIX}GpuUnderutilized")
+GPU_STALLED = Alert("gpu_stalled", f"{ALERT_PREFIX}GpuStalled", gpu_measurement=True)
+# About the telemetry itself: its absence (per held GPU) and the exporter target that is down.
+TELEMETRY_MISSING = Alert("telemetry_missing", f"{ALERT_PREFIX}TelemetryMissing")
+DCGM_EXPORTER_DOWN = Alert("dcgm_exporter_down", f"{ALERT_PREFIX}DcgmExporterDown")
+# A cause (an Xid 79 is why a GPU goes silent), not a measurement made unreliable by silence.
+XID_ERRORS = Alert("xid_errors", f"{ALERT_PREFIX}XidError")
+HOST_NAME_COLLISION = Alert("host_name_collision", f"{ALERT_PREFIX}HostNameCollision")
+# Every alert, in the order the rule file lists them (``AlertBuilder.rules``).
+ALERTS = (
+    GPU_MEMORY_HIGH,
+    GPU_MEMORY_EXHAUSTION,
+    HOST_MEMORY_HIGH,
+    HOST_MEMORY_EXHAUSTION,
+    POWER_THROTTLING,
+    THERMAL_THROTTLING,
+    GPU_UNDERUTILIZED,
+    GPU_STALLED,
+    TELEMETRY_MISSING,
+    DCGM_EXPORTER_DOWN,
+    XID_ERRORS,
+    HOST_NAME_COLLISION,
+)
 
 # Bits of DCGM's clock event reasons (DCGM_FI_DEV_CLOCKS_EVENT_REASONS). PromQL has no bit
 # operators: bit k of x is set where floor(x / 2^k) % 2 == 1.
@@ -122,18 +171,17 @@ class AlertBuilder:
         query = template_query(self.own(series, GPU_OF_EXECUTION))
         return f"{{{{ with {query} | query }}}}{before}{{{{ . | first | value | {humanize} }}}}{after}{{{{ end }}}}"
 
-    def rule(self, name: str, expr: Expr, severity: str, summary: str, description: str, for_: str = "") -> AlertRule:
-        alert = ALERT_PREFIX + name
-        url = f"{self.a.runbook_url}#{alert.lower()}"
-        return AlertRule(alert, expr, severity, summary, description, url, for_)
+    def rule(self, alert: Alert, expr: Expr, summary: str, description: str, for_: str = "") -> AlertRule:
+        """``alert``'s rule: its name, its configured severity, and its runbook section."""
+        url = f"{self.a.runbook_url}#{alert.name.lower()}"
+        return AlertRule(alert.name, expr, alert.severity(self.cfg), summary, description, url, for_)
 
     # -- GPU memory --------------------------------------------------------------------------
     def gpu_memory_high(self) -> AlertRule:
         a = self.a.gpu_memory_high
         return self.rule(
-            "GpuMemoryHigh",
+            GPU_MEMORY_HIGH,
             catalog.GPU_MEMORY_UTILIZATION.select().ge(a.threshold),
-            a.severity,
             "An execution's GPU memory is nearly full; its next allocations may fail with out-of-memory.",
             f"{self.execution} has used {{{{ $value | humanizePercentage }}}} of the memory of {GPU_NAME} "
             f"for {a.for_} (threshold {percent(a.threshold)}).",
@@ -165,9 +213,8 @@ class AlertBuilder:
             a, catalog.GPU_MEMORY_UTILIZATION, catalog.GPU_MEMORY_USED, catalog.GPU_MEMORY_TOTAL, "it"
         )
         return self.rule(
-            "GpuMemoryFillingUp",
+            GPU_MEMORY_EXHAUSTION,
             expr,
-            a.severity,
             "An execution's GPU memory is predicted to run out.",
             f"{self.execution} has used {{{{ $value | humanizePercentage }}}} of the memory of {GPU_NAME}, "
             f"and {clause}.",
@@ -178,9 +225,8 @@ class AlertBuilder:
     def host_memory_high(self) -> AlertRule:
         a = self.a.host_memory_high
         return self.rule(
-            "HostMemoryHigh",
+            HOST_MEMORY_HIGH,
             catalog.NODE_RAM_UTILIZATION.select().ge(a.threshold),
-            a.severity,
             "A host an execution runs on is nearly out of RAM; the kernel's OOM killer may end the job.",
             f"Host {label_value(HOST_LABEL)}{self.in_cluster}, where execution {label_value(EXECUTION_LABEL)} runs, "
             "has used "
@@ -194,9 +240,8 @@ class AlertBuilder:
             a, catalog.NODE_RAM_UTILIZATION, catalog.NODE_RAM_USED, catalog.NODE_RAM_TOTAL, "its RAM"
         )
         return self.rule(
-            "HostMemoryFillingUp",
+            HOST_MEMORY_EXHAUSTION,
             expr,
-            a.severity,
             "A host an execution runs on is predicted to run out of RAM.",
             f"Host {label_value(HOST_LABEL)}{self.in_cluster}, where execution {label_value(EXECUTION_LABEL)} runs, "
             "has used "
@@ -227,9 +272,8 @@ class AlertBuilder:
     def power_throttling(self) -> AlertRule:
         a = self.a.power_throttling
         return self.rule(
-            "PowerThrottling",
+            POWER_THROTTLING,
             self.power_throttling_condition(),
-            a.severity,
             "An execution's GPU is held down by its power limit.",
             f"{self.execution}: {GPU_NAME} has been held at its power limit for {a.for_}"
             + self.gpu_value(catalog.GPU_POWER_TO_LIMIT, "humanizePercentage", ", drawing ", " of the limit")
@@ -249,9 +293,8 @@ class AlertBuilder:
         a = self.a.thermal_throttling
         temp = catalog.GPU_TEMPERATURE
         return self.rule(
-            "ThermalThrottling",
+            THERMAL_THROTTLING,
             self.thermal_throttling_condition(),
-            a.severity,
             "An execution's GPU is hot enough to slow down.",
             f"{self.execution}: {GPU_NAME} has been hot or slowed down by temperature for {a.for_}"
             + self.gpu_value(temp, "humanize", ", at ", " °C")
@@ -274,9 +317,8 @@ class AlertBuilder:
             "{{ else }}No host CPU data is recorded for it.{{ end }}"
         )
         return self.rule(
-            "GpuUnderutilized",
+            GPU_UNDERUTILIZED,
             catalog.EXECUTION_GPU_UTILIZATION_AVG.select().lt(a.threshold),
-            a.severity,
             "An execution holds GPUs it barely uses.",
             f"{self.execution} has kept its {{{{ with {gpus} | query }}}}{{{{ . | first | value }}}} {{{{ end }}}}GPUs "
             f"at {{{{ $value | humanizePercentage }}}} mean utilisation for {a.for_} "
@@ -302,9 +344,8 @@ class AlertBuilder:
     def gpu_stalled(self) -> AlertRule:
         a = self.a.gpu_stalled
         return self.rule(
-            "GpuStalled",
+            GPU_STALLED,
             self.stalled_condition(),
-            a.severity,
             "An execution's GPU looks busy but does no work: kernels are resident while its engines idle.",
             f"{self.execution}: {GPU_NAME} has had kernels resident {{{{ $value | humanizePercentage }}}} of the time "
             f"for {a.for_}"
@@ -336,9 +377,8 @@ class AlertBuilder:
             ("DCGM", "dcgm-exporter") if self.cfg.vendors == ("nvidia",) else ("its exporter", self.exporters)
         )
         return self.rule(
-            "TelemetryMissing",
+            TELEMETRY_MISSING,
             join(held, "unless", on((UUID_LABEL,)), self.reporting()),
-            a.severity,
             f"A GPU an execution holds stopped reporting to {to}; its metrics and billing are incomplete.",
             f"{GPU_NAME}{self.in_cluster}, held by execution {label_value(EXECUTION_LABEL)}, "
             f"has reported nothing to {exporter} "
@@ -366,9 +406,8 @@ class AlertBuilder:
         named = join(down, "*", on(catalog.TARGET_LABELS, group_left=(catalog.HOST_LABEL,)), hosts)
         exporter = "dcgm-exporter" if self.cfg.vendors == ("nvidia",) else f"GPU exporter ({self.exporters})"
         return self.rule(
-            "DcgmExporterDown",
+            DCGM_EXPORTER_DOWN,
             Binary("or", named, down, on(catalog.TARGET_LABELS), stacked=True),
-            a.severity,
             f"A {exporter} target is down; its GPUs cannot be attributed to executions.",
             f"{exporter} target {label_value(catalog.INSTANCE_LABEL)} of job "
             f"{label_value(catalog.JOB_LABEL)}{self.in_cluster} "
@@ -382,9 +421,8 @@ class AlertBuilder:
         # The gauge holds the last Xid until the exporter restarts: only a change is news, and
         # a restart (back to 0) is not.
         return self.rule(
-            "XidError",
+            XID_ERRORS,
             xid.gt(0).and_(call("changes", xid.range(a.window)).gt(0)),
-            a.severity,
             "An execution's GPU reported an Xid error.",
             f"{self.execution}: {GPU_NAME} reported Xid {{{{ $value }}}} within the last {a.window}.",
         )
@@ -393,9 +431,8 @@ class AlertBuilder:
     def host_name_collision(self) -> AlertRule:
         a = self.a.host_name_collision
         return self.rule(
-            "HostNameCollision",
+            HOST_NAME_COLLISION,
             catalog.NODE_HOST_COLLISIONS.select(),
-            a.severity,
             "Two machines claim one host name; GPUs giving only that name are joined to no host by it.",
             f"{{{{ $value }}}} machines' node_exporters claim the host name "
             f"{label_value(HOST_LABEL)}{self.in_cluster} (after "

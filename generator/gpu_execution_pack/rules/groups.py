@@ -1,6 +1,6 @@
 """Rules and rule groups as the pack builds them, before they are written to files.
 
-A rule's expression is a PromQL tree: ``expr`` is its text, ``inputs`` the metrics it reads.
+A rule's expression is a PromQL tree (``tree``; ``tree.metric_names()`` the metrics it reads); ``expr`` is its text.
 """
 
 from __future__ import annotations
@@ -22,11 +22,6 @@ class _Expression:
     def expr(self) -> str:
         """The expression as written to the rule file."""
         return render(self.tree)
-
-    @property
-    def inputs(self) -> frozenset[str]:
-        """The metric names the rule reads (itself included, for a running maximum)."""
-        return self.tree.metric_names()
 
 
 @dataclass(frozen=True)

@@ -60,9 +60,9 @@ from gpu_execution_pack.config import SEVERITIES, Config
 from gpu_execution_pack.config.sections.alertmanager import GROUP_BY_ALL
 from gpu_execution_pack.output import command, yaml_document
 from gpu_execution_pack.promql import Matcher, alertmanager_matchers, match
-from gpu_execution_pack.rules.alerts import ALERT_PREFIX, GPU_OF_EXECUTION, AlertBuilder, alert_rules
+from gpu_execution_pack.rules import alerts
+from gpu_execution_pack.rules.alerts import ALERT_PREFIX, GPU_OF_EXECUTION, Alert
 from gpu_execution_pack.rules.files import SOURCE
-from gpu_execution_pack.rules.groups import AlertRule
 
 ALERTMANAGER_FILE = "alertmanager.yml"
 SEVERITY_LABEL = "severity"  # the label every pack alert carries (rules.files writes it)
@@ -72,11 +72,11 @@ PHYSICAL_GPU_LABEL = catalog.UUID_LABEL
 HOST_OF_EXECUTION: tuple[str, ...] = catalog.NODE_LABELS
 
 
-def names_matcher(rules: list[AlertRule]) -> Matcher:
+def names_matcher(alerts: list[Alert]) -> Matcher:
     """A matcher of exactly these alerts (Alertmanager anchors the regex)."""
-    if len(rules) == 1:
-        return match(ALERT_NAME_LABEL, rules[0].alert)
-    return match(ALERT_NAME_LABEL, "|".join(r.alert for r in rules), "=~")
+    if len(alerts) == 1:
+        return match(ALERT_NAME_LABEL, alerts[0].name)
+    return match(ALERT_NAME_LABEL, "|".join(a.name for a in alerts), "=~")
 
 
 def pack_matchers(cfg: Config) -> list[str]:
@@ -86,28 +86,25 @@ def pack_matchers(cfg: Config) -> list[str]:
     )
 
 
-def at_most_as_severe(target: AlertRule, source: AlertRule) -> bool:
+def at_most_as_severe(cfg: Config, target: Alert, source: Alert) -> bool:
     """SEVERITIES runs from the most severe: a source may silence a target ranked at or after it."""
-    return SEVERITIES.index(target.severity) >= SEVERITIES.index(source.severity)
+    return SEVERITIES.index(target.severity(cfg)) >= SEVERITIES.index(source.severity(cfg))
 
 
-def gpu_measurement_alerts(cfg: Config) -> list[AlertRule]:
-    """Alerts read from per-GPU recorded series (they carry the GPU's UUID), except the two that
-    are not about its measurements: TelemetryMissing (the absence itself) and XidError (a cause)."""
-    per_gpu = {s.name for s in catalog.ALL_SERIES if s.labels == catalog.GPU_LABELS}
-    b = AlertBuilder(cfg)
-    excluded = {b.telemetry_missing().alert, b.xid_errors().alert}
-    return [r for r in alert_rules(cfg) if r.inputs & per_gpu and r.alert not in excluded]
+# The alerts on one GPU's own measurements (they carry its UUID), which silence makes unreliable:
+# not TelemetryMissing (the absence itself) nor XidError (a cause).
+GPU_MEASUREMENT_ALERTS = [a for a in alerts.ALERTS if a.gpu_measurement]
 
 
 def inhibition(
-    source: AlertRule, targets: list[AlertRule], equal: tuple[str, ...], source_matchers: tuple[Matcher, ...] = ()
+    cfg: Config, source: Alert, targets: list[Alert], equal: tuple[str, ...], source_matchers: tuple[Matcher, ...] = ()
 ) -> list[dict]:
-    """One inhibit rule, as a list: empty where no target may be silenced by ``source``.
+    """One inhibit rule, as a list: empty where no target may be silenced by ``source`` at the severities
+    ``cfg`` gives them.
 
     ``source_matchers`` narrow the source further (e.g. to alerts that carry an ``equal`` label).
     """
-    allowed = [t for t in targets if at_most_as_severe(t, source)]
+    allowed = [t for t in targets if at_most_as_severe(cfg, t, source)]
     if not allowed:
         return []
     return [
@@ -121,24 +118,24 @@ def inhibition(
 
 def inhibit_rules(cfg: Config) -> list[dict]:
     """The inhibitions the module docstring explains, in its order."""
-    b = AlertBuilder(cfg)
     rules = [
         # 1. A silent GPU: its measurement alerts say nothing reliable.
-        *inhibition(b.telemetry_missing(), gpu_measurement_alerts(cfg), (PHYSICAL_GPU_LABEL,)),
+        *inhibition(cfg, alerts.TELEMETRY_MISSING, GPU_MEASUREMENT_ALERTS, (PHYSICAL_GPU_LABEL,)),
         # 2. Nearly full GPU memory makes the forecast of it running out redundant.
-        *inhibition(b.gpu_memory_high(), [b.gpu_memory_exhaustion()], GPU_OF_EXECUTION),
+        *inhibition(cfg, alerts.GPU_MEMORY_HIGH, [alerts.GPU_MEMORY_EXHAUSTION], GPU_OF_EXECUTION),
         # 3. The same for host RAM.
-        *inhibition(b.host_memory_high(), [b.host_memory_exhaustion()], HOST_OF_EXECUTION),
+        *inhibition(cfg, alerts.HOST_MEMORY_HIGH, [alerts.HOST_MEMORY_EXHAUSTION], HOST_OF_EXECUTION),
         # 4. A dcgm-exporter down: the GPU alerts of the host it was last seen on say nothing reliable.
         #    Only where the alert names that host: a target never seen up must not match GPU alerts.
         *inhibition(
-            b.dcgm_exporter_down(),
-            [*gpu_measurement_alerts(cfg), b.telemetry_missing()],
+            cfg,
+            alerts.DCGM_EXPORTER_DOWN,
+            [*GPU_MEASUREMENT_ALERTS, alerts.TELEMETRY_MISSING],
             (catalog.HOST_LABEL,),
             (match(catalog.HOST_LABEL, ".+", "=~"),),
         ),
         # 5. A stalled GPU explains its execution's underuse: the hang is the news.
-        *inhibition(b.gpu_stalled(), [b.gpu_underutilized()], (catalog.EXECUTION_LABEL,)),
+        *inhibition(cfg, alerts.GPU_STALLED, [alerts.GPU_UNDERUTILIZED], (catalog.EXECUTION_LABEL,)),
     ]
     # An alert silences only alerts of its own cluster: names repeat from one cluster to the next.
     cluster = (cfg.cluster_label,) if cfg.cluster_label else ()
