@@ -9,7 +9,6 @@ from gpu_execution_pack.promql import (
     Binary,
     LabelRef,
     Matcher,
-    Matching,
     Selector,
     aggregate,
     alertmanager_matchers,
@@ -60,16 +59,9 @@ def test_ignoring_prints():
     assert render(expr) == "a and ignoring (job, instance) b"
 
 
-def test_group_right_prints():
-    expr = join(selector("a"), "*", on(["UUID"], group_right=["modelName"]), selector("b"))
-    assert render(expr) == "a\n* on (UUID) group_right (modelName)\nb"
-    expr = join(selector("a"), "/", ignoring(["mode"], group_right=()), selector("b"))
-    assert render(expr) == "a\n/ ignoring (mode) group_right ()\nb"
-
-
-def test_a_match_groups_one_side_only():
-    with pytest.raises(ValueError, match="group_left or group_right"):
-        Matching(("UUID",), group_left=(), group_right=())
+def test_ignoring_with_group_left_prints():
+    expr = join(selector("a"), "/", ignoring(["mode"], group_left=()), selector("b"))
+    assert render(expr) == "a\n/ ignoring (mode) group_left ()\nb"
 
 
 def test_a_template_query_fills_label_references_from_the_alerts_labels():

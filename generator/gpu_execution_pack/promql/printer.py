@@ -78,11 +78,10 @@ def parenthesised(text: str) -> str:
 
 
 def matching(m: Matching) -> str:
-    """``on (labels)`` or ``ignoring (labels)``, with its ``group_left``/``group_right`` clause."""
+    """``on (labels)`` or ``ignoring (labels)``, with its ``group_left`` clause."""
     out = f"{'ignoring' if m.ignoring else 'on'} ({', '.join(m.on)})"
-    for keyword, labels in (("group_left", m.group_left), ("group_right", m.group_right)):
-        if labels is not None:
-            out += f" {keyword} ({', '.join(labels)})"
+    if m.group_left is not None:
+        out += f" group_left ({', '.join(m.group_left)})"
     return out
 
 

@@ -207,18 +207,14 @@ class Aggregate(Expr):
 @dataclass(frozen=True)
 class Matching:
     """Vector matching of a binary operation: ``on (labels)`` or, with ``ignoring``, ``ignoring (labels)``;
-    then ``group_left (labels)`` or ``group_right (labels)`` for a many-to-one match. ``shared``
-    keeps ``on`` as it is under a partition label (``partitioned``): a join with a shared table."""
+    then ``group_left (labels)`` for a many-to-one match (the rules put the "many" side on the left, so
+    nothing needs ``group_right``). ``shared`` keeps ``on`` as it is under a partition label
+    (``partitioned``): a join with a shared table."""
 
     on: tuple[str, ...]
     group_left: tuple[str, ...] | None = None
     ignoring: bool = False
-    group_right: tuple[str, ...] | None = None
     shared: bool = False
-
-    def __post_init__(self) -> None:
-        if self.group_left is not None and self.group_right is not None:
-            raise ValueError("a vector match groups one side: group_left or group_right, not both")
 
 
 @dataclass(frozen=True)
@@ -309,21 +305,14 @@ def label_set(expr: Expr, label: str, value: str) -> Call:
     return call("label_replace", expr, label, value, "", "")
 
 
-def on(
-    labels: Iterable[str],
-    group_left: Iterable[str] | None = None,
-    group_right: Iterable[str] | None = None,
-    shared: bool = False,
-) -> Matching:
-    """``on (labels)``, then ``group_left (labels)`` or ``group_right (labels)`` where given."""
-    return Matching(tuple(labels), _labels(group_left), group_right=_labels(group_right), shared=shared)
+def on(labels: Iterable[str], group_left: Iterable[str] | None = None, shared: bool = False) -> Matching:
+    """``on (labels)``, then ``group_left (labels)`` where given."""
+    return Matching(tuple(labels), _labels(group_left), shared=shared)
 
 
-def ignoring(
-    labels: Iterable[str], group_left: Iterable[str] | None = None, group_right: Iterable[str] | None = None
-) -> Matching:
-    """``ignoring (labels)``, then ``group_left (labels)`` or ``group_right (labels)`` where given."""
-    return Matching(tuple(labels), _labels(group_left), ignoring=True, group_right=_labels(group_right))
+def ignoring(labels: Iterable[str], group_left: Iterable[str] | None = None) -> Matching:
+    """``ignoring (labels)``, then ``group_left (labels)`` where given."""
+    return Matching(tuple(labels), _labels(group_left), ignoring=True)
 
 
 def _labels(labels: Iterable[str] | None) -> tuple[str, ...] | None:
