@@ -1,4 +1,4 @@
-"""The pack's configuration keys: one YAML file, validated strictly against the dataclasses below.
+"""The pack's configuration keys: one YAML file, validated strictly against ``Config`` below and its sections.
 
 Each key carries its default, a line saying what it is and a line saying why one would change
 it; ``gpu_execution_pack.docs.configuration`` renders those into docs/configuration.md, so the
