@@ -21,7 +21,7 @@ from gpu_execution_pack.api.openapi import openapi_document
 from gpu_execution_pack.config import config_from_mapping
 from gpu_execution_pack.query import execution
 from gpu_execution_pack.query.params import parse_series
-from gpu_execution_pack.scenario import model
+from gpu_execution_pack.scenario import oracle
 from starlette.testclient import TestClient
 
 from harness.prometheus import Prometheus
@@ -33,10 +33,10 @@ from .conftest import major_version
 
 SERVABLE = [s.api_name for s in catalog.SERVABLE_SERIES]
 ON_REQUEST = [s.api_name for s in catalog.SERVABLE_SERIES if s.api_optional]
-ACTIVITY = {  # API name -> its series (model.gpu_truth is keyed by series, in base units: ratios)
+ACTIVITY = {  # API name -> its series (oracle.gpu_truth is keyed by series, in base units: ratios)
     s.api_name: s for s in catalog.GPU_ACTIVITY_SERIES
 }
-SM_FIELDS = {s.api_name for s, key in model.ACTIVITY_TRUTHS.items() if key in model.OPTIONAL_ACTIVITY}  # fp32 only
+SM_FIELDS = {s.api_name for s, key in oracle.ACTIVITY_TRUTHS.items() if key in oracle.OPTIONAL_ACTIVITY}  # fp32 only
 OTHER_TENANT = "physics-key-0123456789"
 
 
@@ -117,7 +117,7 @@ def truth_percent(series: catalog.Series, execution_id: str, labels: dict[str, s
             if e.id != execution_id:
                 continue
             gpu = next(g for g in e.gpus if g.host == labels["hostname"] and str(g.index) == labels["gpu"])
-            truth = model.gpu_truth(scenario, e, gpu, minute)
+            truth = oracle.gpu_truth(scenario, e, gpu, minute)
             return None if truth is None or series not in truth else truth[series] * 100
     raise AssertionError(f"no execution {execution_id} in the scenarios")
 

@@ -15,16 +15,9 @@ from gpu_execution_pack.scenario.amd import (
     AmdHost,
     AmdLoad,
 )
-from gpu_execution_pack.scenario.model import (
-    FRAMEBUFFER_SIGNALS,
-    TRAINING,
-    Execution,
-    Gpu,
-    Host,
-    NameCollision,
-    Scenario,
-    XidEvent,
-)
+from gpu_execution_pack.scenario.model import Execution, Gpu, Host, NameCollision, Scenario, XidEvent
+from gpu_execution_pack.scenario.oracle import FRAMEBUFFER_SIGNALS
+from gpu_execution_pack.scenario.phases import TRAINING
 
 
 def training() -> Scenario:
