@@ -184,3 +184,11 @@ def test_every_api_series_can_be_computed_from_one_generation_alone(generation):
     for expr in exprs.values():
         for name in only_other:
             assert not re.search(rf"\b{name}\b", expr), (generation, name)
+
+
+def test_the_catalog_exports_its_own_names_only():
+    """Its star imports re-export what its modules define, not what they import (match, selector, dataclass)."""
+    assert {"GPU_POWER", "SIGNALS", "Series", "signal", "UNITS", "EXECUTION_LABEL"} <= set(catalog.__all__)
+    for leaked in ("match", "selector", "dataclass", "Expr", "Literal", "math", "annotations"):
+        assert leaked not in catalog.__all__ and not hasattr(catalog, leaked), leaked
+    assert all(hasattr(catalog, name) for name in catalog.__all__)
