@@ -28,8 +28,9 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.scenario import oracle, render
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Host, Scenario
+from gpu_execution_pack.scenario.oracle import raw_for
 from gpu_execution_pack.scenario.phases import PHASES
-from gpu_execution_pack.scenario.render import Renderer, fmt, raw_for, to_unit
+from gpu_execution_pack.scenario.render import Renderer, fmt, to_unit
 
 GPUS_PER_HOST = 8
 MIG_EVERY = 16  # every 16th host is partitioned: two 3g.40gb instances per A100

@@ -38,8 +38,8 @@ from gpu_execution_pack.rules import routing
 from gpu_execution_pack.rules.alerts import ALERT_PREFIX, AlertBuilder
 from gpu_execution_pack.rules.files import rule_files
 from gpu_execution_pack.scenario import model, oracle
-from gpu_execution_pack.scenario.oracle import FRAMEBUFFER_SIGNALS
-from gpu_execution_pack.scenario.render import CUSTOM_COUNTERS, DCGM_SIGNALS, Renderer, raw_for
+from gpu_execution_pack.scenario.oracle import CUSTOM_COUNTERS, FRAMEBUFFER_SIGNALS, raw_for
+from gpu_execution_pack.scenario.render import DCGM_SIGNALS, Renderer
 
 from harness.alertmanager import Alertmanager, Loopback, amtool
 from harness.prometheus import Prometheus

@@ -413,7 +413,7 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(prometheus):
         if s.formulas
         and all(f.signals for f in s.formulas)
         and all(
-            not raw.default_collected and k not in render.CUSTOM_COUNTERS
+            not raw.default_collected and k not in oracle.CUSTOM_COUNTERS
             for f in s.formulas
             for k in f.signals
             for raw in catalog.SIGNALS[k].raws

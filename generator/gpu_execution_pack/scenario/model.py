@@ -156,7 +156,7 @@ class Scenario:
     executions: tuple[Execution, ...]
     unowned_gpus: tuple[Gpu, ...] = ()
     missing: frozenset[str] = frozenset()  # catalog signal keys the exporter does not export
-    exported: frozenset[str] = frozenset()  # signal keys it exports beyond the defaults (see render.published)
+    exported: frozenset[str] = frozenset()  # signal keys it exports beyond the defaults (see oracle.published)
     max_sm_clock_mhz: int = 1980
     xid_events: tuple[XidEvent, ...] = ()
     power_limit_enforced_watts: float = 700

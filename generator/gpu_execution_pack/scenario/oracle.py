@@ -14,6 +14,8 @@ and no rule of its own here is published from that field and served by every suc
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import fields
 from functools import cache
 
 from gpu_execution_pack import catalog
@@ -34,6 +36,8 @@ ENERGY_COUNTER_GENERATIONS = ("3.3", "4.8")
 ENERGY_AT_START_MILLIJOULES = 126_272_101_025
 # The framebuffer fields, which dcgm-exporter leaves out altogether on MIG-enabled H100s.
 FRAMEBUFFER_SIGNALS = frozenset({"fb_used", "fb_free", "fb_reserved", "fb_capacity"})
+# The custom counters file the README asks for adds the power limits to dcgm-exporter's defaults.
+CUSTOM_COUNTERS = frozenset({"power_limit_enforced", "power_limit_requested"})
 
 
 def activity(load: GpuLoad, util: float, mig: bool) -> dict[str, float]:
@@ -64,6 +68,79 @@ ACTIVITY_TRUTHS: dict[Series, str] = {
 OPTIONAL_ACTIVITY = frozenset({"sm_active", "sm_occupancy"})
 
 
+# The units a load field may be given in (its name's suffix), and each one's value in the base unit.
+LOAD_UNITS: dict[str, Callable[[float], float]] = {
+    "percent": lambda v: v / PERCENT_PER_RATIO,
+    "mib": lambda v: float(v * BYTES_PER_MIB),
+    "mhz": lambda v: float(v * HERTZ_PER_MHZ),
+    "bytes_per_second": float,
+    "bytes": float,
+    "watts": float,
+    "celsius": float,
+    "ratio": float,
+}
+
+
+def _load_field(key: str) -> tuple[str, Callable[[float], float]] | None:
+    """The ``GpuLoad`` field (``<key>_<unit>``) that gives signal ``key``, and its unit's conversion."""
+    for field in fields(GpuLoad):
+        for suffix, to_base in LOAD_UNITS.items():
+            if field.name == f"{key}_{suffix}":
+                return field.name, to_base
+    return None
+
+
+# The DCGM signals published straight from a load field (the clocks, PCIe): key -> (field, conversion). The
+# activity signals' fields are optional, with their own rule (``activity``).
+LOAD_SIGNALS: dict[str, tuple[str, Callable[[float], float]]] = {
+    key: found
+    for key, signal in catalog.SIGNALS.items()
+    if signal.exporter == "dcgm" and key not in ACTIVITY_TRUTHS.values() and (found := _load_field(key)) is not None
+}
+
+
+def plain_series(series: Series) -> str | None:
+    """The load signal a per-GPU series reads as it is (one formula, ``signal(key)``, no matchers), else None:
+    what the catalog says feeds it, so its truth is that signal's published value."""
+    if series.labels != catalog.GPU_LABELS or len(series.formulas) != 1:
+        return None
+    (formula,) = series.formulas
+    keys = formula.signals
+    if formula.where or len(keys) != 1 or keys[0] not in LOAD_SIGNALS or formula.expr != catalog.signal(keys[0]):
+        return None
+    return keys[0]
+
+
+# Every per-GPU series whose truth is a load signal's value, and that signal.
+PLAIN_SERIES: dict[Series, str] = {s: key for s in catalog.ALL_SERIES if (key := plain_series(s)) is not None}
+
+
+def raw_for(signal_key: str, generation: str) -> catalog.RawMetric | None:
+    """The raw metric an exporter generation publishes for a signal, if any."""
+    for raw in catalog.SIGNALS[signal_key].raws:
+        if generation in raw.generations:
+            return raw
+    return None
+
+
+def published(key: str, raw: catalog.RawMetric, scenario: Scenario, host: str) -> bool:
+    """Whether the exporter on ``host`` in ``scenario`` publishes ``raw`` for signal ``key``: each raw metric an
+    exporter collects by default, and the custom counters, unless the scenario says the field is missing
+    (Scenario.missing, Host.missing); the rest only where it says it exports them (Scenario.exported)."""
+    if key in scenario.missing_on(host):
+        return False
+    return raw.default_collected or key in CUSTOM_COUNTERS or key in scenario.exported
+
+
+def load_values(own: GpuLoad, device: GpuLoad) -> dict[str, float]:
+    """The load signals' values in base units: a device-wide one (the catalog says which) from the physical
+    GPU's load (``device_load``), the others from the instance's own."""
+    return {
+        key: to_base(getattr(device if catalog.SIGNALS[key].device_wide else own, name))
+        for key, (name, to_base) in LOAD_SIGNALS.items()
+    }
+
+
 def gpu_truth(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float) -> dict[Series, float] | None:
     """What each per-GPU recorded series should be, in base units; None when the execution is not running.
 
@@ -85,11 +162,13 @@ def gpu_truth(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float)
         catalog.GPU_MEMORY_UTILIZATION: (used_mib * BYTES_PER_MIB) / (gpu.mem_total_mib * BYTES_PER_MIB),
         catalog.GPU_TEMPERATURE: float(device.temp_celsius),
         catalog.GPU_POWER: float(device_power(scenario, gpu, minute)),
-        catalog.GPU_SM_CLOCK: float(device.sm_clock_mhz * HERTZ_PER_MHZ),
-        catalog.GPU_MEMORY_CLOCK: float(device.mem_clock_mhz * HERTZ_PER_MHZ),
-        catalog.GPU_PCIE_RX: float(load.pcie_rx_bytes_per_second),
-        catalog.GPU_PCIE_TX: float(load.pcie_tx_bytes_per_second),
     }
+    host = scenario.host(gpu.host)
+    values = load_values(load, device)
+    for series, key in PLAIN_SERIES.items():
+        raw = raw_for(key, host.generation)
+        if raw is not None and published(key, raw, scenario, host.name):
+            out[series] = values[key]
     limit = power_limit(scenario)
     if limit is not None:
         out[catalog.GPU_POWER_LIMIT] = limit
@@ -112,10 +191,6 @@ def gpu_truth(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float)
     for series, key in ACTIVITY_TRUTHS.items():
         if key not in missing and (key not in OPTIONAL_ACTIVITY or key in scenario.exported):
             out[series] = activity(load, util, bool(gpu.mig_instance))[key]
-    if "pcie_rx" in missing:
-        del out[catalog.GPU_PCIE_RX]
-    if "pcie_tx" in missing:
-        del out[catalog.GPU_PCIE_TX]
     if missing >= FRAMEBUFFER_SIGNALS:  # no framebuffer field at all (MIG-enabled H100s): no memory series
         for series in (catalog.GPU_MEMORY_USED, catalog.GPU_MEMORY_TOTAL, catalog.GPU_MEMORY_UTILIZATION):
             del out[series]
@@ -150,10 +225,7 @@ def gpu_publishes(scenario: Scenario, gpu: Gpu, owner: Execution | None, minute:
         "power_usage": float(device_power(scenario, gpu, minute)),
         "power_limit_enforced": float(scenario.power_limit_enforced_watts),
         "power_limit_requested": float(scenario.power_limit_requested_watts),
-        "sm_clock": float(device.sm_clock_mhz * HERTZ_PER_MHZ),
-        "mem_clock": float(device.mem_clock_mhz * HERTZ_PER_MHZ),
-        "pcie_rx": float(own.pcie_rx_bytes_per_second),
-        "pcie_tx": float(own.pcie_tx_bytes_per_second),
+        **load_values(own, device),
         "xid_last": float(last_xid(scenario, gpu, minute)),
         "max_sm_clock": float(scenario.max_sm_clock_mhz * HERTZ_PER_MHZ),
         "clocks_event_reasons": float(device.clock_event_reasons),

@@ -16,25 +16,15 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.scenario import model, oracle
 from gpu_execution_pack.scenario.model import Execution, Gpu, Host, Scenario
+from gpu_execution_pack.scenario.oracle import published, raw_for
 
 STALE = "stale"
 Sample = float | str | None  # a value, STALE, or None for no sample
 
 DRIVER_VERSION = "550.54.15"
 
-# The custom counters file the README asks for adds the power limits to dcgm-exporter's defaults.
-CUSTOM_COUNTERS = frozenset({"power_limit_enforced", "power_limit_requested"})
-# Every DCGM signal a recorded series reads. A scenario publishes each raw metric an exporter
-# collects by default, and the custom counters, unless it says the field is missing
-# (Scenario.missing, Host.missing); the rest only where it says it exports them (Scenario.exported).
+# Every DCGM signal a recorded series reads: each is published as ``oracle.published`` says.
 DCGM_SIGNALS = tuple(k for k, s in catalog.SIGNALS.items() if s.exporter == "dcgm" and k in catalog.READ_SIGNALS)
-
-
-def published(key: str, raw: catalog.RawMetric, scenario: Scenario, host: str) -> bool:
-    """Whether the exporter on ``host`` in ``scenario`` publishes ``raw`` for signal ``key``."""
-    if key in scenario.missing_on(host):
-        return False
-    return raw.default_collected or key in CUSTOM_COUNTERS or key in scenario.exported
 
 
 BACKJUMP_SECONDS = 0.01  # how far an old node_exporter's idle counter steps back
@@ -77,14 +67,6 @@ class RenderedSeries:
     def selector(self) -> str:
         inner = ",".join(f'{k}="{v}"' for k, v in self.labels)
         return f"{self.metric}{{{inner}}}"
-
-
-def raw_for(signal_key: str, generation: str) -> catalog.RawMetric | None:
-    """The raw metric an exporter generation publishes for a signal, if any."""
-    for raw in catalog.SIGNALS[signal_key].raws:
-        if generation in raw.generations:
-            return raw
-    return None
 
 
 class Renderer:
