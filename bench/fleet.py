@@ -26,9 +26,11 @@ from dataclasses import dataclass, replace
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.scenario import model, render
-from gpu_execution_pack.scenario.model import PHASES, STEP_SECONDS, Execution, Gpu, Host, Scenario
-from gpu_execution_pack.scenario.render import Renderer, fmt, raw_for, to_unit
+from gpu_execution_pack.scenario import oracle, render
+from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Host, Scenario
+from gpu_execution_pack.scenario.oracle import raw_for
+from gpu_execution_pack.scenario.phases import PHASES
+from gpu_execution_pack.scenario.render import Renderer, fmt, to_unit
 
 GPUS_PER_HOST = 8
 MIG_EVERY = 16  # every 16th host is partitioned: two 3g.40gb instances per A100
@@ -298,10 +300,10 @@ class FleetExposition:
     # -- dcgm-exporter -----------------------------------------------------------------------
     def gpu_values(self, slot: _Slot, minute: float) -> dict[str, float]:
         """What one GPU entry publishes at ``minute`` of the catalog's signals, in dcgm-exporter 4.8's units."""
-        base = model.gpu_publishes(slot.device, slot.gpu, slot.owner, minute)
+        base = oracle.gpu_publishes(slot.device, slot.gpu, slot.owner, minute)
         values = {key: to_unit(base[key], self.names[key].unit) for key in DCGM_SIGNALS if key != ENERGY}
         # The energy counter (mJ) grows at a fixed rate here: the fleet prices its rule, not its figure.
-        values[ENERGY] = model.ENERGY_AT_START_MILLIJOULES + FLEET_ENERGY_WATTS * 1000 * minute * 60
+        values[ENERGY] = oracle.ENERGY_AT_START_MILLIJOULES + FLEET_ENERGY_WATTS * 1000 * minute * 60
         return values
 
     def dcgm_samples(self, slots: list[_Slot], times: Iterable[float], stamp: bool) -> dict[str, list[str]]:
@@ -327,7 +329,7 @@ class FleetExposition:
     # -- node_exporter -----------------------------------------------------------------------
     def host_truth(self, host: Host, t: float) -> dict[str, float]:
         """What the model says ``host`` shows at unix time ``t``, from the executions on it."""
-        return model.host_truth(self.on_host[host.name], host, self.minute(t))
+        return oracle.host_truth(self.on_host[host.name], host, self.minute(t))
 
     def cpu_idle_seconds(self, host: Host, t: float) -> float:
         """One CPU's idle-seconds counter at unix time ``t``, counted from ``start``.

@@ -34,7 +34,7 @@ from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.rules.groups import RecordingRule
 from gpu_execution_pack.rules.recording import Attribution, RuleBuilder
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Scenario
-from gpu_execution_pack.scenario.render import raw_for
+from gpu_execution_pack.scenario.oracle import raw_for
 
 from bench.common import REPO, log
 from bench.exporter import FleetExporter, scrape_config

@@ -17,7 +17,7 @@ from functools import cache
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql import parse_duration_seconds
-from gpu_execution_pack.scenario import alerting, model
+from gpu_execution_pack.scenario import alerting, model, oracle
 from gpu_execution_pack.scenario.library import (
     dcgm_lost,
     gap_job,
@@ -146,7 +146,7 @@ def report(scenario: Scenario, cfg: Config, execution: Execution, reads_on: floa
     # not), a shared one's in the execution's share.
     devices = {g.device_key: g for g in execution.gpus}
     joules = sum(
-        model.device_power(scenario, g, m) * shares.of(g, m) * STEP_SECONDS
+        oracle.device_power(scenario, g, m) * shares.of(g, m) * STEP_SECONDS
         for g in devices.values()
         for m in minutes
         if world.alive(g.host, m)
@@ -313,7 +313,7 @@ def gpu_totals(scenario: Scenario, gpu: Gpu) -> tuple[float, float]:
         m for m in model.grid(0, scenario.window_minutes - STEP_SECONDS / 60) if model.holders(scenario, gpu, m)
     ]
     hours = len(held_minutes) * STEP_SECONDS / 3600
-    kwh = sum(model.device_power(scenario, gpu, m) * STEP_SECONDS for m in held_minutes) / 3_600_000
+    kwh = sum(oracle.device_power(scenario, gpu, m) * STEP_SECONDS for m in held_minutes) / 3_600_000
     return hours, kwh
 
 

@@ -37,9 +37,9 @@ from gpu_execution_pack.promql import render_matchers
 from gpu_execution_pack.rules import routing
 from gpu_execution_pack.rules.alerts import ALERT_PREFIX, AlertBuilder
 from gpu_execution_pack.rules.files import rule_files
-from gpu_execution_pack.scenario import model
-from gpu_execution_pack.scenario.model import FRAMEBUFFER_SIGNALS
-from gpu_execution_pack.scenario.render import CUSTOM_COUNTERS, DCGM_SIGNALS, Renderer, raw_for
+from gpu_execution_pack.scenario import model, oracle
+from gpu_execution_pack.scenario.oracle import CUSTOM_COUNTERS, FRAMEBUFFER_SIGNALS, raw_for
+from gpu_execution_pack.scenario.render import DCGM_SIGNALS, Renderer
 
 from harness.alertmanager import Alertmanager, Loopback, amtool
 from harness.prometheus import Prometheus
@@ -381,7 +381,7 @@ class Exporter:
             "pcie_tx": 1e9,
             "xid_last": 0.0,
             # The energy counter (joules here, mJ as exported): 500 W since the exporter started.
-            "energy": model.ENERGY_AT_START_MILLIJOULES / 1000 + 500.0 * (now - self.started),
+            "energy": oracle.ENERGY_AT_START_MILLIJOULES / 1000 + 500.0 * (now - self.started),
         }
         unknown = set(self.raws) - set(values)
         assert not unknown, f"the test exporter has no value for {sorted(unknown)}"

@@ -17,7 +17,7 @@ from gpu_execution_pack.promql import Call, aggregate, all_of, any_of, selector,
 from gpu_execution_pack.rules import alerts
 from gpu_execution_pack.rules import lint as alert_lint
 from gpu_execution_pack.rules.alerts import AlertBuilder
-from gpu_execution_pack.scenario import library, model
+from gpu_execution_pack.scenario import library, phases
 from gpu_execution_pack.scenario.alerting import predict_linear
 from gpu_execution_pack.scenario.humanize import go_value, humanize, humanize_percentage
 from gpu_execution_pack.testsuites.alerts import alert_suite
@@ -288,7 +288,7 @@ def test_the_stalled_alert_fires_for_the_hung_jobs_gpus_only():
     hung = next(e for e in scenario.executions if e.id == "hung-0024")
     hang = hung.phases.index("hung")
     start, end = hung.phase_starts[hang] * 60, hung.phase_starts[hang + 1] * 60
-    load = model.PHASES["hung"].gpu
+    load = phases.PHASES["hung"].gpu
     utils = {g.uuid: (load.util_percent + hung.util_offset(g)) / 100 for g in hung.gpus}
     fired: dict[str, list[int]] = {}
     for test in alert_tests():

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from gpu_execution_pack import catalog
 from gpu_execution_pack.build import rule_outputs
-from gpu_execution_pack.config import Config, config_from_mapping
+from gpu_execution_pack.config import Config, config_from_mapping, load_config
 from gpu_execution_pack.query.params import iso
 from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.report import document
@@ -35,6 +35,7 @@ from gpu_execution_pack.scenario.amd import (
     fleet_node_series,
     node_series,
     pod_label_series,
+    unpublished,
 )
 from gpu_execution_pack.scenario.model import STEP_SECONDS
 from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
@@ -44,6 +45,7 @@ from harness.prometheus import Prometheus
 from .conftest import REPO
 
 GOLDEN = REPO / "tests/golden/nvidia-rules"
+GOLDEN_CONFIG = "tests/golden/nvidia-rules.yml"  # what `make golden` generates them with
 GIB_MIB = 1024
 MI300X_MIB = 192 * GIB_MIB
 
@@ -129,13 +131,28 @@ def served_values(server: Prometheus, series: catalog.Series, at: float, executi
 
 
 # --- tests ------------------------------------------------------------------------------------
-def test_with_the_vendors_pinned_to_nvidia_the_rule_files_are_those_before_amd():
-    files = rule_outputs(Config(vendors=("nvidia",)))
-    golden = {p.relative_to(GOLDEN): p.read_text() for p in sorted(GOLDEN.rglob("*")) if p.is_file()}
-    ours = {p.relative_to("rules"): text for p, text in files.items() if not p.is_relative_to("rules/tests")}
+def test_the_series_amd_leaves_absent_are_those_the_catalog_has_no_amd_source_for():
+    """The AMD suite checks every served per-GPU series the AMD oracle has no value for is absent: that list
+    (from the oracle, which is written from the exporter's own source) is the catalog's served series
+    without an AMD source, so a new served series needs no edit to the AMD oracle either way."""
+    absent = set(unpublished(FLEET, Config(), library.AMD_MID_RUN_MINUTE))
+    no_source = {s for s in catalog.SERVABLE_SERIES if s.labels == catalog.GPU_LABELS and not catalog.amd_publishes(s)}
+    assert absent == no_source
+    assert {catalog.GPU_PCIE_RX, catalog.GPU_POWER_LIMIT, catalog.GPU_TENSOR_ACTIVE} <= absent
+    assert catalog.GPU_POWER not in absent  # on the GPUs that publish power
+
+
+def test_with_the_vendors_pinned_to_nvidia_the_rule_files_are_those_before_amd(monkeypatch: pytest.MonkeyPatch):
+    """The goldens are the rule files with the vendors pinned to NVIDIA, as `make golden` writes them: written
+    before AMD existed and unchanged by it but for the command that regenerates them."""
+    monkeypatch.chdir(REPO)  # the config and the paths it gives are the repository's relative ones
+    cfg = load_config(GOLDEN_CONFIG)
+    assert cfg.vendors == ("nvidia",)
+    ours = {Path(p): text for p, text in rule_outputs(cfg, GOLDEN_CONFIG).items()}
+    golden = {p.relative_to(REPO): p.read_text() for p in sorted(GOLDEN.rglob("*")) if p.is_file()}
     assert ours.keys() == golden.keys()
     for path, text in golden.items():
-        assert ours[path] == text, path
+        assert ours[path] == text, f"{path}: run `make golden` if the change is meant"
 
 
 @pytest.mark.e2e

@@ -20,7 +20,7 @@ from gpu_execution_pack.api.app import PATH, create_app
 from gpu_execution_pack.config import config_from_mapping
 from gpu_execution_pack.query import execution
 from gpu_execution_pack.query.params import Window, iso
-from gpu_execution_pack.scenario import library, model
+from gpu_execution_pack.scenario import library, oracle
 from starlette.testclient import TestClient
 
 from harness.prometheus import Prometheus
@@ -72,7 +72,7 @@ def test_values_and_units_match_the_scenario(api):
     minute = 12.5  # compute phase of train-0001, and of train-0002 beside it on h1
     ts = start + minute * 60
     for gpu in e1.gpus:
-        truth = model.gpu_truth(scenario, e1, gpu, minute)
+        truth = oracle.gpu_truth(scenario, e1, gpu, minute)
 
         def entry(name: str, gpu=gpu) -> dict:
             [e] = [x for x in body["series"][name]["entries"] if x["labels"]["UUID"] == gpu.uuid]
@@ -93,7 +93,7 @@ def test_values_and_units_match_the_scenario(api):
     hosts = {e["labels"]["hostname"]: e for e in body["series"]["systemCpuUsagePercent"]["entries"]}
     assert set(hosts) == {"h1", "h2"}
     for name, host in (("h1", scenario.hosts[0]), ("h2", scenario.hosts[1])):
-        truth = model.host_truth(scenario, host, minute)
+        truth = oracle.host_truth(scenario, host, minute)
         assert value_at(hosts[name], ts) == truth[catalog.NODE_CPU_UTILIZATION] * 100
         ram = {e["labels"]["hostname"]: e for e in body["series"]["systemRamUsedBytes"]["entries"]}
         assert value_at(ram[name], ts) == truth[catalog.NODE_RAM_USED]

@@ -23,8 +23,9 @@ from gpu_execution_pack.api.app import FLEET_PATH, PATH, SUMMARY_PATH, create_ap
 from gpu_execution_pack.config import config_from_mapping
 from gpu_execution_pack.query import execution
 from gpu_execution_pack.rules.files import all_groups
-from gpu_execution_pack.scenario import library, model
-from gpu_execution_pack.scenario.model import TRAINING, Execution, Gpu, Host, Scenario
+from gpu_execution_pack.scenario import library, oracle
+from gpu_execution_pack.scenario.model import Execution, Gpu, Host, Scenario
+from gpu_execution_pack.scenario.phases import TRAINING
 from gpu_execution_pack.scenario.render import Renderer
 from starlette.testclient import TestClient
 
@@ -94,7 +95,7 @@ def truth(cluster: str) -> dict[str, float]:
     """The model's GPU utilisation (percent) of train-0001 in ``cluster`` at MINUTE, by UUID."""
     scenario = SCENARIOS[cluster]
     e = next(x for x in scenario.executions if x.id == ID)
-    return {g.uuid: model.gpu_truth(scenario, e, g, MINUTE)[catalog.GPU_UTILIZATION] * 100 for g in e.gpus}
+    return {g.uuid: oracle.gpu_truth(scenario, e, g, MINUTE)[catalog.GPU_UTILIZATION] * 100 for g in e.gpus}
 
 
 def test_an_id_two_clusters_hold_is_409_listing_them(api):

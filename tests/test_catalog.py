@@ -10,37 +10,26 @@ from gpu_execution_pack.config import config_from_mapping
 from gpu_execution_pack.promql import Aggregate, match, render, selector
 from gpu_execution_pack.rules.recording import recording_groups
 
-# The API contract (README: the per-execution metrics endpoint), written out here on purpose.
-CONTRACT = {
-    "gpuUtilizationPercent": "execution_gpu:gpu_utilization_ratio",
-    "gpuMemoryUtilizationPercent": "execution_gpu:gpu_memory_utilization_ratio",
-    "gpuTemperatureCelsius": "execution_gpu:gpu_temperature_celsius",
-    "gpuPowerWatt": "execution_gpu:gpu_power_watts",
-    "gpuPowerLimitWatt": "execution_gpu:gpu_power_limit_watts",
-    "gpuClockSmMhz": "execution_gpu:gpu_sm_clock_hertz",
-    "gpuClockMemMhz": "execution_gpu:gpu_memory_clock_hertz",
-    "gpuPcieThroughputRxBytesPerSec": "execution_gpu:gpu_pcie_rx_bytes_per_second",
-    "gpuPcieThroughputTxBytesPerSec": "execution_gpu:gpu_pcie_tx_bytes_per_second",
-    "systemRamTotalBytes": "execution_node:system_ram_total_bytes",
-    "systemRamUsedBytes": "execution_node:system_ram_used_bytes",
-    "systemCpuUsagePercent": "execution_node:system_cpu_utilization_ratio",
+# The API contract (README: the per-execution metrics endpoint), written out here on purpose: each series of
+# the default answer by its API name, with the series it is recorded as and its unit as the API spells it
+# (0-100 is percent). A series added to the contract is one line here, checked against the catalog below,
+# in the served document (tests/test_api.py) and in the OpenAPI document.
+CONTRACT_SERIES = {
+    "gpuUtilizationPercent": ("execution_gpu:gpu_utilization_ratio", "percent"),
+    "gpuMemoryUtilizationPercent": ("execution_gpu:gpu_memory_utilization_ratio", "percent"),
+    "gpuTemperatureCelsius": ("execution_gpu:gpu_temperature_celsius", "celsius"),
+    "gpuPowerWatt": ("execution_gpu:gpu_power_watts", "watts"),
+    "gpuPowerLimitWatt": ("execution_gpu:gpu_power_limit_watts", "watts"),
+    "gpuClockSmMhz": ("execution_gpu:gpu_sm_clock_hertz", "MHz"),
+    "gpuClockMemMhz": ("execution_gpu:gpu_memory_clock_hertz", "MHz"),
+    "gpuPcieThroughputRxBytesPerSec": ("execution_gpu:gpu_pcie_rx_bytes_per_second", "bytes_per_second"),
+    "gpuPcieThroughputTxBytesPerSec": ("execution_gpu:gpu_pcie_tx_bytes_per_second", "bytes_per_second"),
+    "systemRamTotalBytes": ("execution_node:system_ram_total_bytes", "bytes"),
+    "systemRamUsedBytes": ("execution_node:system_ram_used_bytes", "bytes"),
+    "systemCpuUsagePercent": ("execution_node:system_cpu_utilization_ratio", "percent"),
 }
-# The contract's unit of each served series (0-100 is percent), as the API spells it: a series added
-# to the contract is checked for its unit here and in the served document (tests/test_api.py).
-CONTRACT_UNITS = {
-    "gpuUtilizationPercent": "percent",
-    "gpuMemoryUtilizationPercent": "percent",
-    "gpuTemperatureCelsius": "celsius",
-    "gpuPowerWatt": "watts",
-    "gpuPowerLimitWatt": "watts",
-    "gpuClockSmMhz": "MHz",
-    "gpuClockMemMhz": "MHz",
-    "gpuPcieThroughputRxBytesPerSec": "bytes_per_second",
-    "gpuPcieThroughputTxBytesPerSec": "bytes_per_second",
-    "systemRamTotalBytes": "bytes",
-    "systemRamUsedBytes": "bytes",
-    "systemCpuUsagePercent": "percent",
-}
+CONTRACT = {api: record for api, (record, _) in CONTRACT_SERIES.items()}
+CONTRACT_UNITS = {api: unit for api, (_, unit) in CONTRACT_SERIES.items()}
 
 # Raw names and units from dcgm-exporter's counters files (default-counters.csv, dcp-metrics-included.csv) per release.
 KNOWN_RAW = {
@@ -184,3 +173,11 @@ def test_every_api_series_can_be_computed_from_one_generation_alone(generation):
     for expr in exprs.values():
         for name in only_other:
             assert not re.search(rf"\b{name}\b", expr), (generation, name)
+
+
+def test_the_catalog_exports_its_own_names_only():
+    """Its star imports re-export what its modules define, not what they import (match, selector, dataclass)."""
+    assert {"GPU_POWER", "SIGNALS", "Series", "signal", "UNITS", "EXECUTION_LABEL"} <= set(catalog.__all__)
+    for leaked in ("match", "selector", "dataclass", "Expr", "Literal", "math", "annotations"):
+        assert leaked not in catalog.__all__ and not hasattr(catalog, leaked), leaked
+    assert all(hasattr(catalog, name) for name in catalog.__all__)

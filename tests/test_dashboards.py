@@ -18,7 +18,7 @@ from gpu_execution_pack.dashboards import DASHBOARDS, dashboard_json, execution,
 from gpu_execution_pack.dashboards import lint as dashboard_lint
 from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.rules.kubernetes import kubernetes_rules
-from gpu_execution_pack.scenario import library, model, render
+from gpu_execution_pack.scenario import library, model, oracle, render
 
 from harness.prometheus import Prometheus, dependency_rounds
 
@@ -413,7 +413,7 @@ def test_every_panel_query_returns_data_from_a_real_prometheus(prometheus):
         if s.formulas
         and all(f.signals for f in s.formulas)
         and all(
-            not raw.default_collected and k not in render.CUSTOM_COUNTERS
+            not raw.default_collected and k not in oracle.CUSTOM_COUNTERS
             for f in s.formulas
             for k in f.signals
             for raw in catalog.SIGNALS[k].raws
@@ -537,7 +537,7 @@ def test_count_panels_answer_zero_not_no_data_on_a_fleet_with_nothing_to_count(p
 
 
 # --- End to end: work truth and shared GPUs ---------------------------------------------------
-# Oracles are computed from the scenario model (model.gpu_truth, model.holders), not from the rules.
+# Oracles are computed from the scenario model (oracle.gpu_truth, model.holders), not from the rules.
 # Backfilled series carry no stale markers, so an execution's series read their last value for
 # Prometheus' 5-minute lookback after it ends, and each round of recorded series read from the one
 # before lingers again: a mean over the range lies between the model's mean over the run and its last
@@ -586,7 +586,7 @@ def running(e: model.Execution) -> list[float]:
 
 def truth_range(scenario: model.Scenario, e: model.Execution, gpu: model.Gpu, value) -> tuple[float, float]:
     """(mean over the run, last value) of ``value(truth)`` for one GPU of ``e``; None values are left out."""
-    values = [value(t) for t in (model.gpu_truth(scenario, e, gpu, m) for m in running(e)) if t is not None]
+    values = [value(t) for t in (oracle.gpu_truth(scenario, e, gpu, m) for m in running(e)) if t is not None]
     values = [v for v in values if v is not None]
     return sum(values) / len(values), values[-1]
 
@@ -603,7 +603,7 @@ def minute(start: int, minutes: float) -> int:
 def stalled_minutes(scenario: model.Scenario, e: model.Execution, gpu: model.Gpu) -> float:
     """Minutes the model has the GPU at or over the stalled alert's utilisation and under its engine threshold."""
     stall = Config().alerts.gpu_stalled
-    truths = [model.gpu_truth(scenario, e, gpu, m) for m in running(e)]
+    truths = [oracle.gpu_truth(scenario, e, gpu, m) for m in running(e)]
     return (
         model.STEP_SECONDS
         / 60
@@ -715,7 +715,7 @@ def test_the_cost_dashboard_bills_a_time_sliced_gpu_once(work_prometheus):
     assert billed["slice-0029"] == pytest.approx(gpu_hours / 2)
     # Energy: the pair's halves add up to the GPU's counter's rise, which is the model's within 2 %.
     first, last = running(pair[0])[0], max(m for e in pair for m in running(e))
-    joules = (model.energy_millijoules(scenario, gpu, last) - model.energy_millijoules(scenario, gpu, first)) / 1000
+    joules = (oracle.energy_millijoules(scenario, gpu, last) - oracle.energy_millijoules(scenario, gpu, first)) / 1000
     assert energy["slice-0029"] == pytest.approx(energy["slice-0030"])
     assert (energy["slice-0029"] + energy["slice-0030"]) * execution.JOULES_PER_KWH == pytest.approx(joules, rel=0.02)
 

@@ -13,8 +13,9 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.output import write_all
 from gpu_execution_pack.rules.files import all_groups, rule_files
-from gpu_execution_pack.scenario.model import PHASES, STEP_SECONDS
-from gpu_execution_pack.scenario.render import raw_for
+from gpu_execution_pack.scenario.model import STEP_SECONDS
+from gpu_execution_pack.scenario.oracle import raw_for
+from gpu_execution_pack.scenario.phases import PHASES
 
 from bench import exporter as fleet_exporter
 from bench import fleet as bench_fleet

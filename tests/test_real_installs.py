@@ -17,8 +17,8 @@ from gpu_execution_pack.config import config_from_mapping
 from gpu_execution_pack.promql import call
 from gpu_execution_pack.rules.hosts import HostIdentity
 from gpu_execution_pack.rules.recording import Attribution, RuleBuilder
-from gpu_execution_pack.scenario import library, model
-from gpu_execution_pack.scenario.model import FRAMEBUFFER_SIGNALS
+from gpu_execution_pack.scenario import library, oracle
+from gpu_execution_pack.scenario.oracle import FRAMEBUFFER_SIGNALS
 
 from .conftest import suite_failures
 
@@ -191,7 +191,7 @@ def test_a_real_prometheus_records_every_api_series_of_every_install_under_the_n
             no_memory = together.missing_on(host) >= FRAMEBUFFER_SIGNALS
             # The model's truth says which served GPU series the exporter's fields give (none of the
             # memory series without framebuffer fields, no engine activity without its field).
-            truth = model.gpu_truth(together, execution, execution.gpus[0], minute) or {}
+            truth = oracle.gpu_truth(together, execution, execution.gpus[0], minute) or {}
             for series in catalog.API_SERIES:
                 result = server.query(series.name + match, at)
                 if series.labels == catalog.GPU_LABELS and series not in truth:

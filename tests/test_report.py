@@ -25,7 +25,8 @@ from gpu_execution_pack.report import figures as fig
 from gpu_execution_pack.report.figures import REQUIRED_GPU_SERIES, ExecutionFigures, GpuFigures, HostFigures
 from gpu_execution_pack.report.verdicts import CODES, judge
 from gpu_execution_pack.scenario import model
-from gpu_execution_pack.scenario.model import PHASES, STEP_SECONDS
+from gpu_execution_pack.scenario.model import STEP_SECONDS
+from gpu_execution_pack.scenario.phases import PHASES
 from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
 from starlette.testclient import TestClient
 

@@ -7,7 +7,7 @@ import re
 import pytest
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.scenario import expected, library, model, render
+from gpu_execution_pack.scenario import expected, library, oracle, render
 
 
 def expand(notation: str) -> list:
@@ -61,7 +61,7 @@ def test_exporter_units_are_rendered_exactly_or_refused():
 
 
 def test_oracle_units_are_physical_constants():
-    assert model.BYTES_PER_MIB == 1048576 and model.HERTZ_PER_MHZ == 1000000 and model.PERCENT_PER_RATIO == 100
+    assert oracle.BYTES_PER_MIB == 1048576 and oracle.HERTZ_PER_MHZ == 1000000 and oracle.PERCENT_PER_RATIO == 100
 
 
 def test_both_generations_publish_different_names_for_the_same_truth():

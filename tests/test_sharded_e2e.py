@@ -25,7 +25,7 @@ from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.output import to_yaml, write_all
 from gpu_execution_pack.rules.files import PLACEMENT, RULER, SHARD, rule_files
 from gpu_execution_pack.rules.sharding import DIR, RULER_RULES_DIR, scrape_path, shard_dir
-from gpu_execution_pack.scenario import model
+from gpu_execution_pack.scenario import oracle
 from gpu_execution_pack.scenario.model import Execution, Gpu, Host, Scenario
 
 from bench.exporter import QuietServer
@@ -238,7 +238,7 @@ def problems(central: Prometheus, cfg: Config) -> list[str]:
     if len(energy) != gpus:
         out.append(f"{catalog.GPU_ENERGY.name}: {len(energy)} series, not {gpus}")
     for r in energy:  # joules: the exporter's millijoule counter at 400 W, on the model's 15 s grid
-        grid = (float(r["value"][1]) - model.ENERGY_AT_START_MILLIJOULES / 1000) / (FLEET_ENERGY_WATTS * 15)
+        grid = (float(r["value"][1]) - oracle.ENERGY_AT_START_MILLIJOULES / 1000) / (FLEET_ENERGY_WATTS * 15)
         if abs(grid - round(grid)) > 1e-6 or not 0 <= grid <= 200 * 4:
             out.append(f"{catalog.GPU_ENERGY.name} {r['metric'].get('UUID')}: {r['value'][1]} J is off the counter")
     alert = f'ALERTS{{alertname="GpuExecutionGpuUnderutilized",alertstate="firing",execution_id="{SPANNING}"}}'

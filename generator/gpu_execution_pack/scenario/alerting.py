@@ -18,7 +18,7 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL, Series
 from gpu_execution_pack.config import Alerts, Config, PredictAlert
 from gpu_execution_pack.promql import parse_duration_seconds
-from gpu_execution_pack.scenario import expected, model
+from gpu_execution_pack.scenario import expected, model, oracle
 from gpu_execution_pack.scenario.humanize import go_value, humanize, humanize_percentage
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, NameCollision, Scenario
 
@@ -73,7 +73,7 @@ class World:
     def _gpu_truth(self, execution: Execution, gpu: Gpu, minute: float) -> dict[Series, float] | None:
         if not self.alive(gpu.host, minute):
             return None
-        return model.gpu_truth(self.s, execution, gpu, minute)
+        return oracle.gpu_truth(self.s, execution, gpu, minute)
 
     def reporting(self, execution: Execution, minute: float, host: str = "") -> list[tuple[Gpu, dict[Series, float]]]:
         """The execution's GPUs (on ``host`` if given) with recorded series at ``minute``."""
@@ -89,7 +89,7 @@ class World:
     def _host_truth(self, execution: Execution, host: str, minute: float) -> dict[Series, float] | None:
         if not self.reporting(execution, minute, host):
             return None
-        return model.host_truth(self.s, self.s.host(host), minute)
+        return oracle.host_truth(self.s, self.s.host(host), minute)
 
     def samples(self, value: Callable[[float], float | None], minute: float, window: str) -> list[tuple[float, float]]:
         """(minute, value) of a series over a range selector ``[window]`` ending at ``minute``."""

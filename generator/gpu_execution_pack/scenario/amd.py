@@ -454,13 +454,12 @@ def served(fleet: AmdFleet, execution: AmdExecution, cfg: Config, minute: float)
     return out
 
 
-# Served series AMD publishes no source for: absent on every AMD GPU, never a 0.
-UNPUBLISHED: tuple[Series, ...] = (
-    catalog.GPU_POWER_LIMIT,
-    catalog.GPU_PCIE_RX,
-    catalog.GPU_PCIE_TX,
-    catalog.GPU_TENSOR_ACTIVE,
-)
+def unpublished(fleet: AmdFleet, cfg: Config, minute: float) -> tuple[Series, ...]:
+    """The served per-GPU series no GPU of the fleet has a value for in the oracle (``served``): those AMD
+    publishes no source for, absent on every AMD GPU, never a 0. Read from the oracle, not from the
+    catalog's AMD sources, so that a test can hold the two against each other."""
+    held = {s for e in fleet.executions for row in served(fleet, e, cfg, minute) for s in row.values}
+    return tuple(s for s in catalog.SERVABLE_SERIES if s.labels == catalog.GPU_LABELS and s not in held)
 
 
 def execution_served(fleet: AmdFleet, execution: AmdExecution, cfg: Config, minute: float) -> dict[Series, float]:

@@ -13,7 +13,7 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.promql.durations import parse_duration_seconds
-from gpu_execution_pack.scenario import model
+from gpu_execution_pack.scenario import model, oracle, phases
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Host, Scenario
 
 TENANT_LABEL = "namespace"  # the default api.tenant_label, which every test variant keeps
@@ -59,7 +59,7 @@ def hosts_steady(scenario: Scenario, minute: float, cfg: Config | None = None) -
         reach = _minutes(cfg.cpu_rate_window) if cfg.node.cpu_rate_interval else host.node_scrape_seconds / 60
         window = _minutes(cfg.cpu_average_window) + reach
         steps = int(window * 60 // STEP_SECONDS)
-        values = [model.host_truth(scenario, host, minute - k * STEP_SECONDS / 60) for k in range(steps + 1)]
+        values = [oracle.host_truth(scenario, host, minute - k * STEP_SECONDS / 60) for k in range(steps + 1)]
         if any(v != values[0] for v in values):
             return False
     return True
@@ -97,7 +97,7 @@ def expected(scenario: Scenario, minute: float, cfg: Config | None = None) -> di
         if collision.at(minute):
             out[catalog.NODE_HOST_COLLISIONS.name].append(Sample({HOST_LABEL: collision.name}, collision.machines))
     for e in running(scenario, minute):
-        per_gpu = [(g, model.gpu_truth(scenario, e, g, minute)) for g in e.gpus]
+        per_gpu = [(g, oracle.gpu_truth(scenario, e, g, minute)) for g in e.gpus]
         for gpu, truth in per_gpu:
             assert truth is not None
             for key, value in truth.items():
@@ -106,7 +106,7 @@ def expected(scenario: Scenario, minute: float, cfg: Config | None = None) -> di
         for host in hosts:
             labels = {EXECUTION_LABEL: e.id, HOST_LABEL: host}
             out[catalog.NODE_GPU_COUNT.name].append(Sample(labels, float(sum(g.host == host for g in e.gpus))))
-            for key, value in model.host_truth(scenario, scenario.host(host), minute).items():
+            for key, value in oracle.host_truth(scenario, scenario.host(host), minute).items():
                 if key is catalog.NODE_CPU_UTILIZATION and cpu_stepped_back(scenario.host(host), minute, cfg):
                     continue
                 out[key.name].append(Sample(labels, value))
@@ -126,7 +126,7 @@ def expected(scenario: Scenario, minute: float, cfg: Config | None = None) -> di
         # One physical GPU counts once, however many of its MIG instances the execution holds; one it
         # shares with other executions at this minute, in its share.
         devices = {
-            g.device_key: model.device_power(scenario, g, minute) / len(model.holders(scenario, g, minute))
+            g.device_key: oracle.device_power(scenario, g, minute) / len(model.holders(scenario, g, minute))
             for g in e.gpus
         }
         out[catalog.EXECUTION_GPU_POWER_SUM.name].append(Sample(ex, float(sum(devices.values()))))
@@ -159,7 +159,7 @@ def conditions(scenario: Scenario, cfg: Config, minute: float) -> dict[str, list
     for e in running(scenario, minute):
         utils = []
         for gpu in e.gpus:
-            truth = model.gpu_truth(scenario, e, gpu, minute)
+            truth = oracle.gpu_truth(scenario, e, gpu, minute)
             assert truth is not None
             utils.append(truth[catalog.GPU_UTILIZATION])
             memory = truth.get(catalog.GPU_MEMORY_UTILIZATION)  # a GPU without memory fields is never high
@@ -169,7 +169,7 @@ def conditions(scenario: Scenario, cfg: Config, minute: float) -> dict[str, list
         low = sum(utils) / len(utils) < underutilized
         out[catalog.EXECUTION_UNDERUTILIZED.name].append(Sample(ex, float(low)))
         cpus = [
-            model.host_truth(scenario, scenario.host(host), minute)[catalog.NODE_CPU_UTILIZATION]
+            oracle.host_truth(scenario, scenario.host(host), minute)[catalog.NODE_CPU_UTILIZATION]
             for host in sorted({g.host for g in e.gpus})
             if not cpu_stepped_back(scenario.host(host), minute, cfg)
         ]
@@ -191,7 +191,7 @@ def eval_minutes(scenario: Scenario) -> list[float]:
     for e in scenario.executions:
         t = e.start_minute
         for name in e.phases:
-            length = model.PHASES[name].minutes
+            length = phases.PHASES[name].minutes
             minutes.add(t + length / 2)
             t += length
     return sorted(minutes)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.scenario.amd import (
     BINARY_V131,
@@ -15,16 +16,9 @@ from gpu_execution_pack.scenario.amd import (
     AmdHost,
     AmdLoad,
 )
-from gpu_execution_pack.scenario.model import (
-    FRAMEBUFFER_SIGNALS,
-    TRAINING,
-    Execution,
-    Gpu,
-    Host,
-    NameCollision,
-    Scenario,
-    XidEvent,
-)
+from gpu_execution_pack.scenario.model import Execution, Gpu, Host, NameCollision, Scenario, XidEvent
+from gpu_execution_pack.scenario.oracle import FRAMEBUFFER_SIGNALS
+from gpu_execution_pack.scenario.phases import TRAINING
 
 
 def training() -> Scenario:
@@ -474,11 +468,21 @@ def hung_collective() -> Scenario:
     return Scenario("a hung collective", hung_collective.__doc__ or "", (Host("h19"),), (hung, tensor))
 
 
+# The profiling fields dcgm-exporter collects only with its DCP counters file (etc/dcp-metrics-included.csv):
+# every DCGM_FI_PROF_* field outside its default counters (SM activity and occupancy today).
+DCP_FIELDS = frozenset(
+    key
+    for key, signal in catalog.SIGNALS.items()
+    if any(raw.name.startswith("DCGM_FI_PROF_") and not raw.default_collected for raw in signal.raws)
+)
+
+
 def fp32_job() -> Scenario:
     """A job that keeps its engines busy in FP32 with the tensor pipes idle; SM fields exported."""
     e = Execution("fp32-0026", (Gpu("h20", 0),), ("loading", "fp32", "fp32"))
-    exported = frozenset({"sm_active", "sm_occupancy"})
-    return Scenario("FP32 on tensor-core GPUs", fp32_job.__doc__ or "", (Host("h20", "4.10"),), (e,), exported=exported)
+    return Scenario(
+        "FP32 on tensor-core GPUs", fp32_job.__doc__ or "", (Host("h20", "4.10"),), (e,), exported=DCP_FIELDS
+    )
 
 
 def mig_activity_only() -> Scenario:

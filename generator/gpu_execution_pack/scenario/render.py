@@ -14,27 +14,17 @@ from functools import cache, partial
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.scenario import model
+from gpu_execution_pack.scenario import model, oracle
 from gpu_execution_pack.scenario.model import Execution, Gpu, Host, Scenario
+from gpu_execution_pack.scenario.oracle import published, raw_for
 
 STALE = "stale"
 Sample = float | str | None  # a value, STALE, or None for no sample
 
 DRIVER_VERSION = "550.54.15"
 
-# The custom counters file the README asks for adds the power limits to dcgm-exporter's defaults.
-CUSTOM_COUNTERS = frozenset({"power_limit_enforced", "power_limit_requested"})
-# Every DCGM signal a recorded series reads. A scenario publishes each raw metric an exporter
-# collects by default, and the custom counters, unless it says the field is missing
-# (Scenario.missing, Host.missing); the rest only where it says it exports them (Scenario.exported).
+# Every DCGM signal a recorded series reads: each is published as ``oracle.published`` says.
 DCGM_SIGNALS = tuple(k for k, s in catalog.SIGNALS.items() if s.exporter == "dcgm" and k in catalog.READ_SIGNALS)
-
-
-def published(key: str, raw: catalog.RawMetric, scenario: Scenario, host: str) -> bool:
-    """Whether the exporter on ``host`` in ``scenario`` publishes ``raw`` for signal ``key``."""
-    if key in scenario.missing_on(host):
-        return False
-    return raw.default_collected or key in CUSTOM_COUNTERS or key in scenario.exported
 
 
 BACKJUMP_SECONDS = 0.01  # how far an old node_exporter's idle counter steps back
@@ -49,14 +39,14 @@ class ScenarioError(ValueError):
 def to_unit(base: float, unit: str) -> float:
     """Convert an oracle base-unit value to an exporter unit, exactly or not at all."""
     if unit == "percent":
-        value = round(base * model.PERCENT_PER_RATIO, 9)
-        back = value / model.PERCENT_PER_RATIO
+        value = round(base * oracle.PERCENT_PER_RATIO, 9)
+        back = value / oracle.PERCENT_PER_RATIO
     elif unit == "MiB":
-        value = base / model.BYTES_PER_MIB
-        back = value * model.BYTES_PER_MIB
+        value = base / oracle.BYTES_PER_MIB
+        back = value * oracle.BYTES_PER_MIB
     elif unit == "MHz":
-        value = base / model.HERTZ_PER_MHZ
-        back = value * model.HERTZ_PER_MHZ
+        value = base / oracle.HERTZ_PER_MHZ
+        back = value * oracle.HERTZ_PER_MHZ
     elif unit == "KB_per_second":  # NVML's PCIe throughput, KB read as 1024 bytes (see the catalog)
         value = base / 1024
         back = value * 1024
@@ -79,14 +69,6 @@ class RenderedSeries:
         return f"{self.metric}{{{inner}}}"
 
 
-def raw_for(signal_key: str, generation: str) -> catalog.RawMetric | None:
-    """The raw metric an exporter generation publishes for a signal, if any."""
-    for raw in catalog.SIGNALS[signal_key].raws:
-        if generation in raw.generations:
-            return raw
-    return None
-
-
 class Renderer:
     """Renders one scenario for one configuration (attribution mode and labels)."""
 
@@ -95,7 +77,7 @@ class Renderer:
         self.cfg = cfg
         self.mode = cfg.attribution.mode
         # Every raw metric of a GPU reads the same values: compute them once per sample.
-        self.publishes = cache(partial(model.gpu_publishes, scenario))
+        self.publishes = cache(partial(oracle.gpu_publishes, scenario))
 
     # -- time ----------------------------------------------------------------------------
     def minutes(self) -> list[float]:
@@ -193,7 +175,7 @@ class Renderer:
         totals, total = {}, 0.0
         for m in self.minutes():
             totals[m] = total
-            total += getattr(model.device_load(self.s, gpu, m), field) * model.STEP_SECONDS * ticks
+            total += getattr(oracle.device_load(self.s, gpu, m), field) * model.STEP_SECONDS * ticks
         return totals.__getitem__
 
     def gpu_spans(self, host: Host, gpu: Gpu) -> list[tuple[dict[str, str], Callable[[float], bool]]]:
@@ -230,7 +212,7 @@ class Renderer:
                         if raw is None or not published(key, raw, self.s, host.name):
                             continue
                         if key == "energy":
-                            value = partial(model.energy_millijoules, self.s, gpu)
+                            value = partial(oracle.energy_millijoules, self.s, gpu)
                         elif raw.type == "counter":
                             value = self.violation_counter(key, gpu)
                         else:
@@ -288,7 +270,7 @@ class Renderer:
     def node_series(self) -> Iterator[RenderedSeries]:
         for host in self.s.hosts:
             target = tuple(sorted(self.scraped(host, {"instance": host.node_instance, "job": "node"}).items()))
-            truths = [model.host_truth(self.s, host, m) for m in self.minutes()]
+            truths = [oracle.host_truth(self.s, host, m) for m in self.minutes()]
             nodename = host.nodename or host.name
             every = host.node_scrape_seconds // model.STEP_SECONDS  # a sample at every `every`-th step
 

@@ -59,6 +59,7 @@ def amd_suite(cfg: Config) -> list[dict[str, Any]]:
     minute = library.AMD_MID_RUN_MINUTE
     at = format_duration(minute * 60)
     checks: list[dict[str, Any]] = []
+    unpublished = amd.unpublished(fleet, cfg, minute)
     for e in fleet.executions:
         execution = {catalog.EXECUTION_LABEL: e.id} | cluster  # the execution's own series carry these
         # The per-GPU series also carry the workload's namespace, the tenant, where it runs in a pod.
@@ -68,7 +69,7 @@ def amd_suite(cfg: Config) -> list[dict[str, Any]]:
         for row in rows:
             for s, value in row.values.items():
                 by_series.setdefault(s, []).append((row.labels | owner, value))
-        for s in amd.UNPUBLISHED:
+        for s in unpublished:
             by_series[s] = []
         for s, samples in sorted(by_series.items(), key=lambda item: item[0].name):
             checks.append(check(s, owner, samples, at))
