@@ -14,7 +14,7 @@ import pytest
 import yaml
 from gpu_execution_pack import catalog, promql
 from gpu_execution_pack.config import Config, config_from_mapping
-from gpu_execution_pack.dashboards import DASHBOARDS, dashboard_json, execution, house
+from gpu_execution_pack.dashboards import DASHBOARDS, dashboard_json, execution, house, queries
 from gpu_execution_pack.dashboards import lint as dashboard_lint
 from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.rules.kubernetes import kubernetes_rules
@@ -68,7 +68,7 @@ def test_the_linter_reports_each_broken_rule(change, problem):
 @pytest.mark.usefixtures("promtool_available")
 def test_every_panel_query_parses_once_variables_are_substituted():
     exprs = [
-        (f"{name}: {title}", dashboard_lint.substitute(expr, {execution.VARIABLE: EXECUTION}))
+        (f"{name}: {title}", dashboard_lint.substitute(expr, {queries.VARIABLE: EXECUTION}))
         for name, d in committed().items()
         for title, expr in dashboard_lint.queries(d)
     ]
@@ -104,7 +104,7 @@ def test_every_servable_series_is_plotted_on_the_execution_dashboard_in_its_unit
     exprs = {expr: p for p in dashboard_lint.panels(dashboard) for expr in (t["expr"] for t in p["targets"])}
     assert set(catalog.GPU_ACTIVITY_SERIES) <= set(catalog.SERVABLE_SERIES)
     for series in catalog.SERVABLE_SERIES:
-        panel = exprs[promql.render(execution.selected(series))]
+        panel = exprs[promql.render(queries.selected(series))]
         assert panel["fieldConfig"]["defaults"]["unit"] == execution.unit_of(series) != "none", series.name
     assert execution.OTHER_ROW not in [p["title"] for p in dashboard["panels"] if p["type"] == "row"]
 
@@ -117,7 +117,7 @@ def execution_panels(cfg: Config | None = None) -> dict[str, dict]:
 
 def panel_of(panels: dict[str, dict], series: catalog.Series) -> dict:
     """The one panel plotting ``series`` of the dashboard's execution."""
-    expr = promql.render(execution.selected(series))
+    expr = promql.render(queries.selected(series))
     [panel] = [p for p in panels.values() if expr in [t["expr"] for t in p["targets"]]]
     return panel
 
@@ -128,8 +128,8 @@ def test_engine_activity_is_plotted_with_utilisation_and_its_line_is_the_stalled
     panel = panel_of(panels, catalog.GPU_UTILIZATION)
     assert panel is panel_of(panels, catalog.GPU_GRAPHICS_ENGINE_ACTIVE)  # "100 % util, 2 % engine" in one place
     assert [t["legendFormat"] for t in panel["targets"]] == [
-        f"util {execution.GPU_LEGEND}",
-        f"engine {execution.GPU_LEGEND}",
+        f"util {queries.GPU_LEGEND}",
+        f"engine {queries.GPU_LEGEND}",
     ]
     assert panel["fieldConfig"]["defaults"]["thresholds"]["steps"][-1]["value"] == 0.15
     assert panel["fieldConfig"]["defaults"]["unit"] == execution.unit_of(catalog.GPU_UTILIZATION)
@@ -182,7 +182,7 @@ def test_the_fleet_ranks_gpus_by_utilisation_over_engine_activity():
     assert all(gap in t["expr"] for t in panel["targets"][1:])
     assert catalog.GPU_STALLED.name in panel["targets"][3]["expr"]
     assert panel["options"]["sortBy"] == [{"displayName": "Gap (points)", "desc": True}]
-    assert f"var-{execution.VARIABLE}=" in panel["fieldConfig"]["defaults"]["links"][0]["url"]
+    assert f"var-{queries.VARIABLE}=" in panel["fieldConfig"]["defaults"]["links"][0]["url"]
 
 
 def test_the_fleet_lists_shared_gpus():
@@ -238,11 +238,11 @@ def test_a_new_served_series_gets_a_panel_with_its_unit_and_legend_by_itself(mon
     assert [p["title"] for p in dashboard["panels"] if p["type"] == "row"][-1] == execution.OTHER_ROW
     panels = {p["title"]: p for p in dashboard_lint.panels(dashboard)}
     for title, series, unit, legend in (
-        ("Fan speed", fan, "percentunit", execution.GPU_LEGEND),  # titled by its panel hint
-        ("Swap in use", swap, "bytes", execution.HOST_LEGEND),  # else by its doc's first sentence
+        ("Fan speed", fan, "percentunit", queries.GPU_LEGEND),  # titled by its panel hint
+        ("Swap in use", swap, "bytes", queries.HOST_LEGEND),  # else by its doc's first sentence
     ):
         [target] = panels[title]["targets"]
-        assert target["expr"] == promql.render(execution.selected(series))
+        assert target["expr"] == promql.render(queries.selected(series))
         assert target["legendFormat"] == legend and panels[title]["fieldConfig"]["defaults"]["unit"] == unit
         assert panels[title]["description"] == series.doc
     assert dashboard_lint.lint("execution", dashboard) == []
@@ -284,7 +284,7 @@ def test_with_a_cluster_label_every_dashboard_chooses_a_cluster_before_anything_
         for other in variables[2:]:
             assert 'k8s_cluster="$cluster"' in other["query"], (name, other["query"])
     [execution_id] = clustered()["execution"]["templating"]["list"][2:]
-    assert execution_id["name"] == execution.VARIABLE
+    assert execution_id["name"] == queries.VARIABLE
 
 
 def test_with_a_cluster_label_every_recorded_series_a_panel_reads_is_of_the_chosen_cluster():
@@ -385,7 +385,7 @@ def test_backfill_rounds_follow_the_rules_dependencies():
 def panel_queries(cfg: Config, window: str, cluster: str = "") -> list[tuple[str, str, str]]:
     """(dashboard, panel, PromQL as Grafana would send it over the scenario's window, in ``cluster`` where
     given) of every target."""
-    variables = {execution.VARIABLE: EXECUTION, **({"cluster": cluster} if cluster else {})}
+    variables = {queries.VARIABLE: EXECUTION, **({"cluster": cluster} if cluster else {})}
     out = []
     for path, text in dashboard_json(cfg).items():
         for title, expr in dashboard_lint.queries(json.loads(text)):
@@ -566,7 +566,7 @@ def sent(dashboard: str, title: str, window: str, execution_id: str = EXECUTION)
     """The queries of panel ``title``, as Grafana sends them over ``window`` for ``execution_id``."""
     panels = {p["title"]: p for p in dashboard_lint.panels(json.loads(DASHBOARDS[dashboard](Config())))}
     return [
-        dashboard_lint.substitute(t["expr"].replace("$__range", window), {execution.VARIABLE: execution_id})
+        dashboard_lint.substitute(t["expr"].replace("$__range", window), {queries.VARIABLE: execution_id})
         for t in panels[title]["targets"]
     ]
 
@@ -717,7 +717,7 @@ def test_the_cost_dashboard_bills_a_time_sliced_gpu_once(work_prometheus):
     first, last = running(pair[0])[0], max(m for e in pair for m in running(e))
     joules = (model.energy_millijoules(scenario, gpu, last) - model.energy_millijoules(scenario, gpu, first)) / 1000
     assert energy["slice-0029"] == pytest.approx(energy["slice-0030"])
-    assert (energy["slice-0029"] + energy["slice-0030"]) * execution.JOULES_PER_KWH == pytest.approx(joules, rel=0.02)
+    assert (energy["slice-0029"] + energy["slice-0030"]) * queries.JOULES_PER_KWH == pytest.approx(joules, rel=0.02)
 
 
 @pytest.mark.e2e
