@@ -98,15 +98,29 @@ def test_thresholds_drawn_on_panels_come_from_the_alert_config():
     assert steps == [{"color": "green", "value": None}, {"color": "red", "value": 0.9}]
 
 
-def test_every_servable_series_is_plotted_on_the_execution_dashboard_in_its_unit():
+def rows_of(dashboard: dict) -> dict[str, list[dict]]:
+    """Row title -> the panels under it, in the dashboard's order."""
+    rows: dict[str, list[dict]] = {}
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            rows[panel["title"]] = []
+        else:
+            rows[list(rows)[-1]].append(panel)
+    return rows
+
+
+def test_every_servable_series_is_plotted_in_the_row_its_catalog_entry_names_in_its_unit():
     # The default answer's series and those served on request (the activity series) alike.
     dashboard = committed()["execution"]
-    exprs = {expr: p for p in dashboard_lint.panels(dashboard) for expr in (t["expr"] for t in p["targets"])}
     assert set(catalog.GPU_ACTIVITY_SERIES) <= set(catalog.SERVABLE_SERIES)
-    for series in catalog.SERVABLE_SERIES:
-        panel = exprs[promql.render(queries.selected(series))]
-        assert panel["fieldConfig"]["defaults"]["unit"] == execution.unit_of(series) != "none", series.name
-    assert execution.OTHER_ROW not in [p["title"] for p in dashboard["panels"] if p["type"] == "row"]
+    for row, row_panels in rows_of(dashboard).items():
+        exprs = {expr: p for p in row_panels for expr in (t["expr"] for t in p["targets"])}
+        for series in (s for s in catalog.SERVABLE_SERIES if s.row == row):
+            expr = promql.render(queries.selected(series))
+            assert expr in exprs, f"{series.name}: not plotted in the row its catalog entry names, {row!r}"
+            panel = exprs[expr]
+            assert panel["fieldConfig"]["defaults"]["unit"] == execution.unit_of(series) != "none", series.name
+    assert {s.row for s in catalog.SERVABLE_SERIES} <= set(rows_of(dashboard))
 
 
 def execution_panels(cfg: Config | None = None) -> dict[str, dict]:
@@ -220,32 +234,51 @@ def test_cost_tables_count_a_shared_gpu_once_and_say_how():
     )
 
 
-def test_a_new_served_series_gets_a_panel_with_its_unit_and_legend_by_itself(monkeypatch: pytest.MonkeyPatch):
+def test_a_series_added_to_the_catalog_gets_a_panel_in_the_row_it_names(monkeypatch: pytest.MonkeyPatch):
+    """A served series is shown by its catalog entry alone: no edit of the dashboards."""
     fan = dataclasses.replace(
         catalog.GPU_TEMPERATURE,
         name="execution_gpu:gpu_fan_speed_ratio",
         unit="ratio",
-        doc="Fan speed, 0-1.",
+        doc="Fan speed, 0-1. Per GPU.",
         api_name="gpuFanSpeedPercent",
         api_unit="percent",
-        panel="Fan speed",
+        row="Power and temperature",
     )
     swap = dataclasses.replace(
-        catalog.NODE_RAM_USED, name="execution_node:system_swap_used_bytes", doc="Swap in use. Per host.", api_name="x"
+        catalog.NODE_RAM_USED,
+        name="execution_node:system_swap_used_bytes",
+        doc="Swap in use. Per host.",
+        api_name="x",
+        row="Swap",
     )
     monkeypatch.setattr(catalog, "SERVABLE_SERIES", (*catalog.SERVABLE_SERIES, fan, swap))
     dashboard = json.loads(DASHBOARDS["execution"](Config()))
-    assert [p["title"] for p in dashboard["panels"] if p["type"] == "row"][-1] == execution.OTHER_ROW
+    rows = rows_of(dashboard)
+    before = rows_of(committed()["execution"])
+    assert list(rows) == [*before, "Swap"]  # a row the dashboard does not lay out comes last
+    assert [p["title"] for p in rows["Power and temperature"]] == [
+        *(p["title"] for p in before["Power and temperature"]),
+        "Fan speed, 0-1",  # at the end of the row it names, titled by its doc's first sentence
+    ]
+    assert [p["title"] for p in rows["Swap"]] == ["Swap in use"]
     panels = {p["title"]: p for p in dashboard_lint.panels(dashboard)}
     for title, series, unit, legend in (
-        ("Fan speed", fan, "percentunit", queries.GPU_LEGEND),  # titled by its panel hint
-        ("Swap in use", swap, "bytes", queries.HOST_LEGEND),  # else by its doc's first sentence
+        ("Fan speed, 0-1", fan, "percentunit", queries.GPU_LEGEND),
+        ("Swap in use", swap, "bytes", queries.HOST_LEGEND),
     ):
         [target] = panels[title]["targets"]
         assert target["expr"] == promql.render(queries.selected(series))
         assert target["legendFormat"] == legend and panels[title]["fieldConfig"]["defaults"]["unit"] == unit
         assert panels[title]["description"] == series.doc
     assert dashboard_lint.lint("execution", dashboard) == []
+
+
+def test_a_served_series_that_names_no_row_is_refused(monkeypatch: pytest.MonkeyPatch):
+    rowless = dataclasses.replace(catalog.GPU_TEMPERATURE, name="execution_gpu:gpu_fan_speed_ratio", row="")
+    monkeypatch.setattr(catalog, "SERVABLE_SERIES", (*catalog.SERVABLE_SERIES, rowless))
+    with pytest.raises(ValueError, match=r"gpu_fan_speed_ratio: a served series names its .*row \(Series.row\)"):
+        DASHBOARDS["execution"](Config())
 
 
 def test_a_panel_of_series_in_different_units_is_refused():

@@ -1,8 +1,9 @@
 """The Execution dashboard: one execution's GPUs, memory, power, clocks, PCIe and hosts.
 
 The top row is a set of figures over the time range; the rows below plot recorded series over time,
-laid out by ``ROWS``. A served series ``ROWS`` does not place gets a panel of its own in a last row,
-so adding one to the catalog puts it on the dashboard with no edit here.
+laid out by ``ROWS``. A served series no panel of ``ROWS`` plots gets a panel of its own in the row its
+catalog entry names (``Series.row``), so adding one to the catalog puts it on the dashboard with no edit here.
+The queries come from ``queries``, the library the Fleet and Cost dashboards share.
 """
 
 from __future__ import annotations
@@ -404,29 +405,36 @@ ROWS: tuple[tuple[str, tuple[Plot, ...]], ...] = (
         ),
     ),
 )
-OTHER_ROW = "Other served series"
 
 
-def served_plots() -> list[Plot]:
-    """A panel for each servable series ``ROWS`` does not plot, titled by its panel hint or else its doc;
-    a series served only on request may not be collected, so its panel names its fields without data."""
+def own_plot(series: Series) -> Plot:
+    """A panel of its own for a served series no panel of ``ROWS`` plots, titled by the first sentence of its
+    doc; a series served only on request may not be collected, so its panel names its fields without data."""
+    return Plot(series.doc.split(". ")[0].rstrip("."), series.doc, (("", series),), optional=series.api_optional)
+
+
+def laid_out() -> dict[str, list[Plot]]:
+    """The panels of each row: ``ROWS``, and each served series no panel of it plots at the end of the row its
+    catalog entry names (``Series.row``; a row ``ROWS`` lacks comes after them). Adding a served series to the
+    catalog puts it on the dashboard with no edit here."""
     placed = {s for _, plots in ROWS for p in plots for _, s in p.lines}
-    return [
-        Plot(s.panel or s.doc.split(". ")[0].rstrip("."), s.doc, (("", s),), optional=s.api_optional)
-        for s in catalog.SERVABLE_SERIES
-        if s not in placed
-    ]
+    layout = {name: list(plots) for name, plots in ROWS}
+    for series in catalog.SERVABLE_SERIES:
+        if series not in placed:
+            if not series.row:
+                raise ValueError(f"{series.name}: a served series names its Execution dashboard row (Series.row)")
+            layout.setdefault(series.row, []).append(own_plot(series))
+    return layout
 
 
 def rows(cfg: Config) -> list[Section]:
-    """The rows of ``ROWS``, then one of the served series they leave out (where there are any)."""
+    """The rows under the overview, their panels left to right."""
     sections = []
-    for name, plots in (*ROWS, (OTHER_ROW, tuple(served_plots()))):
-        if plots:
-            section = Section(name)
-            for p in plots:
-                section.add(p.panel(cfg), width=p.width)
-            sections.append(section)
+    for name, plots in laid_out().items():
+        section = Section(name)
+        for p in plots:
+            section.add(p.panel(cfg), width=p.width)
+        sections.append(section)
     return sections
 
 
