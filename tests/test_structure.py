@@ -159,6 +159,22 @@ def test_the_check_leaves_other_strings_alone(innocent: str):
     assert not promql_in(innocent + "\n")
 
 
+QUERIES = PACKAGE / "dashboards" / "queries.py"  # the one place Grafana's label_values() is written
+
+
+def test_grafana_label_values_queries_are_built_only_by_the_typed_builder():
+    """Grafana's variable queries come from ``dashboards.queries.label_values(selector, label)``, which prints
+    the selector tree; no f-string elsewhere wraps a rendered selector."""
+    found = [
+        f"{path.relative_to(REPO)}:{line}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != QUERIES
+        for line, text in code_strings(path.read_text(encoding="utf-8"))
+        if "label_values(" in text
+    ]
+    assert not found, "build it with dashboards.queries.label_values:\n" + "\n".join(found)
+
+
 CONFIG = PACKAGE / "config"
 # rules/routing.py is being rewritten on another branch (one matcher grammar); it moves onto the scope then.
 CLUSTER_LABEL_READERS_PENDING = {PACKAGE / "rules" / "routing.py"}
