@@ -29,9 +29,10 @@ from gpu_execution_pack.promql import (
     on,
 )
 
-# The dashboard's Grafana variable. Its name is also the URL parameter (var-execution_id) that links
-# from outside (bookmarks, a scheduler's job page) carry, so it stays fixed even were the recorded
-# series' label (catalog.EXECUTION_LABEL, which SEL matches) renamed.
+# The Execution dashboard's Grafana variable (the Fleet and Cost dashboards link to it by name). Its
+# name is also the URL parameter (var-execution_id) that links from outside (bookmarks, a scheduler's
+# job page) carry, so it stays fixed even were the recorded series' label (catalog.EXECUTION_LABEL,
+# which SEL matches) renamed.
 VARIABLE = "execution_id"
 # The dashboard's execution: Grafana substitutes the variable before the query is sent.
 SEL = match(catalog.EXECUTION_LABEL, f"${VARIABLE}")
