@@ -405,12 +405,12 @@ def test_in_one_kubernetes_cluster_with_nvidia_amd_gpus_are_attributed_by_pod_an
 def test_the_fleet_dashboard_shows_both_vendors_by_model_and_filters_them(loaded):
     import json
 
-    from gpu_execution_pack.dashboards import execution
     from gpu_execution_pack.dashboards import lint as dashboard_lint
+    from gpu_execution_pack.dashboards import queries
 
     server, _, start = loaded
     fleet = json.loads((REPO / "dashboards/fleet.json").read_text())
-    model = next(v for v in fleet["templating"]["list"] if v["name"] == execution.MODEL_VARIABLE)
+    model = next(v for v in fleet["templating"]["list"] if v["name"] == queries.MODEL_VARIABLE)
     assert model["multi"] and model["includeAll"]
     expr = next(
         t["expr"]
@@ -421,7 +421,7 @@ def test_the_fleet_dashboard_shows_both_vendors_by_model_and_filters_them(loaded
     at = start + MID_RUN_SECONDS
 
     def models(chosen: str) -> dict[str, float]:
-        sent = dashboard_lint.substitute(expr, {execution.MODEL_VARIABLE: chosen})
+        sent = dashboard_lint.substitute(expr, {queries.MODEL_VARIABLE: chosen})
         return {r["metric"][catalog.MODEL_LABEL]: float(r["value"][1]) for r in server.query(sent, at)}
 
     # Every model side by side at the default (All): NVIDIA's, AMD's named ones and a part number.

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from gpu_execution_pack import promql
 from gpu_execution_pack.api.app import FLEET_PATH, PATH, SUMMARY_PATH, create_app
 from gpu_execution_pack.api.openapi import openapi_document
-from gpu_execution_pack.config import config_from_mapping
+from gpu_execution_pack.config import ClusterScope, cluster_scope, config_from_mapping
+from gpu_execution_pack.promql import aggregate, selector
 from gpu_execution_pack.query.params import MAX_CLUSTER_LENGTH, RequestError, parse_cluster, parse_params
 from gpu_execution_pack.report import figures, text
 from starlette.testclient import TestClient
@@ -20,16 +22,17 @@ def config(cluster_label: str):
 
 def refusal(value: str | None, label: str) -> str:
     with pytest.raises(RequestError) as caught:
-        parse_cluster(value, label)
+        parse_cluster(value, ClusterScope(label))
     assert caught.value.status == 400
     return str(caught.value)
 
 
 def test_a_cluster_is_any_nonempty_value_of_bounded_length():
-    assert parse_cluster(None, "cluster") is None
-    assert parse_cluster(None, "") is None
-    assert parse_cluster('eu-west "1" {}', "cluster") == 'eu-west "1" {}'  # a label value may hold anything
-    assert parse_cluster("x" * MAX_CLUSTER_LENGTH, "cluster") == "x" * MAX_CLUSTER_LENGTH
+    clusters = ClusterScope("cluster")
+    assert parse_cluster(None, clusters) is None
+    assert parse_cluster(None, ClusterScope("")) is None
+    assert parse_cluster('eu-west "1" {}', clusters) == 'eu-west "1" {}'  # a label value may hold anything
+    assert parse_cluster("x" * MAX_CLUSTER_LENGTH, clusters) == "x" * MAX_CLUSTER_LENGTH
     assert refusal("", "cluster").startswith("cluster: empty; accepted: a cluster's name")
     too_long = refusal("x" * (MAX_CLUSTER_LENGTH + 1), "cluster")
     assert too_long.startswith("cluster: ") and f"1 to {MAX_CLUSTER_LENGTH} characters" in too_long
@@ -40,7 +43,7 @@ def test_a_cluster_without_a_cluster_label_is_refused_saying_so():
     message = refusal("a", "")
     assert message.startswith("cluster: the pack has no cluster label configured")
     assert parse_params(None, None, None).cluster is None
-    assert parse_params(None, None, None, None, "a", "cluster").cluster == "a"
+    assert parse_params(None, None, None, None, "a", ClusterScope("cluster")).cluster == "a"
 
 
 @pytest.mark.parametrize("path", [PATH, SUMMARY_PATH, FLEET_PATH])
@@ -110,3 +113,24 @@ def test_the_fleet_table_has_a_cluster_column_only_where_rows_name_one():
     assert plain[2].startswith("execution ") and plain[3].startswith("train-0001 ")
     clustered = text.render_fleet(fleet_document([{**row, "cluster": "b"}])).splitlines()
     assert clustered[2].startswith("cluster ") and clustered[3].split()[:2] == ["b", "train-0001"]
+
+
+def test_the_cluster_scope_adds_nothing_without_a_cluster_label():
+    one = cluster_scope(config_from_mapping({}))
+    assert not one.enabled and one.partition == () and one.matchers("eu-1") == () and one.labels("eu-1") == {}
+    assert one.named("eu-1") == "" and one.of({"cluster": "eu-1"}) == ""
+    expr = aggregate("sum", ["execution_id"], selector("x"))
+    assert one.partitioned(expr) == expr
+
+
+def test_the_cluster_scope_names_one_cluster_by_the_configured_label():
+    dc = cluster_scope(config_from_mapping({"cluster_label": "dc"}))
+    assert dc.enabled and dc.partition == ("dc",)
+    assert promql.render(selector("x", *dc.matchers("eu-1"))) == 'x{dc="eu-1"}'
+    assert dc.matchers(None) == ()  # no value: every cluster
+    assert dc.labels("eu-1") == {"dc": "eu-1"} and dc.of({"dc": "eu-1", "cluster": "other"}) == "eu-1"
+    assert promql.render(dc.partitioned(aggregate("sum", ["execution_id"], selector("x")))) == (
+        "sum by (dc, execution_id) (x)"
+    )
+    assert dc.named("eu-1") == " in cluster eu-1"
+    assert dc.phrase("The cluster") == "The cluster (dc label)"

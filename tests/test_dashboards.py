@@ -14,7 +14,7 @@ import pytest
 import yaml
 from gpu_execution_pack import catalog, promql
 from gpu_execution_pack.config import Config, config_from_mapping
-from gpu_execution_pack.dashboards import DASHBOARDS, dashboard_json, execution, house
+from gpu_execution_pack.dashboards import DASHBOARDS, dashboard_json, execution, house, queries
 from gpu_execution_pack.dashboards import lint as dashboard_lint
 from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.rules.kubernetes import kubernetes_rules
@@ -68,7 +68,7 @@ def test_the_linter_reports_each_broken_rule(change, problem):
 @pytest.mark.usefixtures("promtool_available")
 def test_every_panel_query_parses_once_variables_are_substituted():
     exprs = [
-        (f"{name}: {title}", dashboard_lint.substitute(expr, {execution.VARIABLE: EXECUTION}))
+        (f"{name}: {title}", dashboard_lint.substitute(expr, {queries.VARIABLE: EXECUTION}))
         for name, d in committed().items()
         for title, expr in dashboard_lint.queries(d)
     ]
@@ -98,15 +98,29 @@ def test_thresholds_drawn_on_panels_come_from_the_alert_config():
     assert steps == [{"color": "green", "value": None}, {"color": "red", "value": 0.9}]
 
 
-def test_every_servable_series_is_plotted_on_the_execution_dashboard_in_its_unit():
+def rows_of(dashboard: dict) -> dict[str, list[dict]]:
+    """Row title -> the panels under it, in the dashboard's order."""
+    rows: dict[str, list[dict]] = {}
+    for panel in dashboard["panels"]:
+        if panel["type"] == "row":
+            rows[panel["title"]] = []
+        else:
+            rows[list(rows)[-1]].append(panel)
+    return rows
+
+
+def test_every_servable_series_is_plotted_in_the_row_its_catalog_entry_names_in_its_unit():
     # The default answer's series and those served on request (the activity series) alike.
     dashboard = committed()["execution"]
-    exprs = {expr: p for p in dashboard_lint.panels(dashboard) for expr in (t["expr"] for t in p["targets"])}
     assert set(catalog.GPU_ACTIVITY_SERIES) <= set(catalog.SERVABLE_SERIES)
-    for series in catalog.SERVABLE_SERIES:
-        panel = exprs[promql.render(execution.selected(series))]
-        assert panel["fieldConfig"]["defaults"]["unit"] == execution.unit_of(series) != "none", series.name
-    assert execution.OTHER_ROW not in [p["title"] for p in dashboard["panels"] if p["type"] == "row"]
+    for row, row_panels in rows_of(dashboard).items():
+        exprs = {expr: p for p in row_panels for expr in (t["expr"] for t in p["targets"])}
+        for series in (s for s in catalog.SERVABLE_SERIES if s.row == row):
+            expr = promql.render(queries.selected(series))
+            assert expr in exprs, f"{series.name}: not plotted in the row its catalog entry names, {row!r}"
+            panel = exprs[expr]
+            assert panel["fieldConfig"]["defaults"]["unit"] == execution.unit_of(series) != "none", series.name
+    assert {s.row for s in catalog.SERVABLE_SERIES} <= set(rows_of(dashboard))
 
 
 def execution_panels(cfg: Config | None = None) -> dict[str, dict]:
@@ -117,7 +131,7 @@ def execution_panels(cfg: Config | None = None) -> dict[str, dict]:
 
 def panel_of(panels: dict[str, dict], series: catalog.Series) -> dict:
     """The one panel plotting ``series`` of the dashboard's execution."""
-    expr = promql.render(execution.selected(series))
+    expr = promql.render(queries.selected(series))
     [panel] = [p for p in panels.values() if expr in [t["expr"] for t in p["targets"]]]
     return panel
 
@@ -128,8 +142,8 @@ def test_engine_activity_is_plotted_with_utilisation_and_its_line_is_the_stalled
     panel = panel_of(panels, catalog.GPU_UTILIZATION)
     assert panel is panel_of(panels, catalog.GPU_GRAPHICS_ENGINE_ACTIVE)  # "100 % util, 2 % engine" in one place
     assert [t["legendFormat"] for t in panel["targets"]] == [
-        f"util {execution.GPU_LEGEND}",
-        f"engine {execution.GPU_LEGEND}",
+        f"util {queries.GPU_LEGEND}",
+        f"engine {queries.GPU_LEGEND}",
     ]
     assert panel["fieldConfig"]["defaults"]["thresholds"]["steps"][-1]["value"] == 0.15
     assert panel["fieldConfig"]["defaults"]["unit"] == execution.unit_of(catalog.GPU_UTILIZATION)
@@ -182,7 +196,7 @@ def test_the_fleet_ranks_gpus_by_utilisation_over_engine_activity():
     assert all(gap in t["expr"] for t in panel["targets"][1:])
     assert catalog.GPU_STALLED.name in panel["targets"][3]["expr"]
     assert panel["options"]["sortBy"] == [{"displayName": "Gap (points)", "desc": True}]
-    assert f"var-{execution.VARIABLE}=" in panel["fieldConfig"]["defaults"]["links"][0]["url"]
+    assert f"var-{queries.VARIABLE}=" in panel["fieldConfig"]["defaults"]["links"][0]["url"]
 
 
 def test_the_fleet_lists_shared_gpus():
@@ -220,32 +234,51 @@ def test_cost_tables_count_a_shared_gpu_once_and_say_how():
     )
 
 
-def test_a_new_served_series_gets_a_panel_with_its_unit_and_legend_by_itself(monkeypatch: pytest.MonkeyPatch):
+def test_a_series_added_to_the_catalog_gets_a_panel_in_the_row_it_names(monkeypatch: pytest.MonkeyPatch):
+    """A served series is shown by its catalog entry alone: no edit of the dashboards."""
     fan = dataclasses.replace(
         catalog.GPU_TEMPERATURE,
         name="execution_gpu:gpu_fan_speed_ratio",
         unit="ratio",
-        doc="Fan speed, 0-1.",
+        doc="Fan speed, 0-1. Per GPU.",
         api_name="gpuFanSpeedPercent",
         api_unit="percent",
-        panel="Fan speed",
+        row="Power and temperature",
     )
     swap = dataclasses.replace(
-        catalog.NODE_RAM_USED, name="execution_node:system_swap_used_bytes", doc="Swap in use. Per host.", api_name="x"
+        catalog.NODE_RAM_USED,
+        name="execution_node:system_swap_used_bytes",
+        doc="Swap in use. Per host.",
+        api_name="x",
+        row="Swap",
     )
     monkeypatch.setattr(catalog, "SERVABLE_SERIES", (*catalog.SERVABLE_SERIES, fan, swap))
     dashboard = json.loads(DASHBOARDS["execution"](Config()))
-    assert [p["title"] for p in dashboard["panels"] if p["type"] == "row"][-1] == execution.OTHER_ROW
+    rows = rows_of(dashboard)
+    before = rows_of(committed()["execution"])
+    assert list(rows) == [*before, "Swap"]  # a row the dashboard does not lay out comes last
+    assert [p["title"] for p in rows["Power and temperature"]] == [
+        *(p["title"] for p in before["Power and temperature"]),
+        "Fan speed, 0-1",  # at the end of the row it names, titled by its doc's first sentence
+    ]
+    assert [p["title"] for p in rows["Swap"]] == ["Swap in use"]
     panels = {p["title"]: p for p in dashboard_lint.panels(dashboard)}
     for title, series, unit, legend in (
-        ("Fan speed", fan, "percentunit", execution.GPU_LEGEND),  # titled by its panel hint
-        ("Swap in use", swap, "bytes", execution.HOST_LEGEND),  # else by its doc's first sentence
+        ("Fan speed, 0-1", fan, "percentunit", queries.GPU_LEGEND),
+        ("Swap in use", swap, "bytes", queries.HOST_LEGEND),
     ):
         [target] = panels[title]["targets"]
-        assert target["expr"] == promql.render(execution.selected(series))
+        assert target["expr"] == promql.render(queries.selected(series))
         assert target["legendFormat"] == legend and panels[title]["fieldConfig"]["defaults"]["unit"] == unit
         assert panels[title]["description"] == series.doc
     assert dashboard_lint.lint("execution", dashboard) == []
+
+
+def test_a_served_series_that_names_no_row_is_refused(monkeypatch: pytest.MonkeyPatch):
+    rowless = dataclasses.replace(catalog.GPU_TEMPERATURE, name="execution_gpu:gpu_fan_speed_ratio", row="")
+    monkeypatch.setattr(catalog, "SERVABLE_SERIES", (*catalog.SERVABLE_SERIES, rowless))
+    with pytest.raises(ValueError, match=r"gpu_fan_speed_ratio: a served series names its .*row \(Series.row\)"):
+        DASHBOARDS["execution"](Config())
 
 
 def test_a_panel_of_series_in_different_units_is_refused():
@@ -284,7 +317,7 @@ def test_with_a_cluster_label_every_dashboard_chooses_a_cluster_before_anything_
         for other in variables[2:]:
             assert 'k8s_cluster="$cluster"' in other["query"], (name, other["query"])
     [execution_id] = clustered()["execution"]["templating"]["list"][2:]
-    assert execution_id["name"] == execution.VARIABLE
+    assert execution_id["name"] == queries.VARIABLE
 
 
 def test_with_a_cluster_label_every_recorded_series_a_panel_reads_is_of_the_chosen_cluster():
@@ -385,7 +418,7 @@ def test_backfill_rounds_follow_the_rules_dependencies():
 def panel_queries(cfg: Config, window: str, cluster: str = "") -> list[tuple[str, str, str]]:
     """(dashboard, panel, PromQL as Grafana would send it over the scenario's window, in ``cluster`` where
     given) of every target."""
-    variables = {execution.VARIABLE: EXECUTION, **({"cluster": cluster} if cluster else {})}
+    variables = {queries.VARIABLE: EXECUTION, **({"cluster": cluster} if cluster else {})}
     out = []
     for path, text in dashboard_json(cfg).items():
         for title, expr in dashboard_lint.queries(json.loads(text)):
@@ -566,7 +599,7 @@ def sent(dashboard: str, title: str, window: str, execution_id: str = EXECUTION)
     """The queries of panel ``title``, as Grafana sends them over ``window`` for ``execution_id``."""
     panels = {p["title"]: p for p in dashboard_lint.panels(json.loads(DASHBOARDS[dashboard](Config())))}
     return [
-        dashboard_lint.substitute(t["expr"].replace("$__range", window), {execution.VARIABLE: execution_id})
+        dashboard_lint.substitute(t["expr"].replace("$__range", window), {queries.VARIABLE: execution_id})
         for t in panels[title]["targets"]
     ]
 
@@ -717,7 +750,7 @@ def test_the_cost_dashboard_bills_a_time_sliced_gpu_once(work_prometheus):
     first, last = running(pair[0])[0], max(m for e in pair for m in running(e))
     joules = (oracle.energy_millijoules(scenario, gpu, last) - oracle.energy_millijoules(scenario, gpu, first)) / 1000
     assert energy["slice-0029"] == pytest.approx(energy["slice-0030"])
-    assert (energy["slice-0029"] + energy["slice-0030"]) * execution.JOULES_PER_KWH == pytest.approx(joules, rel=0.02)
+    assert (energy["slice-0029"] + energy["slice-0030"]) * queries.JOULES_PER_KWH == pytest.approx(joules, rel=0.02)
 
 
 @pytest.mark.e2e

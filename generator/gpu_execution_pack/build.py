@@ -14,7 +14,7 @@ from pathlib import Path
 
 from gpu_execution_pack import promtool
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.dashboards import dashboard_json, execution, provisioning
+from gpu_execution_pack.dashboards import dashboard_json, provisioning, queries
 from gpu_execution_pack.dashboards import lint as dashboard_lint
 from gpu_execution_pack.docs import configuration, runbook, series
 from gpu_execution_pack.docs import report as report_doc
@@ -95,7 +95,7 @@ def convention_problems(cfg: Config, files: dict[Path, str], config: str | None 
                 problems += dashboard_lint.schema_problems(path.name, dashboard)
         except dashboard_lint.SchemasUnavailable as missing:
             problems.append(str(missing))
-    variables = {execution.VARIABLE: "example", execution.CLUSTER_VARIABLE: "example"}
+    variables = {queries.VARIABLE: "example", queries.CLUSTER_VARIABLE: "example"}
     problems += dashboard_lint.promql_problems(
         [
             (f"{p.name}: panel {title!r}", dashboard_lint.substitute(expr, variables))

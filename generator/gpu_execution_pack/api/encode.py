@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from gpu_execution_pack import catalog
+from gpu_execution_pack.config import CLUSTER
 from gpu_execution_pack.query.params import Params, Window, iso
 
 
@@ -36,7 +37,7 @@ def assemble(execution_id: str, params: Params, window: Window, answers: list[li
 
 def head(execution_id: str, params: Params, window: Window) -> dict[str, Any]:
     """The document's keys before ``series``; ``cluster`` only where a cluster label is configured."""
-    cluster = {} if params.cluster is None else {"cluster": params.cluster}
+    cluster = {} if params.cluster is None else {CLUSTER: params.cluster}
     return {
         "executionId": execution_id,
         **cluster,

@@ -14,7 +14,7 @@ from typing import Any
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.api.responses import MAX_HEADER_BYTES
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import CLUSTER, Config, cluster_scope
 from gpu_execution_pack.promql.durations import DURATION_PATTERN
 from gpu_execution_pack.query.params import (
     DEFAULT_STEP,
@@ -29,7 +29,6 @@ from gpu_execution_pack.report.document import MAX_FLEET_TOP
 
 ID = "execution_id"  # the path parameter that carries the execution id, whose pattern the config sets
 SERIES = "series"  # the metrics route's query parameter that names the series to answer
-CLUSTER = "cluster"  # the query parameter that names a cluster (only with a cluster label configured)
 ONE_EXECUTION, FILTER = "execution", "filter"  # what ``cluster`` does on a route: pick the execution's, or filter
 PATH = f"/api/v2/external/execution/{{{ID}}}/metrics"
 SUMMARY_PATH = f"/api/v2/external/execution/{{{ID}}}/summary"
@@ -230,7 +229,7 @@ def openapi_document(cfg: Config | None = None) -> dict[str, Any]:
             "paths": {path: {"get": operation(route, cfg)} for path, route in ROUTES.items()},
         }
     )
-    if cfg.cluster_label:
+    if cluster_scope(cfg).enabled:
         with_clusters(document["components"]["schemas"])
     return document
 
@@ -296,7 +295,7 @@ def series_schema(series: catalog.Series) -> dict[str, Any]:
 def operation(route: Operation, cfg: Config) -> dict[str, Any]:
     """A route's ``get`` object: its parameters (the id's pattern from ``cfg``) and its responses."""
     out: dict[str, Any] = {"summary": route.summary}
-    clustered = route.cluster if cfg.cluster_label else ""
+    clustered = route.cluster if cluster_scope(cfg).enabled else ""
     if route.parameters:
         out["parameters"] = [id_parameter(cfg) if p == ID else p for p in route.parameters]
     if clustered:
@@ -317,13 +316,14 @@ def operation(route: Operation, cfg: Config) -> dict[str, Any]:
 
 def cluster_parameter(cfg: Config, does: str) -> dict[str, Any]:
     """The ``cluster`` query parameter: a value of the configured cluster label."""
+    clusters = cluster_scope(cfg)
     if does == ONE_EXECUTION:
         description = (
-            f"The cluster ({cfg.cluster_label} label) that holds the execution; required only when the id exists in "
+            f"{clusters.phrase('The cluster')} that holds the execution; required only when the id exists in "
             "more than one cluster this key may see (else 409), otherwise the one cluster that holds it"
         )
     else:
-        description = f"Only the executions of this cluster ({cfg.cluster_label} label); default: every cluster"
+        description = f"Only the executions of {clusters.phrase('this cluster')}; default: every cluster"
     return {
         "name": CLUSTER,
         "in": "query",

@@ -68,7 +68,8 @@ class MetricsStream:
         self.params = params
         self.window = window
         self.tenant = tenant
-        self.cluster_label = owner.cfg.cluster_label  # matched through the execution's own matchers
+        # The cluster is matched through the execution's own matchers, not again from an entry's labels.
+        self.own_labels = (catalog.EXECUTION_LABEL, *owner.clusters.partition)
         self.timeout = math.inf  # once the headers are sent, how long the stream waits for any one piece
         self.pending: deque[asyncio.Task[tuple[dict[str, str] | None, bytes]]] = deque()
         self.entries: dict[str, list[dict[str, str]]] = {}  # set by ``open``
@@ -123,7 +124,7 @@ class MetricsStream:
             piece.series,
             self.execution_id,
             self.tenant,
-            *(match(k, v) for k, v in piece.labels.items() if k not in (catalog.EXECUTION_LABEL, self.cluster_label)),
+            *(match(k, v) for k, v in piece.labels.items() if k not in self.own_labels),
             cluster=self.params.cluster,
         )
         answer = await self.owner.prometheus.range_answer(query, piece.start, piece.end, self.window.step)

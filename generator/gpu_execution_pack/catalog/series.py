@@ -85,9 +85,10 @@ class Series:
     doc: str
     api_name: str = ""
     api_unit: str = ""
-    # The title of its own panel on the Execution dashboard, for a served series the dashboard's rows
-    # do not place (empty: the first sentence of ``doc``).
-    panel: str = ""
+    # The Execution dashboard's row that plots a served series: a panel of that row, or else a panel of
+    # its own at the row's end, titled by the first sentence of ``doc`` (a row the dashboard does not lay
+    # out comes after the others). A served series must name one.
+    row: str = ""
     # Served only where the endpoint's ``series`` parameter names it; the default answer is the rest.
     api_optional: bool = False
 
@@ -97,9 +98,15 @@ class Series:
 
 
 def _gpu(
-    name: str, unit: str, doc: str, *formulas: Formula, api: tuple[str, str] = ("", ""), api_optional: bool = False
+    name: str,
+    unit: str,
+    doc: str,
+    *formulas: Formula,
+    api: tuple[str, str] = ("", ""),
+    row: str = "",
+    api_optional: bool = False,
 ) -> Series:
-    return Series(name, unit, GPU_LABELS, formulas, doc, api[0], api[1], api_optional=api_optional)
+    return Series(name, unit, GPU_LABELS, formulas, doc, api[0], api[1], row, api_optional)
 
 
 # Per-GPU series, in evaluation order: a formula may read series recorded above it.
@@ -110,6 +117,7 @@ GPU_UTILIZATION = _gpu(
     Formula(signal("gpu_util"), where=(match(MIG_INSTANCE_LABEL, ""),), note="whole GPUs"),
     Formula(signal("gr_engine_active"), note="MIG instances, and GPUs without DCGM_FI_DEV_GPU_UTIL"),
     api=("gpuUtilizationPercent", "percent"),
+    row="Utilisation",
 )
 GPU_MEMORY_USED = _gpu(
     "execution_gpu:gpu_memory_used_bytes",
@@ -133,6 +141,7 @@ GPU_MEMORY_UTILIZATION = _gpu(
     "Framebuffer capacity used, 0-1.",
     Formula(GPU_MEMORY_USED.select() / GPU_MEMORY_TOTAL.select().gt(0)),
     api=("gpuMemoryUtilizationPercent", "percent"),
+    row="GPU memory",
 )
 GPU_TEMPERATURE = _gpu(
     "execution_gpu:gpu_temperature_celsius",
@@ -140,6 +149,7 @@ GPU_TEMPERATURE = _gpu(
     "GPU temperature.",
     Formula(signal("gpu_temp")),
     api=("gpuTemperatureCelsius", "celsius"),
+    row="Power and temperature",
 )
 GPU_POWER = _gpu(
     "execution_gpu:gpu_power_watts",
@@ -147,6 +157,7 @@ GPU_POWER = _gpu(
     "Board power draw (device-wide on MIG).",
     Formula(signal("power_usage")),
     api=("gpuPowerWatt", "watts"),
+    row="Power and temperature",
 )
 GPU_POWER_LIMIT = _gpu(
     "execution_gpu:gpu_power_limit_watts",
@@ -155,6 +166,7 @@ GPU_POWER_LIMIT = _gpu(
     Formula(signal("power_limit_enforced")),
     Formula(signal("power_limit_requested"), note="where the enforced limit is not exported"),
     api=("gpuPowerLimitWatt", "watts"),
+    row="Power and temperature",
 )
 GPU_SM_CLOCK = _gpu(
     "execution_gpu:gpu_sm_clock_hertz",
@@ -162,6 +174,7 @@ GPU_SM_CLOCK = _gpu(
     "SM clock.",
     Formula(signal("sm_clock")),
     api=("gpuClockSmMhz", "MHz"),
+    row="Clocks",
 )
 GPU_MEMORY_CLOCK = _gpu(
     "execution_gpu:gpu_memory_clock_hertz",
@@ -169,6 +182,7 @@ GPU_MEMORY_CLOCK = _gpu(
     "Memory clock.",
     Formula(signal("mem_clock")),
     api=("gpuClockMemMhz", "MHz"),
+    row="Clocks",
 )
 GPU_PCIE_RX = _gpu(
     "execution_gpu:gpu_pcie_rx_bytes_per_second",
@@ -176,6 +190,7 @@ GPU_PCIE_RX = _gpu(
     "PCIe host-to-device throughput.",
     Formula(signal("pcie_rx")),
     api=("gpuPcieThroughputRxBytesPerSec", "bytes_per_second"),
+    row="PCIe",
 )
 GPU_PCIE_TX = _gpu(
     "execution_gpu:gpu_pcie_tx_bytes_per_second",
@@ -183,6 +198,7 @@ GPU_PCIE_TX = _gpu(
     "PCIe device-to-host throughput.",
     Formula(signal("pcie_tx")),
     api=("gpuPcieThroughputTxBytesPerSec", "bytes_per_second"),
+    row="PCIe",
 )
 # What the GPU's engines really did. GPU_UTIL counts time with *a* kernel resident, so a job
 # spinning in a hung NCCL collective reads 100 %; the profiling fields count active cycles.
@@ -192,6 +208,7 @@ GPU_GRAPHICS_ENGINE_ACTIVE = _gpu(
     "Graphics/compute engine activity, 0-1: the share of time the engines worked.",
     Formula(signal("gr_engine_active")),
     api=("gpuGraphicsEngineActivePercent", "percent"),
+    row="Utilisation",
     api_optional=True,
 )
 GPU_TENSOR_ACTIVE = _gpu(
@@ -200,6 +217,7 @@ GPU_TENSOR_ACTIVE = _gpu(
     "Tensor-pipe activity, 0-1: near 0 on a job that does its matrix maths without tensor cores.",
     Formula(signal("tensor_active")),
     api=("gpuTensorActivePercent", "percent"),
+    row="Work truth",
     api_optional=True,
 )
 GPU_DRAM_ACTIVE = _gpu(
@@ -208,6 +226,7 @@ GPU_DRAM_ACTIVE = _gpu(
     "Device-memory interface activity, 0-1: memory bandwidth in use.",
     Formula(signal("dram_active")),
     api=("gpuDramActivePercent", "percent"),
+    row="Work truth",
     api_optional=True,
 )
 GPU_SM_ACTIVE = _gpu(
@@ -216,6 +235,7 @@ GPU_SM_ACTIVE = _gpu(
     "SM activity, 0-1: the share of cycles an SM had a warp resident (with the DCP counters file).",
     Formula(signal("sm_active")),
     api=("gpuSmActivePercent", "percent"),
+    row="Work truth",
     api_optional=True,
 )
 GPU_SM_OCCUPANCY = _gpu(
@@ -224,6 +244,7 @@ GPU_SM_OCCUPANCY = _gpu(
     "SM occupancy, 0-1: resident warps as a share of the maximum (with the DCP counters file).",
     Formula(signal("sm_occupancy")),
     api=("gpuSmOccupancyPercent", "percent"),
+    row="Work truth",
     api_optional=True,
 )
 GPU_ACTIVITY_SERIES: tuple[Series, ...] = (
@@ -422,6 +443,7 @@ NODE_RAM_TOTAL = Series(
     "Host RAM size.",
     "systemRamTotalBytes",
     "bytes",
+    row="Hosts",
 )
 NODE_RAM_USED = Series(
     "execution_node:system_ram_used_bytes",
@@ -431,6 +453,7 @@ NODE_RAM_USED = Series(
     "Host RAM in use (total minus available).",
     "systemRamUsedBytes",
     "bytes",
+    row="Hosts",
 )
 NODE_CPU_UTILIZATION = Series(
     "execution_node:system_cpu_utilization_ratio",
@@ -441,6 +464,7 @@ NODE_CPU_UTILIZATION = Series(
     "Host CPU busy share, averaged over its CPUs, 0-1.",
     "systemCpuUsagePercent",
     "percent",
+    row="Hosts",
 )
 NODE_SERIES: tuple[Series, ...] = (NODE_RAM_TOTAL, NODE_RAM_USED, NODE_CPU_UTILIZATION)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from gpu_execution_pack.config.cluster import CLUSTER, ONE_CLUSTER, ClusterScope, cluster_scope
 from gpu_execution_pack.config.loader import ConfigError, build
 from gpu_execution_pack.config.schema import (
     CAUSE_SEVERITIES,
@@ -21,11 +22,15 @@ from gpu_execution_pack.config.schema import (
 
 __all__ = [
     "CAUSE_SEVERITIES",
+    "CLUSTER",
+    "ONE_CLUSTER",
     "SEVERITIES",
     "Alerts",
+    "ClusterScope",
     "Config",
     "ConfigError",
     "PredictAlert",
+    "cluster_scope",
     "config_from_mapping",
     "load_config",
 ]

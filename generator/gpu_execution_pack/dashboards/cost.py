@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.dashboards import execution, fleet, house
-from gpu_execution_pack.dashboards.execution import (
+from gpu_execution_pack.dashboards import fleet, house, queries
+from gpu_execution_pack.dashboards.house import Section, table, timeseries
+from gpu_execution_pack.dashboards.queries import (
     MODEL_LEGEND,
     billed_cost,
     energy_kwh,
@@ -14,7 +15,6 @@ from gpu_execution_pack.dashboards.execution import (
     query,
     stacked,
 )
-from gpu_execution_pack.dashboards.house import Section, table, timeseries
 from gpu_execution_pack.promql import aggregate
 
 
@@ -90,8 +90,8 @@ def render(cfg: Config) -> str:
     return house.render(
         title(cfg),
         panels,
-        [*execution.variables(cfg), execution.model_variable(cfg)],
+        [*queries.variables(cfg), queries.model_variable(cfg)],
         "GPU-hours billed against GPU-hours of actual work, and their cost, per execution and per GPU model.",
         time_from="now-7d",
-        scope=execution.of_models(cfg),
+        scope=queries.of_models(cfg),
     )

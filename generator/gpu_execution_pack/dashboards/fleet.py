@@ -7,10 +7,10 @@ from collections.abc import Iterable
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import Series
-from gpu_execution_pack.config import Config
-from gpu_execution_pack.dashboards import execution, house
-from gpu_execution_pack.dashboards.execution import MODEL_LEGEND, energy_kwh, gpu_hours, over_range, query
+from gpu_execution_pack.config import Config, cluster_scope
+from gpu_execution_pack.dashboards import execution, house, queries
 from gpu_execution_pack.dashboards.house import Section, stat, table, timeseries
+from gpu_execution_pack.dashboards.queries import MODEL_LEGEND, energy_kwh, gpu_hours, over_range, query
 from gpu_execution_pack.promql import Expr, Paren, aggregate, any_of, call, on
 
 
@@ -22,11 +22,11 @@ def execution_link(cfg: Config) -> str:
     """The Execution dashboard for the row's execution (in the same cluster), over the same time range."""
     uid = house.uid_for(execution.title(cfg))
     variables = (
-        f"var-{execution.VARIABLE}=${{__data.fields.{catalog.EXECUTION_LABEL}}}"
+        f"var-{queries.VARIABLE}=${{__data.fields.{catalog.EXECUTION_LABEL}}}"
         f"&var-{house.DATASOURCE_VARIABLE}=${{{house.DATASOURCE_VARIABLE}}}"
     )
-    if cfg.cluster_label:
-        variables += f"&var-{execution.CLUSTER_VARIABLE}=${{{execution.CLUSTER_VARIABLE}}}"
+    if cluster_scope(cfg).enabled:
+        variables += f"&var-{queries.CLUSTER_VARIABLE}=${{{queries.CLUSTER_VARIABLE}}}"
     return f"/d/{uid}?{variables}&${{__url_time_range}}"
 
 
@@ -161,7 +161,7 @@ def disagreement(cfg: Config) -> Section:
     util = over_range("avg_over_time", catalog.GPU_UTILIZATION.select())
     engine = over_range("avg_over_time", catalog.GPU_GRAPHICS_ENGINE_ACTIVE.select())
     gap = call("topk", TOP_DISAGREEING, 100 * Paren(util - engine))
-    stalled = call("sum_over_time", execution.per_minute(catalog.GPU_STALLED.select()))
+    stalled = call("sum_over_time", queries.per_minute(catalog.GPU_STALLED.select()))
     columns = {
         "Gap (points)": gap,
         "Mean utilisation (%)": Paren(100 * util).and_(gap),
@@ -190,8 +190,8 @@ def shared(cfg: Config) -> Section:
     """The GPUs several executions held at once in the time range (time-slicing, MPS), and by whom."""
     share = catalog.GPU_SHARE.select()
     lowest = over_range("min_over_time", share).lt(1)
-    minutes = call("count_over_time", execution.per_minute(share.lt(1)))
-    billed = Paren(execution.gpu_minutes(share) / 60).and_(lowest)  # per series: the tenant label stays
+    minutes = call("count_over_time", queries.per_minute(share.lt(1)))
+    billed = Paren(queries.gpu_minutes(share) / 60).and_(lowest)  # per series: the tenant label stays
     devices = or_zero(aggregate("count", None, aggregate("count", catalog.DEVICE_LABELS, lowest)))
     split = (
         "A GPU N executions hold at once is split 1/N to each at every moment (NVML cannot tell their work "
@@ -231,8 +231,8 @@ def render(cfg: Config) -> str:
     return house.render(
         title(cfg),
         house.layout([now(cfg), waste(cfg), disagreement(cfg), shared(cfg), health(cfg)]),
-        [*execution.variables(cfg), execution.model_variable(cfg)],
+        [*queries.variables(cfg), queries.model_variable(cfg)],
         "Every execution at once: waste, GPUs that look busy and are not, shared GPUs, throttling, OOM risk and "
         "utilisation by GPU model.",
-        scope=execution.of_models(cfg),
+        scope=queries.of_models(cfg),
     )

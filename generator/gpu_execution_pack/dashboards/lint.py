@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from gpu_execution_pack import promtool
-from gpu_execution_pack.dashboards.execution import MODEL_VARIABLE
 from gpu_execution_pack.dashboards.house import ALL_VALUE, DATASOURCE, DATASOURCE_VARIABLE
+from gpu_execution_pack.dashboards.queries import MODEL_VARIABLE
 from gpu_execution_pack.output import to_yaml
 
 # Where Grafana's JSON Schemas (grafana-foundation-sdk's, Apache-2.0) are, if anywhere: nothing in

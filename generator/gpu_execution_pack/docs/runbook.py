@@ -7,7 +7,7 @@ import functools
 import jinja2
 
 from gpu_execution_pack import __version__, catalog, promql
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import CLUSTER, ONE_CLUSTER, ClusterScope, Config, cluster_scope
 from gpu_execution_pack.output import command
 from gpu_execution_pack.promql import match, parse_duration_seconds
 from gpu_execution_pack.rules.alerts import AlertBuilder
@@ -27,12 +27,11 @@ def environment() -> jinja2.Environment:
     return env
 
 
-def selected(source: catalog.Series | catalog.RawMetric, label: str, cluster_label: str = "") -> str:
+def selected(source: catalog.Series | catalog.RawMetric, label: str, clusters: ClusterScope = ONE_CLUSTER) -> str:
     """The PromQL selector of ``source`` for one value of ``label``, left for the reader to fill in (``…``),
     within one cluster where ``cluster_label`` is set: ids and host names repeat across the clusters of
     one store, so a query without it mixes theirs."""
-    within = (match(cluster_label, "…"),) if cluster_label else ()
-    return promql.render(source.select(match(label, "…"), *within))
+    return promql.render(source.select(match(label, "…"), *clusters.matchers("…")))
 
 
 def render_template(template: str, cfg: Config | None, regenerate: str) -> str:
@@ -41,6 +40,7 @@ def render_template(template: str, cfg: Config | None, regenerate: str) -> str:
     Queries the docs show are built as the rules are, and printed by ``promql`` (or ``selected``).
     """
     cfg = cfg or Config()
+    clusters = cluster_scope(cfg)
     return (
         environment()
         .get_template(template)
@@ -50,7 +50,9 @@ def render_template(template: str, cfg: Config | None, regenerate: str) -> str:
             c=catalog,
             alerts=AlertBuilder(cfg),
             promql=promql.render,
-            selected=functools.partial(selected, cluster_label=cfg.cluster_label),
+            selected=functools.partial(selected, clusters=clusters),
+            clusters=clusters,
+            cluster=CLUSTER,
             version=__version__,
             regenerate=regenerate,
         )

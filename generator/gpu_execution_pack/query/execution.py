@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpu_execution_pack import catalog
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import (
     Expr,
     Matcher,
@@ -29,7 +29,6 @@ from gpu_execution_pack.promql import (
     match,
     on,
     parse_duration_seconds,
-    partitioned,
     render,
     selector,
 )
@@ -152,6 +151,7 @@ class ExecutionMetrics:
         self.cfg = cfg
         self.api = cfg.api
         self.prometheus = prometheus
+        self.clusters = cluster_scope(cfg)
         self.id_pattern = re.compile(cfg.api.execution_id_pattern)
         # Spans of finished executions, by (id, tenant, cluster): 3 round trips saved per repeated request.
         self.finished: OrderedDict[tuple[str, str | None, str | None], tuple[Span, float]] = OrderedDict()
@@ -159,7 +159,7 @@ class ExecutionMetrics:
     def execution(self, execution_id: str, cluster: str | None) -> tuple[Matcher, ...]:
         """The matchers of one execution: its id, and its cluster's where one is named (None: any cluster)."""
         own = match(catalog.EXECUTION_LABEL, execution_id)
-        return (own,) if cluster is None else (own, match(self.cfg.cluster_label, cluster))
+        return (own, *self.clusters.matchers(cluster))
 
     def selector(
         self, series: catalog.Series, execution_id: str, tenant: str | None, *matchers: Matcher, cluster: str | None
@@ -240,17 +240,16 @@ class ExecutionMetrics:
         now = time.time()
         lookback = parse_duration_seconds(self.api.lookback)
         bucket = max(SPAN_BUCKET_SECONDS, math.ceil(lookback / CHUNK_POINTS))
-        label = self.cfg.cluster_label
-        counting = partitioned(presence_counts(presence, bucket), label)
+        counting = self.clusters.partitioned(presence_counts(presence, bucket))
         counts = await self.prometheus.range(render(counting), now - lookback, now, bucket)
         hours = [t for c in counts for t, _ in c["values"]]
         not_found = RequestError(404, f"execution {execution_id!r} not found")
         if not hours:
             raise not_found
-        if label and cluster is None:
-            clusters = sorted({c["metric"].get(label, "") for c in counts})
+        if self.clusters.enabled and cluster is None:
+            clusters = sorted({self.clusters.of(c["metric"]) for c in counts})
             if len(clusters) > 1:
-                raise ambiguous(execution_id, label, clusters)
+                raise ambiguous(execution_id, self.clusters.label, clusters)
             cluster = clusters[0]
             presence = self.scoped(catalog.GPU_PRESENCE, execution_id, tenant, lambda e: e, cluster=cluster)
         samples = render(presence.range(seconds(bucket)))
@@ -299,7 +298,7 @@ class ExecutionMetrics:
         """A request's id and parameters checked, and the window they ask for (400s name what is wrong);
         the parameters name the cluster that holds the execution (``Params.cluster``)."""
         check_execution_id(execution_id, self.id_pattern)
-        params = parse_params(start, end, step, series, cluster, self.cfg.cluster_label)
+        params = parse_params(start, end, step, series, cluster, self.clusters)
         return await self.window(execution_id, params, tenant)
 
     async def answers(

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from gpu_execution_pack import catalog
+from gpu_execution_pack.config import ONE_CLUSTER, ClusterScope
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.promql.durations import DURATION_RE
 
@@ -156,14 +157,15 @@ def parse_series(value: str | None) -> tuple[catalog.Series, ...]:
     return tuple(s for s in catalog.SERVABLE_SERIES if s.api_name in names)
 
 
-def parse_cluster(value: str | None, cluster_label: str) -> str | None:
-    """The ``cluster`` parameter: None when not given; refused when the pack has no ``cluster_label``, and
+def parse_cluster(value: str | None, clusters: ClusterScope) -> str | None:
+    """The ``cluster`` parameter: None when not given; refused when the pack has no cluster label, and
     when empty or longer than MAX_CLUSTER_LENGTH (any other string may be a label's value)."""
     if value is None:
         return None
-    if not cluster_label:
+    if not clusters.enabled:
         raise bad("cluster: the pack has no cluster label configured (cluster_label is empty); accepted: no cluster")
-    accepted = f"accepted: a cluster's name ({cluster_label} label), 1 to {MAX_CLUSTER_LENGTH} characters"
+    name = clusters.phrase("a cluster's name")
+    accepted = f"accepted: {name}, 1 to {MAX_CLUSTER_LENGTH} characters"
     if not value:
         raise bad(f"cluster: empty; {accepted}")
     if len(value) > MAX_CLUSTER_LENGTH:
@@ -177,7 +179,7 @@ def parse_params(
     step: str | None,
     series: str | None = None,
     cluster: str | None = None,
-    cluster_label: str = "",
+    clusters: ClusterScope = ONE_CLUSTER,
 ) -> Params:
     """The request's parameters as far as they can be checked without the execution: syntax, range, order."""
     step_s = parse_step(step)
@@ -185,7 +187,7 @@ def parse_params(
     if start_s is not None and end_s is not None and end_s < start_s:
         raise bad(f"end: before start ({iso(end_s)} < {iso(start_s)}); accepted: an end at or after start")
     step_text = DEFAULT_STEP if step is None else step
-    return Params(start_s, end_s, step_s, step_text, parse_series(series), parse_cluster(cluster, cluster_label))
+    return Params(start_s, end_s, step_s, step_text, parse_series(series), parse_cluster(cluster, clusters))
 
 
 def iso(ts: float) -> str:

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from gpu_execution_pack import catalog
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import CLUSTER, Config, cluster_scope
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.query.execution import ExecutionMetrics
 from gpu_execution_pack.query.params import RequestError, check_execution_id, iso, parse_cluster, parse_time
@@ -205,7 +205,7 @@ def power_block(f: fig.ExecutionFigures, joules: float | None, source: str) -> d
 
 def cluster_of(cfg: Config, f: fig.ExecutionFigures) -> dict[str, str]:
     """The ``cluster`` key of an execution's document or row: only where a cluster label is configured."""
-    return {"cluster": f.cluster} if cfg.cluster_label else {}
+    return {CLUSTER: f.cluster} if cluster_scope(cfg).enabled else {}
 
 
 def summary(
@@ -252,7 +252,7 @@ async def execution_summary(
         raise RequestError(
             400, f"end: before start ({iso(end_s)} < {iso(start_s)}); accepted: an end at or after start"
         )
-    span = await metrics.span(execution_id, tenant, parse_cluster(cluster, cfg.cluster_label))
+    span = await metrics.span(execution_id, tenant, parse_cluster(cluster, cluster_scope(cfg)))
     first, last, running = span.first, span.last, span.running
     start_s = first if start_s is None else max(start_s, first)
     end_s = last if end_s is None else min(end_s, last)
@@ -318,7 +318,7 @@ async def fleet_summary(
         raise RequestError(400, f"since: {since!r} is not accepted; accepted: above 0 and at most {cfg.api.lookback}")
     if not 1 <= top <= MAX_FLEET_TOP:
         raise RequestError(400, f"top: {top} is not accepted; accepted: 1 to {MAX_FLEET_TOP}")
-    cluster = parse_cluster(cluster, cfg.cluster_label)
+    cluster = parse_cluster(cluster, cluster_scope(cfg))
     now = time.time() if at is None else at
     scope = fig.Scope(cfg, None, tenant, cluster=cluster)
     # Ranked on two queries over every execution; the figures and verdicts are read for the top rows only

@@ -22,7 +22,7 @@ import yaml
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL, UUID_LABEL, Series
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import (
     Expr,
     Matcher,
@@ -35,7 +35,6 @@ from gpu_execution_pack.promql import (
     match,
     on,
     parse_duration_seconds,
-    partitioned,
     render,
     selector,
 )
@@ -219,18 +218,18 @@ class Scope:
             self.execution = [any_execution(ids)]
         self.tenant = [match(cfg.api.tenant_label, tenant)] if tenant else []
         self.cluster_value = cluster
-        self.cluster = [match(cfg.cluster_label, cluster)] if cluster is not None and cfg.cluster_label else []
-        self.label = cfg.cluster_label
-        partition = (self.label,) if self.label else ()
+        self.clusters = cluster_scope(cfg)
+        self.cluster = self.clusters.matchers(cluster)
+        partition = self.clusters.partition
         self.gpu_key, self.host_key = (*partition, *GPU_KEY), (*partition, *HOST_KEY)
 
     def key(self, metric: dict[str, str]) -> Key:
         """The execution a result belongs to: its cluster ("" without a cluster label) and id."""
-        return (metric.get(self.label, "") if self.label else "", metric.get(EXECUTION_LABEL, ""))
+        return (self.clusters.of(metric), metric.get(EXECUTION_LABEL, ""))
 
     def query(self, expr: Expr) -> str:
         """``expr`` as PromQL, computed apart for each cluster where a cluster label is configured."""
-        return render(partitioned(expr, self.label))
+        return render(self.clusters.partitioned(expr))
 
     def gpu(self, series: Series) -> Expr:
         return series.select(*self.execution, *self.cluster, *self.tenant)

@@ -27,7 +27,7 @@ from gpu_execution_pack.catalog import (
     UUID_LABEL,
     Series,
 )
-from gpu_execution_pack.config import Config, PredictAlert
+from gpu_execution_pack.config import Config, PredictAlert, cluster_scope
 from gpu_execution_pack.promql import (
     Binary,
     Expr,
@@ -150,11 +150,11 @@ class AlertBuilder:
     def __init__(self, cfg: Config):
         self.cfg = cfg
         self.a = cfg.alerts
-        cluster = cfg.cluster_label
+        clusters = cluster_scope(cfg)
         # Where rules run over several clusters, descriptions name the alert's cluster and their
         # queries read that cluster's series only.
-        self.in_cluster = f" in cluster {label_value(cluster)}" if cluster else ""
-        self.own_labels: tuple[str, ...] = (cluster,) if cluster else ()
+        self.in_cluster = clusters.named(label_value(clusters.label))
+        self.own_labels: tuple[str, ...] = clusters.partition
         self.execution = EXECUTION + self.in_cluster
 
     @property

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.output import command, yaml_document
 from gpu_execution_pack.promql import Expr
 from gpu_execution_pack.rules.alerts import alert_group
@@ -72,7 +72,7 @@ def rule_files(
     for group in all_groups(cfg):
         if not placement or placement_of(group) == placement:
             # The guard is partitioned like the rule it guards (partitioning twice changes nothing).
-            guarded = group if guard is None else group.guarded(guard).partitioned(cfg.cluster_label)
+            guarded = group if guard is None else group.guarded(guard).partitioned(cluster_scope(cfg).label)
             by_file.setdefault(group.file, []).append(guarded)
     return {
         rules_dir / f"{name}{RULE_FILE_SUFFIX}": yaml_document(
@@ -85,7 +85,7 @@ def rule_files(
 def all_groups(cfg: Config) -> list[RuleGroup]:
     """Recording groups first (alerts read them), in evaluation order; computed per cluster where
     ``cluster_label`` is set."""
-    return [g.partitioned(cfg.cluster_label) for g in (*recording_groups(cfg), alert_group(cfg))]
+    return [g.partitioned(cluster_scope(cfg).label) for g in (*recording_groups(cfg), alert_group(cfg))]
 
 
 def placement_of(group: RuleGroup) -> str:

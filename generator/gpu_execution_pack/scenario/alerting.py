@@ -16,7 +16,7 @@ from functools import cache
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL, Series
-from gpu_execution_pack.config import Alerts, Config, PredictAlert
+from gpu_execution_pack.config import Alerts, Config, PredictAlert, cluster_scope
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.scenario import expected, model, oracle
 from gpu_execution_pack.scenario.humanize import go_value, humanize, humanize_percentage
@@ -58,7 +58,7 @@ class World:
         self.s = scenario
         self.cfg = cfg
         # Descriptions name the cluster where the config has a cluster label.
-        self.in_cluster = f" in cluster {scenario.cluster}" if cfg.cluster_label else ""
+        self.in_cluster = cluster_scope(cfg).named(scenario.cluster)
         # The exporters descriptions name: dcgm-exporter alone where the vendors are pinned to NVIDIA.
         names = {"nvidia": "dcgm-exporter", "amd": "device-metrics-exporter"}
         self.exporters = " or ".join(names[v] for v in cfg.vendors)

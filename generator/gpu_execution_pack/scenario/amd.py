@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import Series
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.scenario.model import STEP_SECONDS
 from gpu_execution_pack.scenario.render import STALE, RenderedSeries, Sample
 
@@ -370,7 +370,7 @@ def as_configured(fleet: AmdFleet, cfg: Config, cluster: str = "") -> AmdFleet:
         for h in fleet.hosts
     )
     job_label = cfg.amd.execution_label or cfg.execution_label
-    extra = ((cfg.cluster_label, cluster),) if cfg.cluster_label else ()
+    extra = tuple(cluster_scope(cfg).labels(cluster).items())
     # amd.selector's equality matchers hold on every series (e.g. the job a user's scrape config names).
     fixed = {m.label: str(m.value) for m in cfg.amd.matchers if m.op == "="}
     job = fixed.pop("job", fleet.job)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from functools import cache, partial
 
 from gpu_execution_pack import catalog
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.scenario import model, oracle
 from gpu_execution_pack.scenario.model import Execution, Gpu, Host, Scenario
 from gpu_execution_pack.scenario.oracle import published, raw_for
@@ -322,10 +322,10 @@ class Renderer:
         """Every raw series of the scenario; each carries the scenario's cluster where the config names a
         cluster label (an external label of the cluster's Prometheus, as a central store sees it)."""
         series = [*self.dcgm_series(), *self.attribution_series(), *self.node_series(), *self.kube_state_series()]
-        label = self.cfg.cluster_label
-        if not label:
+        cluster = cluster_scope(self.cfg).labels(self.s.cluster)
+        if not cluster:
             return series
-        return [replace(s, labels=tuple(sorted(dict(s.labels, **{label: self.s.cluster}).items()))) for s in series]
+        return [replace(s, labels=tuple(sorted(dict(s.labels, **cluster).items()))) for s in series]
 
 
 # -- promtool notation -----------------------------------------------------------------------

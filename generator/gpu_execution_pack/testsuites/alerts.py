@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import format_duration
 from gpu_execution_pack.rules.alerts import alert_rules
 from gpu_execution_pack.rules.groups import AlertRule
 from gpu_execution_pack.scenario import alerting, expected, render
 from gpu_execution_pack.scenario.alerting import PREFIX, AlertSpec, Timelines, World
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Scenario
-from gpu_execution_pack.testsuites.recording import scenario_cluster
 
 ONE_MINUTE = 60 // STEP_SECONDS  # steps
 SEARCH = 12  # steps an instant may move to get clear of a boundary
@@ -40,7 +39,11 @@ def eval_steps(timelines: Timelines, scenario: Scenario) -> list[int]:
 def expected_alert(spec: AlertSpec, rule: AlertRule, world: World, entity: alerting.Entity, step: int) -> dict:
     minute = step * STEP_SECONDS / 60
     return {
-        "exp_labels": {**dict(entity.labels), **scenario_cluster(world.s, world.cfg), "severity": spec.severity},
+        "exp_labels": {
+            **dict(entity.labels),
+            **cluster_scope(world.cfg).labels(world.s.cluster),
+            "severity": spec.severity,
+        },
         "exp_annotations": {
             "summary": rule.summary,
             "description": spec.describe(world, entity, minute),

@@ -14,7 +14,7 @@ from typing import Any
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import Series
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import call, format_duration, render, selector
 from gpu_execution_pack.scenario import amd, library
 from gpu_execution_pack.scenario.model import CLUSTER, STEP_SECONDS
@@ -51,7 +51,7 @@ def check(series: Series, of: dict[str, str], samples: list[tuple[dict[str, str]
 
 def amd_suite(cfg: Config) -> list[dict[str, Any]]:
     """One promtool test: the AMD fleet under ``cfg``, each execution's per-GPU series checked mid-run."""
-    cluster = {cfg.cluster_label: CLUSTER} if cfg.cluster_label else {}
+    cluster = cluster_scope(cfg).labels(CLUSTER)
     fleet = amd.as_configured(library.amd_fleet(), cfg, CLUSTER)
     series = [*fleet.series(), *amd.fleet_node_series(fleet)]
     if cfg.attribution.mode == "kubernetes":

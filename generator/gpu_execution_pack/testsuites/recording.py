@@ -10,7 +10,7 @@ import math
 from typing import Any
 
 from gpu_execution_pack import catalog
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import Matcher, call, format_duration, match, render, selector
 from gpu_execution_pack.scenario import expected, model
 from gpu_execution_pack.scenario import render as scenario_render
@@ -72,11 +72,6 @@ def unowned(gpu: model.Gpu, cluster: tuple[Matcher, ...]) -> str:
     return per_gpu_series(match(catalog.UUID_LABEL, gpu.uuid), *instance, *cluster)
 
 
-def scenario_cluster(scenario: Scenario, cfg: Config) -> dict[str, str]:
-    """The cluster label and value every series of ``scenario`` carries; none without ``cluster_label``."""
-    return {cfg.cluster_label: scenario.cluster} if cfg.cluster_label else {}
-
-
 def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
     """One promtool test: the scenario's raw series, and every recorded series checked mid-phase."""
     checks = []
@@ -92,8 +87,8 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
     )
     records = [s.name for s in catalog.ALL_SERIES if s not in unchecked]
     # Checks read the scenario's own cluster: beside another cluster's series, they must see the same.
-    own = scenario_cluster(scenario, cfg)
-    cluster = tuple(match(k, v) for k, v in own.items())
+    clusters = cluster_scope(cfg)
+    own, cluster = clusters.labels(scenario.cluster), clusters.matchers(scenario.cluster)
     for minute in expected.eval_minutes(scenario):
         want = expected.expected(scenario, minute, cfg) | expected.conditions(scenario, cfg, minute)
         steady = expected.hosts_steady(scenario, minute, cfg)
