@@ -79,8 +79,8 @@ $(PROMETHEUS3_BIN)/prometheus:
 # Prometheus is started once), with the system's Prometheus 2.x; then the end-to-end tier again with
 # Prometheus 3 (its promtool and server first on PATH; conftest.py checks they are 3.x).
 test: venv promtool prometheus3
-	$(VENV)/bin/pytest -n auto --dist loadfile
-	PATH=$(PROMETHEUS3_BIN):$$PATH GPU_PACK_EXPECT_PROMETHEUS=3 $(VENV)/bin/pytest -n auto --dist loadfile -m e2e
+	$(VENV)/bin/pytest -n auto --dist loadfile --durations=25
+	PATH=$(PROMETHEUS3_BIN):$$PATH GPU_PACK_EXPECT_PROMETHEUS=3 $(VENV)/bin/pytest -n auto --dist loadfile -m e2e --durations=25
 
 # The fast tier, while you work: no Prometheus, Alertmanager, server, wheel build or large promtool suite.
 test-fast: venv

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,22 @@ def test_serve_refuses_to_start_without_keys(monkeypatch: pytest.MonkeyPatch, ca
     assert cli.main(["serve", "--port", "1"]) == 2
     err = capsys.readouterr().err
     assert "api.keys_file" in err and "GPU_PACK_API_KEYS" in err and "--insecure-no-auth" in err
+
+
+def test_report_refuses_an_id_and_since_together(capsys: pytest.CaptureFixture[str]):
+    assert cli.main(["report", "job-1", "--since", "1d"]) == 2
+    assert capsys.readouterr().err == "error: give an EXECUTION_ID or --since DURATION, not both\n"
+
+
+def test_an_unreachable_prometheus_is_named_in_words_with_the_setting_to_change(
+    capsys: pytest.CaptureFixture[str],
+):
+    with socket.socket() as closed:  # a port bound but never listened on: connections to it are refused
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        assert cli.main(["report", "job-1", "--prometheus", f"http://127.0.0.1:{port}"]) == 3
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"error: Prometheus is unreachable: connection refused at 127.0.0.1:{port}; set --prometheus or api.prometheus_url\n"
+    )

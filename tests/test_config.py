@@ -46,9 +46,10 @@ def test_overrides_apply_and_keep_other_defaults(tmp_path: Path):
 
 BAD = [
     ({"colour": "red"}, "colour: unknown key; accepted keys: alertmanager, alerts, amd, api, attribution, cluster_"),
+    ({"vendor": ["amd"]}, "vendor: unknown key; did you mean 'vendors'? accepted keys: alertmanager, alerts, amd"),
     (
         {"attribution": {"mod": "label"}},
-        "attribution.mod: unknown key; accepted keys in attribution: kubernetes_metric",
+        "attribution.mod: unknown key; did you mean 'mode'? accepted keys in attribution: kubernetes_metric",
     ),
     (
         {"attribution": {"mode": "slurm"}},
@@ -104,7 +105,8 @@ BAD = [
     ({"alerts": {"gpu_memory_high": {"severity": "page"}}}, "severity: 'page' is not accepted; accepted: critical"),
     (
         {"alerts": {"gpu_memory_high": {"for_": "5m"}}},
-        "alerts.gpu_memory_high.for_: unknown key; accepted keys in alerts.gpu_memory_high: for, severity, threshold",
+        "alerts.gpu_memory_high.for_: unknown key; did you mean 'for'? accepted keys in alerts.gpu_memory_high: for, "
+        "severity, threshold",
     ),
     ({"alerts": {"thermal_throttling": {"threshold_celsius": -3}}}, "threshold_celsius: -3.0 is not accepted"),
     (

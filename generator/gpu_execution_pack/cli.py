@@ -145,6 +145,9 @@ def ask_prometheus(args: argparse.Namespace, work, then=None) -> Any:
 
     try:
         return asyncio.run(run())
+    except prometheus.PrometheusUnreachable as err:
+        print(f"error: {err}; set --prometheus or api.prometheus_url", file=sys.stderr)
+        return 3
     except (params.RequestError, prometheus.PrometheusError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2 if err.status < 500 else 3
@@ -208,7 +211,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     _require_api_extra()
     from gpu_execution_pack.report import document, text
 
-    if (args.execution_id is None) == (args.since is None):
+    if args.execution_id is not None and args.since is not None:
+        print("error: give an EXECUTION_ID or --since DURATION, not both", file=sys.stderr)
+        return 2
+    if args.execution_id is None and args.since is None:
         print("error: give an EXECUTION_ID, or --since DURATION for the fleet view", file=sys.stderr)
         return 2
     if args.since is not None:

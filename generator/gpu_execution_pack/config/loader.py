@@ -9,6 +9,7 @@ accepts. Nothing here knows the pack's keys: they live in ``sections`` and ``sch
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from collections.abc import Mapping
 from dataclasses import field
@@ -199,8 +200,10 @@ def build(cls: type, data: Any, where: str = "", base: Any = None) -> Any:
     fields = {yaml_key(f): f for f in dataclasses.fields(cls)}
     unknown = sorted(set(map(str, data)) - set(fields))
     if unknown:
+        close = difflib.get_close_matches(unknown[0], fields, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         raise ConfigError(
-            f"{_join(where, unknown[0])}: unknown key; accepted keys{' in ' + where if where else ''}: "
+            f"{_join(where, unknown[0])}: unknown key; {hint}accepted keys{' in ' + where if where else ''}: "
             + ", ".join(sorted(fields))
         )
     values = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -59,6 +60,26 @@ class PrometheusError(Exception):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
+
+
+class PrometheusUnreachable(PrometheusError):
+    """No connection to Prometheus at all (refused, no such host): a 502 whose message says why in words."""
+
+    def __init__(self, url: str, err: httpx.ConnectError):
+        where = httpx.URL(url).netloc.decode() or url
+        super().__init__(502, f"Prometheus is unreachable: {self.reason(err)} at {where}")
+
+    @staticmethod
+    def reason(err: BaseException) -> str:
+        """The OS's reason in words: httpx wraps it ("All connection attempts failed") around the refusal."""
+        cause: BaseException | None = err
+        while cause is not None:
+            if isinstance(cause, ConnectionRefusedError):
+                return "connection refused"
+            cause = cause.__cause__ or cause.__context__
+        # "[Errno -2] Name or service not known": the errno is noise to a reader.
+        text = re.sub(r"^\[Errno -?\d+\]\s*", "", str(err)).strip().rstrip(".") or "no connection"
+        return text[:1].lower() + text[1:]
 
 
 @contextmanager
@@ -151,6 +172,8 @@ class PrometheusClient:
             return await self.client.get(path, params={**params, **self.params})
         except httpx.TimeoutException:
             raise PrometheusError(504, f"Prometheus at {self.url} did not answer in time") from None
+        except httpx.ConnectError as err:
+            raise PrometheusUnreachable(self.url, err) from None
         except httpx.HTTPError as err:
             raise PrometheusError(502, f"Prometheus at {self.url} is unreachable: {type(err).__name__}") from None
 
