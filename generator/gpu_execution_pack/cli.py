@@ -11,6 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from gpu_execution_pack import __version__, build, promtool, testsuites
 from gpu_execution_pack.config import Config, ConfigError, load_config
 from gpu_execution_pack.docs.configuration import defaults_yaml
@@ -237,6 +239,29 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """The live deployment against the config: a checklist (exit 1 on a fail), or with --write-config the
+    config it should have."""
+    _require_api_extra()
+    from gpu_execution_pack.doctor import advice, checks, probe, text
+
+    deployment = ask_prometheus(args, probe.probe)
+    if isinstance(deployment, int):
+        return deployment
+    cfg = load_config(args.config)
+    where = args.prometheus or cfg.api.prometheus_url
+    items = checks.checklist(cfg, deployment)
+    if args.json:
+        print_json(text.document(items, where))
+    else:
+        sys.stdout.write(text.render(items, where))
+    if args.write_config:
+        user = yaml.safe_load(Path(args.config).read_text()) if args.config else None
+        write_all({Path(args.write_config): advice.suggested_config(user or {}, cfg, deployment)})
+        print(f"wrote {args.write_config}", file=sys.stderr)
+    return 1 if checks.worst(items) == "fail" else 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     _require_api_extra()
     try:
@@ -320,6 +345,11 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--end", help="ISO 8601 (default: its last sample)")
     r.add_argument("--cluster", help=CLUSTER_HELP + "; with --since, only that cluster's executions")
     r.set_defaults(func=cmd_report)
+    d = with_config(sub.add_parser("doctor", help="check a live deployment against the config (exit 1 on a fail)"))
+    d.add_argument("--prometheus", help="Prometheus URL (default: api.prometheus_url)")
+    d.add_argument("--json", action="store_true", help="print the checklist as JSON (for CI)")
+    d.add_argument("--write-config", metavar="FILE", help="write the config the deployment should have")
+    d.set_defaults(func=cmd_doctor)
     sv = with_config(sub.add_parser("serve", help="serve GET /api/v2/external/execution/{id}/metrics"))
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8080)

@@ -161,6 +161,18 @@ class PrometheusClient:
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             raise PrometheusError(502, f"Prometheus at {self.url} did not serve its configuration") from None
 
+    async def api_data(self, path: str, params: dict[str, Any] | None = None) -> Any:
+        """Any API answer's ``data`` (rule groups, targets, label values, runtime info); a 502 otherwise."""
+        response = await self._answer(path, params or {})
+        try:
+            body = parse_json(response.content)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or body.get("status") != "success" or "data" not in body:
+            error = str(body.get("error", "")) if isinstance(body, dict) else "no JSON"
+            raise PrometheusError(502, f"Prometheus did not serve {path} ({response.status_code}: {error[:200]})")
+        return body["data"]
+
     async def _get(self, path: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         response = await self._answer(path, params)
         if len(response.content) > OFFLOAD_BYTES:  # parsing it would hold the event loop for milliseconds

@@ -1,0 +1,75 @@
+"""``doctor --write-config``: the config the deployment should have, the user's own keys kept.
+
+Each change comes from a fact of the deployment (what its exporters publish, how its targets are
+labelled, how many clusters share the store), never from a guess; the file says what changed and
+why, and what a pinned config costs later.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from gpu_execution_pack.config import Config, cluster_scope, config_from_mapping
+from gpu_execution_pack.output import to_yaml
+
+from .checks import generations_found, hosts_named_at_scrape, vendors_found
+from .probe import Deployment
+
+# Hosts with this many CPUs make the per-CPU idle rate the served groups' costliest rule (docs/benchmarks.md:
+# 128 CPUs, about 40 % of their time); rating them once a minute costs a quarter of every 15 s.
+MANY_CPUS = 64
+CPU_RATE_INTERVAL = "1m"
+# make bench-host-identity at 10,000 GPUs on hosts of 128 CPUs (docs/benchmarks.md): the served groups'
+# time against the floor's, with the defaults and with what this file sets.
+SAVING = (
+    "At 10,000 GPUs on 128-CPU hosts (make bench-host-identity, docs/benchmarks.md) the served groups took\n"
+    "# 1.99x the floor's time with the defaults, 1.40x with hosts named at scrape, 1.17x with the CPU rate\n"
+    "# each minute too, and 1.06x with the generations and vendors pinned as well."
+)
+WARNING = (
+    "A pinned config reads only what the fleet had when doctor ran: an exporter of another generation or\n"
+    "# vendor added later goes unrecorded. Run `gpu-execution-pack doctor -c <this file>` after changing\n"
+    "# exporters (and in CI): its vendors and dcgm generations checks fail when the fleet has names this\n"
+    "# file does not read."
+)
+
+
+def _set(data: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, key = dotted.split(".")
+    for name in parents:
+        data = data.setdefault(name, {})
+    data[key] = value
+
+
+def changes(cfg: Config, d: Deployment) -> dict[str, tuple[Any, str]]:
+    """Each key the deployment's facts call for, with its value and why."""
+    out: dict[str, tuple[Any, str]] = {}
+    vendors = vendors_found(cfg, d)
+    if vendors and vendors != cfg.vendors:
+        out["vendors"] = (list(vendors), "the GPU exporters found")
+    generations = generations_found(d.metric_names)
+    if "nvidia" in vendors and generations != cfg.dcgm.generations:
+        out["dcgm.generations"] = (list(generations), "the dcgm-exporter metric names found")
+    if hosts_named_at_scrape(d) and not cfg.node.at_scrape:
+        out["node.host_identity"] = ("scrape", "every target carries the target label hostname")
+    if d.max_cpus_per_host >= MANY_CPUS and not cfg.node.cpu_rate_interval:
+        out["node.cpu_rate_interval"] = (CPU_RATE_INTERVAL, f"hosts of up to {d.max_cpus_per_host} CPUs")
+    several = sorted(label for label, values in d.cluster_values.items() if len(values) > 1)
+    if several and not cluster_scope(cfg).enabled:
+        out["cluster_label"] = (several[0], f"{len(d.cluster_values[several[0]])} clusters in one store")
+    return out
+
+
+def suggested_config(user: dict[str, Any], cfg: Config, d: Deployment) -> str:
+    """The YAML of ``user``'s config (its keys kept) with the deployment's facts set, checked by loading it."""
+    data = copy.deepcopy(user)
+    advised = changes(cfg, d)
+    for key, (value, _) in advised.items():
+        _set(data, key, value)
+    config_from_mapping(data, "the suggested config")  # a ConfigError here is a bug of ours, not the user's
+    why = "\n".join(f"#   {key}: {reason}" for key, (_, reason) in advised.items()) or "#   nothing: it fits"
+    return (
+        f"# Written by gpu-execution-pack doctor from the live deployment. Changed:\n{why}\n# {SAVING}\n# {WARNING}\n"
+        + (to_yaml(data) if data else "{}\n")
+    )

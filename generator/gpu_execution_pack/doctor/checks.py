@@ -1,0 +1,305 @@
+"""The doctor's checklist: each check reads the deployment's facts beside the config and says pass,
+info, warn or fail, with what it found and what to do.
+
+A fail is a figure or alert that is wrong or missing as deployed (series the rules do not read, groups
+not loaded, clusters merged); a warn costs time or hides a finding; info says what is so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpu_execution_pack import catalog
+from gpu_execution_pack.config import Config, cluster_scope
+from gpu_execution_pack.promql.durations import parse_duration_seconds
+from gpu_execution_pack.rules.files import all_groups
+
+from .probe import HOST_TARGET_LABEL, Deployment
+
+STATUSES: tuple[str, ...] = ("pass", "info", "warn", "fail")  # in rising order of concern
+GROUP_PREFIX = "gpu-execution-pack."
+# A group that takes this share of its interval has no room for a slow evaluation: the next is missed.
+EVALUATION_WARN_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Item:
+    """One line of the checklist."""
+
+    check: str
+    status: str
+    found: str
+    fix: str = ""
+
+
+def nvidia_generations_of(names: frozenset[str]) -> dict[str, frozenset[str]]:
+    """For each dcgm-exporter raw metric present, the catalog's generations that publish it."""
+    generations: dict[str, set[str]] = {}
+    for signal in catalog.SIGNALS.values():
+        for raw in signal.raws:
+            if raw.vendor == "nvidia" and raw.generations and raw.name in names:
+                generations.setdefault(raw.name, set()).update(raw.generations)
+    return {name: frozenset(g) for name, g in generations.items()}
+
+
+def generations_found(names: frozenset[str]) -> tuple[str, ...]:
+    """The fewest generations whose names cover every dcgm-exporter metric present, newest first on a tie
+    (3.3 and 4.8 read the same names but for PCIe: a fleet without PCIe fields is read alike by both)."""
+    uncovered = nvidia_generations_of(names)
+    chosen: list[str] = []
+    while uncovered:
+        best = max(reversed(catalog.GENERATIONS), key=lambda g: sum(g in gs for gs in uncovered.values()))
+        chosen.append(best)
+        uncovered = {name: gs for name, gs in uncovered.items() if best not in gs}
+    return tuple(g for g in catalog.GENERATIONS if g in chosen)
+
+
+def amd_names(cfg: Config) -> frozenset[str]:
+    """Every name device-metrics-exporter may publish a field under, with each configured prefix."""
+    return frozenset(
+        f"{prefix}{metric.name}"
+        for signal in catalog.SIGNALS.values()
+        if signal.amd is not None
+        for metric in signal.amd.metrics
+        for prefix in {*cfg.amd.metric_prefixes, "", "amd_"}
+    )
+
+
+def vendors_found(cfg: Config, d: Deployment) -> tuple[str, ...]:
+    nvidia = bool(nvidia_generations_of(d.metric_names))
+    amd = bool(d.metric_names & amd_names(cfg))
+    return tuple(v for v, present in (("nvidia", nvidia), ("amd", amd)) if present)
+
+
+def check_vendors(cfg: Config, d: Deployment) -> Item:
+    found = vendors_found(cfg, d)
+    unread = [v for v in found if v not in cfg.vendors]
+    if unread:
+        return Item(
+            "vendors",
+            "fail",
+            f"exporters of {', '.join(unread)} publish, and the rules read no such GPU",
+            f"set vendors: [{', '.join(found)}]",
+        )
+    if not found:
+        return Item(
+            "vendors",
+            "fail",
+            "no GPU exporter's metrics in this Prometheus",
+            "scrape dcgm-exporter (or device-metrics-exporter) here, or point --prometheus at the one that does",
+        )
+    idle = [v for v in cfg.vendors if v not in found]
+    if idle:
+        return Item(
+            "vendors",
+            "warn",
+            f"the rules read {', '.join(idle)} GPUs, and none publish",
+            f"set vendors: [{', '.join(found)}] (each vendor read costs every per-GPU rule an `or` branch)",
+        )
+    return Item("vendors", "pass", f"GPU exporters found: {', '.join(found)}")
+
+
+def check_generations(cfg: Config, d: Deployment) -> Item:
+    if "nvidia" not in cfg.vendors or not nvidia_generations_of(d.metric_names):
+        return Item("dcgm generations", "info", "no dcgm-exporter metrics read: nothing to check")
+    found = generations_found(d.metric_names)
+    unread = sorted(n for n, gs in nvidia_generations_of(d.metric_names).items() if not gs & set(cfg.dcgm.generations))
+    if unread:
+        return Item(
+            "dcgm generations",
+            "fail",
+            f"{len(unread)} dcgm-exporter metrics are named as no generation of dcgm.generations names them "
+            f"(e.g. {unread[0]}); their series are not recorded",
+            f"set dcgm.generations: [{', '.join(found)}]",
+        )
+    extra = [g for g in cfg.dcgm.generations if g not in found]
+    if extra:
+        return Item(
+            "dcgm generations",
+            "warn",
+            f"the fleet's names are those of generation(s) {', '.join(found)}; the rules also read {', '.join(extra)}",
+            f"set dcgm.generations: [{', '.join(found)}] (fewer `or` branches per rule)",
+        )
+    return Item("dcgm generations", "pass", f"the rules read exactly the generation(s) found: {', '.join(found)}")
+
+
+def check_optional_fields(cfg: Config, d: Deployment) -> Item:
+    """The fields dcgm-exporter does not collect by default: which are there, and what the missing ones feed."""
+    missing = []
+    for signal in catalog.SIGNALS.values():
+        raws = [r for r in signal.raws_for(cfg.dcgm.generations) if r.vendor == "nvidia"]
+        if raws and not any(r.default_collected for r in raws) and not any(r.name in d.metric_names for r in raws):
+            readers = [s.name for s in catalog.ALL_SERIES if any(signal.key in f.signals for f in s.formulas)]
+            missing.append(f"{raws[0].name} (feeds {', '.join(readers[:2]) or 'no served series'})")
+    if not missing:
+        return Item("optional fields", "pass", "every field beyond dcgm-exporter's default counters is collected")
+    return Item(
+        "optional fields",
+        "info",
+        f"not collected: {'; '.join(missing)}",
+        "add them to dcgm-exporter's counters file (-f) where you want the series, verdicts and alerts they feed",
+    )
+
+
+def expected_groups(cfg: Config) -> dict[str, float]:
+    """The pack's groups for ``cfg`` and each one's interval in seconds (0: the global evaluation interval)."""
+    return {g.name: parse_duration_seconds(g.interval) if g.interval else 0.0 for g in all_groups(cfg)}
+
+
+def check_groups(cfg: Config, d: Deployment) -> Item:
+    expected = expected_groups(cfg)
+    loaded = {g.name: g for g in d.groups if g.name.startswith(GROUP_PREFIX)}
+    missing = [name for name in expected if name not in loaded]
+    if missing:
+        return Item(
+            "rule groups",
+            "fail",
+            f"not loaded: {', '.join(missing)}",
+            "add the generated rules/*.rules.yml to rule_files (or apply rules/kubernetes/) and reload",
+        )
+    extra = sorted(set(loaded) - set(expected))
+    differ = [
+        f"{n} every {loaded[n].interval_seconds:g}s (config: {expected[n]:g}s)"
+        for n in expected
+        if expected[n] and loaded[n].interval_seconds != expected[n]
+    ]
+    if extra or differ:
+        found = "; ".join(([f"loaded but not in this config: {', '.join(extra)}"] if extra else []) + differ)
+        return Item(
+            "rule groups",
+            "warn",
+            found,
+            "generate the rules from this config and deploy them, or point -c at the config they came from",
+        )
+    return Item("rule groups", "pass", f"all {len(expected)} groups loaded at the config's intervals")
+
+
+def check_evaluation(cfg: Config, d: Deployment) -> Item:
+    shares = sorted(
+        (
+            (g.evaluation_seconds / g.interval_seconds, g.name)
+            for g in d.groups
+            if g.name.startswith(GROUP_PREFIX) and g.interval_seconds
+        ),
+        reverse=True,
+    )
+    if not shares:
+        return Item("evaluation time", "info", "no pack group has been evaluated yet")
+    share, name = shares[0]
+    found = f"slowest group {name}: {share:.0%} of its interval"
+    if share >= 1:
+        return Item(
+            "evaluation time",
+            "fail",
+            found + ": evaluations are missed",
+            "doctor --write-config pins what the fleet has; or shard (docs/scaling.md)",
+        )
+    if share >= EVALUATION_WARN_SHARE:
+        return Item("evaluation time", "warn", found, "doctor --write-config pins what the fleet has")
+    return Item("evaluation time", "pass", found)
+
+
+def check_scrape_intervals(cfg: Config, d: Deployment) -> Item:
+    slowest = max((t.interval_seconds for t in d.targets), default=0.0)
+    if not slowest:
+        return Item("scrape intervals", "info", "no active scrape targets in this Prometheus (remote-written data?)")
+    fallback, window = parse_duration_seconds(cfg.rate_window_fallback), parse_duration_seconds(cfg.rate_window)
+    if fallback < 2 * slowest:
+        return Item(
+            "scrape intervals",
+            "fail",
+            f"a target is scraped every {slowest:g}s: rate_window_fallback {cfg.rate_window_fallback} holds "
+            "fewer than two samples, so rates and the host CPU are empty",
+            f"set rate_window_fallback to at least {2 * slowest:g}s",
+        )
+    if window < 2 * slowest:
+        return Item(
+            "scrape intervals",
+            "info",
+            f"slowest scrape every {slowest:g}s: rates use rate_window_fallback "
+            f"({cfg.rate_window_fallback}) where rate_window ({cfg.rate_window}) holds one sample",
+        )
+    return Item("scrape intervals", "pass", f"slowest scrape every {slowest:g}s, within rate_window {cfg.rate_window}")
+
+
+def check_attribution(cfg: Config, d: Deployment) -> Item:
+    if not d.gpus:
+        return Item("attribution", "info", "no GPU reports now")
+    share = d.attributed_gpus / d.gpus
+    found = f"{d.attributed_gpus} of {d.gpus} GPUs ({share:.0%}) are held by an execution now"
+    if not d.attributed_gpus:
+        return Item(
+            "attribution",
+            "warn",
+            found,
+            f"check attribution.mode ({cfg.attribution.mode}) and the label "
+            "it reads: with jobs running, no GPU carrying an execution id means the series go unattributed",
+        )
+    return Item("attribution", "pass", found)
+
+
+def check_host_names(cfg: Config, d: Deployment) -> Item:
+    if d.collisions:
+        return Item(
+            "host names",
+            "warn",
+            f"two machines claim: {', '.join(d.collisions)}",
+            "make both exporters publish one spelling, or set node.host_regex (docs/runbook.md)",
+        )
+    return Item("host names", "pass", "no host name is claimed by two machines")
+
+
+def check_clusters(cfg: Config, d: Deployment) -> Item:
+    several = {label: values for label, values in d.cluster_values.items() if len(values) > 1}
+    scope = cluster_scope(cfg)
+    if scope.enabled and scope.label not in d.cluster_values and d.gpus:
+        return Item(
+            "clusters",
+            "fail",
+            f"cluster_label is {scope.label!r} and no GPU series carries it",
+            "set cluster_label to the label your Prometheus servers' external_labels add, or empty",
+        )
+    if not scope.enabled and several:
+        label, values = sorted(several.items())[0]
+        return Item(
+            "clusters",
+            "fail",
+            f"{len(values)} clusters in one store ({label}: {', '.join(values[:4])}) "
+            "and no cluster_label: their executions and hosts are merged",
+            f"set cluster_label: {label}",
+        )
+    return Item("clusters", "pass", f"clusters: {', '.join(d.cluster_values.get(scope.label, ())) or 'one'}")
+
+
+def check_retention(cfg: Config, d: Deployment) -> Item:
+    if not d.retention:
+        return Item("retention", "info", "this server states no retention (Thanos, Mimir?)")
+    return Item("retention", "info", f"{d.retention}: a report or the endpoint cannot reach further back")
+
+
+CHECKS: tuple[Callable[[Config, Deployment], Item], ...] = (
+    check_vendors,
+    check_generations,
+    check_optional_fields,
+    check_groups,
+    check_evaluation,
+    check_scrape_intervals,
+    check_attribution,
+    check_host_names,
+    check_clusters,
+    check_retention,
+)
+
+
+def checklist(cfg: Config, d: Deployment) -> list[Item]:
+    return [check(cfg, d) for check in CHECKS]
+
+
+def worst(items: list[Item]) -> str:
+    return max((i.status for i in items), key=STATUSES.index, default="pass")
+
+
+def hosts_named_at_scrape(d: Deployment) -> bool:
+    """Whether every target carries a host target label (what node.host_identity: scrape reads)."""
+    return bool(d.targets) and all(HOST_TARGET_LABEL in t.labels for t in d.targets)
