@@ -19,7 +19,7 @@ import jinja2
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.promql import aggregate, render
+from gpu_execution_pack.promql import aggregate
 from gpu_execution_pack.query.execution import ExecutionMetrics
 from gpu_execution_pack.query.params import parse_time
 from gpu_execution_pack.query.prometheus import PrometheusClient
@@ -156,7 +156,7 @@ async def read_series(
     grid = [window.start + k * window.step for k in range(window.points)]
     scope = fig.Scope(cfg, doc["executionId"], tenant, cluster=doc.get("cluster"))
     firing = aggregate("max", ("alertname", "severity"), scope.alerts())
-    answer = await prometheus.range(render(firing), window.start, window.end, window.step) if grid else []
+    answer = await prometheus.range(scope.query(firing), window.start, window.end, window.step) if grid else []
     alerts = [
         {
             "name": r["metric"].get("alertname", ""),
