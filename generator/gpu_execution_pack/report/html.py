@@ -53,15 +53,16 @@ class Chart:
     series: tuple[catalog.Series, ...]
     note: str = ""
     second: str = ""  # what the second series' lines are called in the legend: ``h1 GPU 0 limit``
+    thresholds: str = ""  # which horizontal lines it draws: a key of ``thresholds()``
 
 
 # Utilisation beside engine activity, memory beside power, first; the finer activity fields last.
 CHARTS: tuple[Chart, ...] = (
     Chart("GPU utilisation", (catalog.GPU_UTILIZATION,), "time with a kernel resident"),
     Chart("Graphics engine active", (catalog.GPU_GRAPHICS_ENGINE_ACTIVE,), "time the engines did work"),
-    Chart("GPU memory used, of capacity", (catalog.GPU_MEMORY_UTILIZATION,), "100 % is the capacity"),
+    Chart("GPU memory used, of capacity", (catalog.GPU_MEMORY_UTILIZATION,), "100 % is the capacity", "", "memory"),
     Chart("Power against the limit", (catalog.GPU_POWER, catalog.GPU_POWER_LIMIT), "dashed: the limit", "limit"),
-    Chart("GPU temperature", (catalog.GPU_TEMPERATURE,)),
+    Chart("GPU temperature", (catalog.GPU_TEMPERATURE,), thresholds="temperature"),
     Chart("Host CPU", (catalog.NODE_CPU_UTILIZATION,)),
     Chart("Host RAM used", (catalog.NODE_RAM_USED, catalog.NODE_RAM_TOTAL), "dashed: the host's RAM", "RAM"),
     Chart("SM clock", (catalog.GPU_SM_CLOCK,)),
@@ -121,13 +122,13 @@ def chart_data(
 
 
 def thresholds(cfg: Config, doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """The horizontal lines a chart draws, by title: the OOM threshold and the throttle temperature."""
+    """The horizontal lines charts draw (``Chart.thresholds``): the OOM threshold and the throttle temperature."""
     return {
-        "GPU memory used, of capacity": [
+        "memory": [
             {"label": "OOM threshold", "value": doc["memory"]["oomThresholdPercent"]},
             {"label": "capacity", "value": 100},
         ],
-        "GPU temperature": [
+        "temperature": [
             {"label": "throttle threshold", "value": cfg.alerts.thermal_throttling.threshold_celsius},
         ],
     }
@@ -213,10 +214,11 @@ def render_execution(
     alerts: list[dict[str, Any]],
 ) -> str:
     """One execution's page from its report document and its series over the span."""
-    charts = [c for chart in CHARTS if (c := chart_data(chart, grid, found)) is not None]
     lines = thresholds(cfg, doc)
-    for chart in charts:
-        chart["thresholds"] = lines.get(chart["title"], [])
+    charts = []
+    for chart in CHARTS:
+        if (drawn := chart_data(chart, grid, found)) is not None:
+            charts.append({**drawn, "thresholds": lines.get(chart.thresholds, [])})
     heavy = doc["utilization"]["heavyPhase"]
     heavy_start = parse_time("start", heavy["start"]) if heavy["start"] else None
     data = {
