@@ -173,8 +173,18 @@ def test_an_executions_page_draws_every_chart_with_data_and_no_error(loaded, tmp
     lines = {c.title: c.lines for c in drawn.each}
     assert lines["GPU utilisation"] == gpus and lines["Power against the limit"] == 2 * gpus
     assert lines["Host CPU"] == hosts
-    # No sub-second digits in the times the page shows.
-    assert not re.search(r"T\d\d:\d\d:\d\d\.\d+Z", drawn.dom)
+    # No sub-second digits in the times the page shows, nor in the document's; whole seconds, bytes and counts.
+    assert not re.search(r"T\d\d:\d\d:\d\d\.\d+Z", drawn.dom + json.dumps(as_json))
+    whole = [
+        as_json["durationSeconds"],
+        as_json["memory"]["secondsAboveOomThreshold"],
+        as_json["power"]["powerThrottledSeconds"],
+        as_json["utilization"]["lowUtilizationSeconds"],
+        *(d["memoryPeakBytes"] for d in as_json["gpus"]["devices"] if d["memoryPeakBytes"] is not None),
+        *(h["ramTotalBytes"] for h in as_json["hosts"] if h["ramTotalBytes"] is not None),
+        *(a["firingSeconds"] for a in as_json["alerts"]),
+    ]
+    assert all(type(v) is int for v in whole), whole
 
 
 @pytest.mark.e2e
