@@ -84,6 +84,14 @@ def test_the_summary_route_answers_a_page_only_where_html_is_preferred(accept, p
     assert prefers_html(accept) is page
 
 
+def test_html_and_json_are_not_asked_for_together(tmp_path, capsys):
+    from gpu_execution_pack import cli
+
+    page = tmp_path / "page.html"
+    assert cli.main(["report", "train-0001", "--json", "--html", str(page), "--prometheus", "http://127.0.0.1:9"]) == 2
+    assert "--html and --json" in capsys.readouterr().err and not page.exists()
+
+
 def test_every_served_series_has_a_chart_once():
     charted = [s.name for chart in html.CHARTS for s in chart.series]
     assert sorted(charted) == sorted(s.name for s in catalog.SERVABLE_SERIES)
