@@ -7,7 +7,7 @@ CLI := $(PY) -m gpu_execution_pack
 CONFIG ?=
 CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG),)
 
-.PHONY: all venv promtool prometheus3 rules dashboards docs golden check lint test test-fast bench bench-api bench-host-map bench-host-identity bench-report clean
+.PHONY: all venv promtool chromium screenshot prometheus3 rules dashboards docs golden check lint test test-fast bench bench-api bench-host-map bench-host-identity bench-report clean
 .DEFAULT_GOAL := all
 
 all: rules dashboards docs check
@@ -30,6 +30,21 @@ promtool:
 	  else \
 	    echo "promtool, prometheus, prometheus-alertmanager or amtool is missing: run 'sudo apt-get install prometheus prometheus-alertmanager'" >&2; exit 1; \
 	  fi; }
+
+# Debian's chromium: the end-to-end tests open the report's HTML pages in it, headless, and `make screenshot`
+# takes docs/report.png with it; installed where we may, as Prometheus is.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else \
+	    echo "chromium is missing: run 'sudo apt-get install chromium'" >&2; exit 1; \
+	  fi; }
+
+# docs/report.png (the README's picture): the report suite backfilled into a Prometheus on 127.0.0.1, its
+# training job's page written by `report ID --html`, photographed by headless Chromium (about a minute).
+screenshot: venv promtool chromium
+	$(PY) -m tests.screenshot docs/report.png
 
 rules: venv
 	$(CLI) generate $(CONFIG_ARG)
@@ -78,7 +93,7 @@ $(PROMETHEUS3_BIN)/prometheus:
 # Everything, on every core (each test file runs whole on one worker, --dist loadfile, so a module's
 # Prometheus is started once), with the system's Prometheus 2.x; then the end-to-end tier again with
 # Prometheus 3 (its promtool and server first on PATH; conftest.py checks they are 3.x).
-test: venv promtool prometheus3
+test: venv promtool chromium prometheus3
 	$(VENV)/bin/pytest -n auto --dist loadfile --durations=25
 	PATH=$(PROMETHEUS3_BIN):$$PATH GPU_PACK_EXPECT_PROMETHEUS=3 $(VENV)/bin/pytest -n auto --dist loadfile -m e2e --durations=25
 

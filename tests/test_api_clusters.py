@@ -190,6 +190,22 @@ def test_the_cli_takes_cluster(two_clusters, tmp_path, capsys):
     assert "cluster" in capsys.readouterr().out.splitlines()[2]
 
 
+def test_the_page_charts_the_clusters_own_execution(two_clusters, tmp_path):
+    server, _ = two_clusters
+    path = tmp_path / "config.yml"
+    path.write_text(json.dumps({"cluster_label": LABEL}))
+    common = ["--config", str(path), "--prometheus", server.url]
+    lines = {}
+    for cluster in ("a", "b"):
+        page = tmp_path / f"{cluster}.html"
+        assert cli.main(["report", ID, "--cluster", cluster, "--html", str(page), *common]) == 0
+        data = json.loads(page.read_text().split('id="page-data">', 1)[1].split("</script>", 1)[0])
+        lines[cluster] = {c["title"]: [line["label"] for line in c["lines"]] for c in data["charts"]}
+    # Cluster a's four GPUs on h1 and h2, cluster b's two on its own h1: each page draws its own.
+    assert lines["a"]["GPU utilisation"] == ["h1 GPU 0", "h1 GPU 1", "h2 GPU 0", "h2 GPU 1"]
+    assert lines["b"]["GPU utilisation"] == ["h1 GPU 0", "h1 GPU 1"] and lines["b"]["Host CPU"] == ["h1"]
+
+
 def test_the_figures_of_the_fleet_are_keyed_by_cluster(two_clusters):
     from gpu_execution_pack.query.prometheus import PrometheusClient
     from gpu_execution_pack.report import figures

@@ -211,7 +211,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """One execution's report (jobstats-style, or --json), or with --since the fleet ranked by GPU-hours wasted."""
     _require_api_extra()
-    from gpu_execution_pack.report import document, text
+    from gpu_execution_pack.report import document, html, text
 
     if args.execution_id is not None and args.since is not None:
         print("error: give an EXECUTION_ID or --since DURATION, not both", file=sys.stderr)
@@ -219,9 +219,19 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.execution_id is None and args.since is None:
         print("error: give an EXECUTION_ID, or --since DURATION for the fleet view", file=sys.stderr)
         return 2
+    if args.html is not None and args.json:
+        print("error: --html and --json: give one of them", file=sys.stderr)
+        return 2
     if args.since is not None:
         body = ask_prometheus(
             args, lambda cfg, client: document.fleet_summary(cfg, client, args.since, args.top, cluster=args.cluster)
+        )
+    elif args.html is not None:
+        body = ask_prometheus(
+            args,
+            lambda cfg, client: html.execution_page(
+                cfg, client, args.execution_id, args.start, args.end, cluster=args.cluster
+            ),
         )
     else:
         body = ask_prometheus(
@@ -232,7 +242,15 @@ def cmd_report(args: argparse.Namespace) -> int:
         )
     if isinstance(body, int):
         return body
-    if args.json:
+    if args.html is not None:
+        # Written whole or not at all (output.write_all: a temporary file, then renamed).
+        try:
+            write_all({Path(args.html): body if isinstance(body, str) else html.render_fleet(body)})
+        except OSError as err:
+            print(f"error: --html: cannot write {args.html}: {err.strerror}", file=sys.stderr)
+            return 2
+        print(f"wrote {args.html}", file=sys.stderr)
+    elif args.json:
         print_json(body)
     else:
         sys.stdout.write(text.render_fleet(body) if args.since is not None else text.render_execution(body))
@@ -340,6 +358,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--since", help="fleet view: executions with samples in this last duration, e.g. 7d")
     r.add_argument("--top", type=int, default=20, help="fleet view: how many executions to list (default 20)")
     r.add_argument("--json", action="store_true", help="print the JSON document the summary endpoint serves")
+    r.add_argument(
+        "--html", metavar="FILE", help="write the report as one self-contained HTML page with charts (opens offline)"
+    )
     r.add_argument("--prometheus", help="Prometheus URL (default: api.prometheus_url)")
     r.add_argument("--start", help="ISO 8601 (default: the execution's first sample)")
     r.add_argument("--end", help="ISO 8601 (default: its last sample)")

@@ -13,7 +13,7 @@ from starlette.datastructures import QueryParams
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from gpu_execution_pack.api.auth import ALL_TENANTS, INSECURE_FLAG, load_keys, no_keys_message, tenant_for
@@ -24,7 +24,7 @@ from gpu_execution_pack.config import Config, ConfigError
 from gpu_execution_pack.query.execution import ExecutionMetrics
 from gpu_execution_pack.query.params import RequestError
 from gpu_execution_pack.query.prometheus import READY_QUERY, PrometheusClient, PrometheusError
-from gpu_execution_pack.report import document
+from gpu_execution_pack.report import document, html
 
 READY_TIMEOUT_SECONDS = 2.0  # /readyz: how long Prometheus may take to answer READY_QUERY
 log = logging.getLogger("gpu_execution_pack.api")
@@ -127,14 +127,16 @@ class Routes:
         return await self.serve(request, work)
 
     async def execution_summary(self, request: Request) -> Response:
-        """GET SUMMARY_PATH: the execution's report."""
+        """GET SUMMARY_PATH: the execution's report; as the report's page (``report.html``) where the client
+        prefers text/html (a browser). Errors are JSON either way."""
         q, execution_id = request.query_params, request.path_params[ID]
+        as_page = prefers_html(request.headers.get("accept", ""))
 
-        async def work(tenant: str | None) -> dict[str, Any]:
+        async def work(tenant: str | None) -> dict[str, Any] | HTMLResponse:
             prometheus, cluster = self.started().prometheus, once(q, CLUSTER)
-            return await document.execution_summary(
-                self.cfg, prometheus, execution_id, q.get("start"), q.get("end"), tenant=tenant, cluster=cluster
-            )
+            read = html.execution_page if as_page else document.execution_summary
+            found = await read(self.cfg, prometheus, execution_id, q.get("start"), q.get("end"), tenant, cluster)
+            return HTMLResponse(found) if isinstance(found, str) else found
 
         return await self.serve(request, work)
 
@@ -184,6 +186,21 @@ def once(q: QueryParams, name: str) -> str | None:
         accepted = "once, the names in one value separated by commas" if name == SERIES else "once"
         raise RequestError(400, f"{name}: given {len(values)} times; accepted: {accepted}")
     return values[0] if values else None
+
+
+def prefers_html(accept: str) -> bool:
+    """Whether an Accept header ranks text/html above JSON (a browser's does); JSON on a tie or without one."""
+    ranks = {"text/html": 0.0, "application/json": 0.0, "application/*": 0.0, "*/*": 0.0}
+    for item in accept.split(","):
+        media, *params = (part.strip().lower() for part in item.split(";"))
+        weights = [value for key, _, value in (p.partition("=") for p in params) if key.strip() == "q"]
+        try:
+            weight = float(weights[0]) if weights else 1.0
+        except ValueError:
+            weight = 0.0
+        if media in ranks:
+            ranks[media] = max(ranks[media], weight)
+    return ranks["text/html"] > max(ranks["application/json"], ranks["application/*"], ranks["*/*"])
 
 
 async def healthz(request: Request) -> JSONResponse:

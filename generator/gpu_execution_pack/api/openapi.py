@@ -121,7 +121,13 @@ ROUTES: dict[str, Operation] = {
     ),
     SUMMARY_PATH: Operation(
         "An execution's report: utilisation, memory, power, energy, cost, alerts and verdicts",
-        {"200": ("The report", "Summary")},
+        {
+            "200": (
+                "The report; a client whose Accept header ranks text/html above JSON (a browser) gets it as one "
+                "self-contained HTML page with charts over the span instead",
+                "Summary",
+            )
+        },
         (
             ID,
             {

@@ -56,7 +56,7 @@ class StreamedJSON(StreamingResponse):
             await self.body_iterator.aclose()  # type: ignore[attr-defined]
 
 
-Document = dict[str, Any] | bytes | MetricsStream  # what a route's work answers with
+Document = dict[str, Any] | bytes | MetricsStream | Response  # what a route's work answers with (a Response: as is)
 
 
 def error(
@@ -107,6 +107,8 @@ def response_for(outcome: Document | RequestError | PrometheusError) -> Response
         return error(outcome.status, str(outcome), details=outcome.details)
     if isinstance(outcome, PrometheusError):
         return error(outcome.status, str(outcome))
+    if isinstance(outcome, Response):
+        return outcome
     if isinstance(outcome, MetricsStream):
         return StreamedJSON(outcome)
     if isinstance(outcome, bytes):

@@ -187,7 +187,7 @@ def check_evaluation(cfg: Config, d: Deployment) -> Item:
     if not shares:
         return Item("evaluation time", "info", "no pack group has been evaluated yet")
     share, name = shares[0]
-    found = f"slowest group {name}: {share:.0%} of its interval"
+    found = f"slowest group {name}: {share * 100:.0f} % of its interval"
     if share >= 1:
         return Item(
             "evaluation time",
@@ -227,7 +227,7 @@ def check_attribution(cfg: Config, d: Deployment) -> Item:
     if not d.gpus:
         return Item("attribution", "info", "no GPU reports now")
     share = d.attributed_gpus / d.gpus
-    found = f"{d.attributed_gpus} of {d.gpus} GPUs ({share:.0%}) are held by an execution now"
+    found = f"{d.attributed_gpus} of {d.gpus} GPUs ({share * 100:.0f} %) are held by an execution now"
     if not d.attributed_gpus:
         return Item(
             "attribution",

@@ -33,6 +33,17 @@ def rounded(value: float | None, digits: int = 3) -> float | None:
     return None if value is None or not math.isfinite(value) else round(value, digits)
 
 
+def whole(value: float | None) -> int | None:
+    """A count, bytes or seconds as the document gives them: a whole number (None stays None)."""
+    return None if value is None or not math.isfinite(value) else round(value)
+
+
+def when(ts: float, up: bool = False) -> str:
+    """A time as the report gives it: ISO 8601 in UTC to the second, rounded down (``up``: up, so that
+    a span's end still covers its last sample). Nobody reads the milliseconds."""
+    return iso(math.ceil(ts) if up else math.floor(ts))
+
+
 def mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -111,13 +122,13 @@ def gpu_entry(f: fig.ExecutionFigures, g: fig.GpuFigures) -> dict[str, Any]:
         "utilizationPercent": pct(g.util_mean),
         **activity(g.engine_mean, g.tensor_mean, g.dram_mean),
         "heavyPhaseUtilizationPercent": pct(g.util_heavy_mean),
-        "memoryPeakBytes": rounded(g.mem_peak_bytes, 0),
+        "memoryPeakBytes": whole(g.mem_peak_bytes),
         "memoryPeakPercent": pct(g.mem_peak_ratio),
-        "secondsAboveOomThreshold": g.oom_samples * f.derived_interval,
+        "secondsAboveOomThreshold": whole(g.oom_samples * f.derived_interval),
         "powerMeanWatt": rounded(g.power_mean, 2),
         "powerLimitMeanWatt": rounded(g.power_limit_mean, 2),
-        "powerThrottledSeconds": g.power_throttled_samples * f.derived_interval,
-        "thermalThrottledSeconds": g.thermal_throttled_samples * f.derived_interval,
+        "powerThrottledSeconds": whole(g.power_throttled_samples * f.derived_interval),
+        "thermalThrottledSeconds": whole(g.thermal_throttled_samples * f.derived_interval),
         "temperatureMaxCelsius": rounded(g.temp_max, 1),
         "xidErrors": [int(g.xid_last)] if g.xid_changes > 0 and (g.xid_last or 0) > 0 else [],
         "energyKwh": None if joules is None else rounded(joules / JOULES_PER_KWH, 4),
@@ -141,9 +152,9 @@ def host_entry(h: fig.HostFigures) -> dict[str, Any]:
     return {
         "hostname": h.hostname,
         "cpuMeanPercent": pct(h.cpu_mean),
-        "ramPeakBytes": rounded(h.ram_peak_bytes, 0),
+        "ramPeakBytes": whole(h.ram_peak_bytes),
         "ramPeakPercent": pct(h.ram_peak_ratio),
-        "ramTotalBytes": rounded(h.ram_total_bytes, 0),
+        "ramTotalBytes": whole(h.ram_total_bytes),
     }
 
 
@@ -164,24 +175,24 @@ def utilization_block(cfg: Config, f: fig.ExecutionFigures, end: float) -> dict[
             over_gpus([g.dram_mean for g in f.gpus]),
         ),
         "heavyPhase": {
-            "start": None if f.heavy_phase_start is None else iso(f.heavy_phase_start),
-            "seconds": None if f.heavy_phase_start is None else round(end - f.heavy_phase_start, 3),
+            "start": None if f.heavy_phase_start is None else when(f.heavy_phase_start),
+            "seconds": None if f.heavy_phase_start is None else whole(end - f.heavy_phase_start),
             "gpuMeanPercent": pct(mean(heavy)),
             "memoryShareOfPeak": cfg.report.heavy_phase_memory_share,
         },
         "hostCpuMeanPercent": pct(mean(cpus)),
-        "lowUtilizationSeconds": f.low_util_samples * f.derived_interval,
+        "lowUtilizationSeconds": whole(f.low_util_samples * f.derived_interval),
     }
 
 
 def memory_block(cfg: Config, f: fig.ExecutionFigures) -> dict[str, Any]:
     """The ``memory`` section: the GPUs' and hosts' peaks and the time above the OOM threshold."""
     return {
-        "gpuPeakBytes": rounded(max((g.mem_peak_bytes or 0 for g in f.gpus), default=None), 0),
+        "gpuPeakBytes": whole(max((g.mem_peak_bytes or 0 for g in f.gpus), default=None)),
         "gpuPeakPercent": pct(max((g.mem_peak_ratio or 0 for g in f.gpus), default=None)),
         "oomThresholdPercent": pct(cfg.alerts.gpu_memory_high.threshold),
-        "secondsAboveOomThreshold": max((g.oom_samples for g in f.gpus), default=0) * f.derived_interval,
-        "hostRamPeakBytes": rounded(max((h.ram_peak_bytes or 0 for h in f.hosts), default=None), 0),
+        "secondsAboveOomThreshold": whole(max((g.oom_samples for g in f.gpus), default=0) * f.derived_interval),
+        "hostRamPeakBytes": whole(max((h.ram_peak_bytes or 0 for h in f.hosts), default=None)),
         "hostRamPeakPercent": pct(max((h.ram_peak_ratio or 0 for h in f.hosts), default=None)),
     }
 
@@ -197,8 +208,12 @@ def power_block(f: fig.ExecutionFigures, joules: float | None, source: str) -> d
         "powerMeanWatt": rounded(mean(powers), 2),
         "powerLimitMeanWatt": rounded(mean(limits), 2),
         "powerToLimitPercent": pct(mean(ratios)),
-        "powerThrottledSeconds": max((g.power_throttled_samples for g in f.gpus), default=0) * f.derived_interval,
-        "thermalThrottledSeconds": max((g.thermal_throttled_samples for g in f.gpus), default=0) * f.derived_interval,
+        "powerThrottledSeconds": whole(
+            max((g.power_throttled_samples for g in f.gpus), default=0) * f.derived_interval
+        ),
+        "thermalThrottledSeconds": whole(
+            max((g.thermal_throttled_samples for g in f.gpus), default=0) * f.derived_interval
+        ),
         "temperatureMaxCelsius": rounded(max((g.temp_max or 0 for g in f.gpus), default=None), 1),
     }
 
@@ -216,9 +231,9 @@ def summary(
     return {
         "executionId": f.execution_id,
         **cluster_of(cfg, f),
-        "start": iso(start),
-        "end": iso(end),
-        "durationSeconds": round(end - start, 3),
+        "start": when(start),
+        "end": when(end, up=True),
+        "durationSeconds": whole(end - start),
         "running": running,
         "gpus": gpus_block(f),
         "hosts": [host_entry(h) for h in f.hosts],
@@ -227,7 +242,11 @@ def summary(
         "power": power_block(f, joules, source),
         "cost": cost_block(cfg, f, joules),
         "alerts": [
-            {"alertname": x.alertname, "severity": x.severity, "firingSeconds": x.firing_samples * f.derived_interval}
+            {
+                "alertname": x.alertname,
+                "severity": x.severity,
+                "firingSeconds": whole(x.firing_samples * f.derived_interval),
+            }
             for x in f.alerts
         ],
         "verdicts": [v.as_json() for v in judge(f, cfg, running=running, expected_samples=expected_samples)],
@@ -258,7 +277,8 @@ async def execution_summary(
     end_s = last if end_s is None else min(end_s, last)
     if end_s < start_s:
         raise RequestError(
-            400, f"start..end: the execution has no samples between them (it ran {iso(first)} to {iso(last)})"
+            400,
+            f"start..end: the execution has no samples between them (it ran {when(first)} to {when(last, up=True)})",
         )
     scope = fig.Scope(cfg, execution_id, tenant, cluster=span.cluster)
     # Alerts about lost telemetry fire after the last sample: read them a telemetry_missing.window on.
@@ -334,7 +354,7 @@ async def fleet_summary(
     billed = sum(w.billed_seconds for w in ranking) / 3600
     return {
         "since": since,
-        "end": iso(now),
+        "end": when(now),
         "executions": len(ranking),
         "gpuHoursBilled": rounded(billed, 4),
         "gpuHoursWasted": rounded(billed - sum(w.worked_seconds for w in ranking) / 3600, 4),

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpu_execution_pack.report.numbers import figure, percent_text
+
 BAR_WIDTH = 30
 
 
 def bar(percent: float | None) -> str:
-    """``[|||||||          ] 23%``; an empty bar and ``n/a`` without data."""
-    if percent is None:
-        return f"[{' ' * BAR_WIDTH}]  n/a"
-    filled = round(max(0.0, min(percent, 100.0)) / 100 * BAR_WIDTH)
-    return f"[{'|' * filled}{' ' * (BAR_WIDTH - filled)}] {percent:3.0f}%"
+    """``[|||||||          ]  23.4 %``; an empty bar and ``n/a`` without data."""
+    filled = 0 if percent is None else round(max(0.0, min(percent, 100.0)) / 100 * BAR_WIDTH)
+    return f"[{'|' * filled}{' ' * (BAR_WIDTH - filled)}] {percent_text(percent):>7}"
 
 
 def gib(value: float | None) -> str:
-    return "n/a" if value is None else f"{value / 1024**3:.1f} GiB"
+    return "n/a" if value is None else figure(value / 1024**3, "GiB")
 
 
 def duration(seconds: float) -> str:
@@ -74,25 +74,25 @@ def render_execution(doc: dict[str, Any]) -> str:
         f"    {device(d):<24} {bar(d['memoryPeakPercent'])}  {gib(d['memoryPeakBytes'])}" for d in gpus["devices"]
     ]
     lines += [
-        f"    above the OOM threshold ({mem['oomThresholdPercent']:.0f}%): {duration(mem['secondsAboveOomThreshold'])}",
-        f"    host RAM peak: {gib(mem['hostRamPeakBytes'])} ({mem['hostRamPeakPercent'] or 0:.0f}%)",
+        f"    above the OOM threshold ({percent_text(mem['oomThresholdPercent'])}): "
+        f"{duration(mem['secondsAboveOomThreshold'])}",
+        f"    host RAM peak: {gib(mem['hostRamPeakBytes'])} ({percent_text(mem['hostRamPeakPercent'])})",
         "",
         "  Power",
-        f"    energy: {power['energyKwh'] if power['energyKwh'] is not None else 'n/a'} kWh"
-        f" (from {power['energySource'].replace('_', ' ')})",
-        f"    mean power: {power['powerMeanWatt']} W of a {power['powerLimitMeanWatt']} W limit",
+        f"    energy: {figure(power['energyKwh'], 'kWh')} (from {power['energySource'].replace('_', ' ')})",
+        f"    mean power: {figure(power['powerMeanWatt'], 'W')} of a {figure(power['powerLimitMeanWatt'], 'W')} limit",
         f"    power-throttled: {duration(power['powerThrottledSeconds'])}, "
         f"thermal-throttled: {duration(power['thermalThrottledSeconds'])}, "
-        f"hottest: {power['temperatureMaxCelsius']} °C",
+        f"hottest: {figure(power['temperatureMaxCelsius'], '°C')}",
         "",
         "  Cost",
-        f"    GPU-hours billed {cost['gpuHoursBilled']}, worked {cost['gpuHoursWorked']}"
-        f" (efficiency {cost['efficiencyPercent']}%): {cost['cost']} {cost['currency']}",
+        f"    GPU-hours billed {figure(cost['gpuHoursBilled'])}, worked {figure(cost['gpuHoursWorked'])}"
+        f" (efficiency {percent_text(cost['efficiencyPercent'])}): {figure(cost['cost'], cost['currency'])}",
     ]
     if "energyCost" in cost:
-        lines.append(f"    energy cost: {cost['energyCost']} {cost['currency']}")
+        lines.append(f"    energy cost: {figure(cost['energyCost'], cost['currency'])}")
     if "co2eKg" in cost:
-        lines.append(f"    emissions: {cost['co2eKg']} kg CO2e")
+        lines.append(f"    emissions: {figure(cost['co2eKg'], 'kg')} CO2e")
     if doc["alerts"]:
         lines += ["", "  Alerts that fired"]
         lines += [f"    {a['alertname']} ({a['severity']}) for {duration(a['firingSeconds'])}" for a in doc["alerts"]]
@@ -106,17 +106,17 @@ def render_fleet(doc: dict[str, Any]) -> str:
     """The fleet ranking as a table, most GPU-hours wasted first; a cluster column where rows name one."""
     clustered = any("cluster" in row for row in doc["top"])
     lines = [
-        f"Executions in the last {doc['since']}: {doc['executions']}; GPU-hours billed {doc['gpuHoursBilled']}, "
-        f"wasted {doc['gpuHoursWasted']}",
+        f"Executions in the last {doc['since']}: {doc['executions']}; "
+        f"GPU-hours billed {figure(doc['gpuHoursBilled'])}, wasted {figure(doc['gpuHoursWasted'])}",
         "",
         (f"{'cluster':<16} " if clustered else "")
-        + f"{'execution':<28} {'GPUs':>4} {'billed':>9} {'wasted':>9} {'eff.':>6}  verdicts",
+        + f"{'execution':<28} {'GPUs':>4} {'billed':>9} {'wasted':>9} {'eff.':>7}  verdicts",
     ]
     for row in doc["top"]:
-        eff = "n/a" if row["efficiencyPercent"] is None else f"{row['efficiencyPercent']:.0f}%"
         cluster = f"{row.get('cluster', ''):<16} " if clustered else ""
         lines.append(
-            f"{cluster}{row['executionId']:<28} {row['gpus']:>4} {row['gpuHoursBilled']:>9.2f} "
-            f"{row['gpuHoursWasted']:>9.2f} {eff:>6}  {', '.join(row['verdicts'])}"
+            f"{cluster}{row['executionId']:<28} {row['gpus']:>4} {figure(row['gpuHoursBilled']):>9} "
+            f"{figure(row['gpuHoursWasted']):>9} {percent_text(row['efficiencyPercent']):>7}  "
+            + ", ".join(row["verdicts"])
         )
     return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ from gpu_execution_pack.config import Config
 from gpu_execution_pack.config.schema import ThrottleAlert
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.report.figures import REQUIRED_GPU_SERIES, ExecutionFigures, GpuFigures
+from gpu_execution_pack.report.numbers import percent_text
 
 # The vocabulary, in the order verdicts are listed.
 CODES: tuple[str, ...] = (
@@ -66,8 +67,8 @@ def gpu_name(gpu: GpuFigures) -> str:
 
 
 def percent(ratio: float) -> str:
-    """A ratio as a whole percentage: ``0.42`` is ``42 %``."""
-    return f"{ratio * 100:.0f} %"
+    """A ratio as the report writes a percentage: ``0.4236`` is ``42.4 %``."""
+    return percent_text(ratio * 100)
 
 
 def minutes(seconds: float) -> str:
