@@ -306,19 +306,18 @@ def cmd_defaults(args: argparse.Namespace) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="gpu-execution-pack", description=__doc__)
-    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+def with_config(cmd: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    cmd.add_argument("--config", "-c", help="YAML config file (default: built-in defaults)")
+    return cmd
 
-    def with_config(cmd: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        cmd.add_argument("--config", "-c", help="YAML config file (default: built-in defaults)")
-        return cmd
 
-    def with_output(cmd: argparse.ArgumentParser, key: str) -> argparse.ArgumentParser:
-        cmd.add_argument("--output-dir", "-o", help=f"write here instead of output.{key} of the config")
-        return with_config(cmd)
+def with_output(cmd: argparse.ArgumentParser, key: str) -> argparse.ArgumentParser:
+    cmd.add_argument("--output-dir", "-o", help=f"write here instead of output.{key} of the config")
+    return with_config(cmd)
 
+
+def add_file_commands(sub: argparse._SubParsersAction) -> None:
+    """The commands that write or check the generated files."""
     with_output(sub.add_parser("generate", help="write the rule files"), "rules_dir").set_defaults(func=cmd_generate)
     with_output(
         sub.add_parser("dashboards", help="write the dashboards and their provisioning files"), "dashboards_dir"
@@ -343,6 +342,10 @@ def parser() -> argparse.ArgumentParser:
         "docs_dir",
     ).set_defaults(func=cmd_docs)
     sub.add_parser("defaults", help="print the default config as YAML").set_defaults(func=cmd_defaults)
+
+
+def add_reading_commands(sub: argparse._SubParsersAction) -> None:
+    """The commands that read a live Prometheus: an execution's metrics, its report, the doctor."""
     q = with_config(sub.add_parser("query", help="print an execution's metrics as JSON, read from Prometheus"))
     q.add_argument("execution_id")
     q.add_argument("--prometheus", help="Prometheus URL (default: api.prometheus_url)")
@@ -371,6 +374,9 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true", help="print the checklist as JSON (for CI)")
     d.add_argument("--write-config", metavar="FILE", help="write the config the deployment should have")
     d.set_defaults(func=cmd_doctor)
+
+
+def add_serve_command(sub: argparse._SubParsersAction) -> None:
     sv = with_config(sub.add_parser("serve", help="serve GET /api/v2/external/execution/{id}/metrics"))
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8080)
@@ -386,6 +392,15 @@ def parser() -> argparse.ArgumentParser:
         help="worker processes (default 1); the endpoint's JSON work is CPU-bound, so up to one per core helps",
     )
     sv.set_defaults(func=cmd_serve)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="gpu-execution-pack", description=__doc__)
+    p.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    add_file_commands(sub)
+    add_reading_commands(sub)
+    add_serve_command(sub)
     return p
 
 
