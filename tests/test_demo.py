@@ -161,19 +161,22 @@ def test_the_fleet_report_over_the_last_day_holds_every_verdict_and_the_running_
 def test_the_running_job_is_scraped_live_and_served_with_the_demo_key(demo):
     _, ready = demo
     prometheus = httpx.Client(base_url=ready["prometheus"], timeout=30)
-    up = prometheus.get("/api/v1/query", params={"query": "up"}).json()["data"]["result"]
-    assert {r["metric"]["job"] for r in up if r["value"][1] == "1"} >= {"dcgm-exporter", "node"}
-    # The recorded series of the running job move on: a sample within the last scrapes, however long ago the
-    # demo got ready.
+
+    def query(expr: str) -> list[dict]:
+        return prometheus.get("/api/v1/query", params={"query": expr}).json()["data"]["result"]
+
+    # Both live exporters answer (each is first scraped within a scrape interval of the start), and the
+    # running job's recorded series move on: a sample within the last scrapes.
     newest = f'timestamp({catalog.GPU_UTILIZATION.name}{{execution_id="{LIVE_ID}"}})'
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        found = prometheus.get("/api/v1/query", params={"query": newest}).json()["data"]["result"]
-        if found and time.time() - max(float(r["value"][1]) for r in found) < 45:
+        up, found = query("up == 1"), query(newest)
+        scraped = {r["metric"]["job"] for r in up} >= {"dcgm-exporter", "node"}
+        if scraped and found and time.time() - max(float(r["value"][1]) for r in found) < 45:
             break
         time.sleep(2)
     else:
-        pytest.fail(f"no recent sample of {LIVE_ID}: {found}")
+        pytest.fail(f"the live exporters are not scraped ({up}) or {LIVE_ID} has no recent sample ({found})")
     assert len(found) == 2  # its two GPUs
 
     path = f"/api/v2/external/execution/{LIVE_ID}/metrics"

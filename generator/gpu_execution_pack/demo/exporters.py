@@ -38,7 +38,7 @@ def exposition(series: list[RenderedSeries], step: int) -> str:
         if value is None or value == STALE:
             continue
         labels = ",".join(f'{k}="{v}"' for k, v in s.labels if k not in TARGET_LABELS)
-        lines.append(f"{s.metric}{{{labels}}} {value!r}")
+        lines.append(f"{s.metric}{{{labels}}} {value!r}" if labels else f"{s.metric} {value!r}")
     return "\n".join(lines) + "\n"
 
 

@@ -156,9 +156,19 @@ class Demo:
         self.exporters = {}
 
 
+def program() -> str:
+    """How to run this command again: ``gpu-execution-pack`` where PATH finds this installation's (an activated
+    venv), else its script's path (``make demo`` runs .venv/bin/python), else ``python -m``."""
+    beside = Path(sys.executable).parent / "gpu-execution-pack"
+    found = shutil.which("gpu-execution-pack")
+    if found and beside.exists() and Path(found).resolve() == beside.resolve():
+        return "gpu-execution-pack"
+    return str(beside) if beside.exists() else f"{sys.executable} -m gpu_execution_pack"
+
+
 def ready_text(prometheus_url: str, api_url: str, key: str, config: Path) -> str:
     """The ready line and three commands to try."""
-    report = f"gpu-execution-pack report --config {config} --prometheus {prometheus_url}"
+    report = f"{program()} report --config {config} --prometheus {prometheus_url}"
     metrics = f"{api_url}/api/v2/external/execution/{fleet.LIVE_ID}/metrics"
     return (
         f"ready: prometheus={prometheus_url} api={api_url} key={key}\n"
