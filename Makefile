@@ -7,7 +7,7 @@ CLI := $(PY) -m gpu_execution_pack
 CONFIG ?=
 CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG),)
 
-.PHONY: all venv promtool chromium screenshot prometheus3 rules dashboards docs golden check lint test test-fast bench bench-api bench-host-map bench-host-identity bench-report clean
+.PHONY: all venv demo promtool chromium screenshot prometheus3 rules dashboards docs golden check lint test test-fast bench bench-api bench-host-map bench-host-identity bench-report clean
 .DEFAULT_GOAL := all
 
 all: rules dashboards docs check
@@ -67,6 +67,10 @@ lint: venv
 
 check: venv promtool lint
 	$(CLI) check $(CONFIG_ARG)
+
+# A day of a small fleet in a Prometheus on 127.0.0.1, live exporters and the endpoint, until Ctrl-C.
+demo: venv promtool
+	$(CLI) demo
 
 # Prometheus 3 beside the system's 2.x: Debian unstable's prometheus and promtool packages (they need
 # only libc6), fetched with a private apt configuration and unpacked into $(PROMETHEUS3_DIR); nothing

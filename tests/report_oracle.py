@@ -327,20 +327,6 @@ def _cpu(world: alerting.World, execution: Execution, hosts: list[str], minute: 
     return max(values) if values else 0.0
 
 
-@cache
-def alert_series(scenario: Scenario, cfg: Config) -> list[tuple[dict[str, str], list[bool]]]:
-    """Prometheus' ALERTS series for the scenario as the alert oracle says they fire: labels, firing per step."""
-    world = alerting.World(scenario, cfg)
-    timelines = alerting.Timelines(alerting.specs(cfg), world)
-    out = []
-    for spec in timelines.specs:
-        for entity in timelines.entities[spec.name]:
-            firing = [timelines.firing(spec, entity, k) for k in range(scenario.steps + 1)]
-            if any(firing):
-                labels = dict(entity.labels) | {
-                    "alertname": alerting.PREFIX + spec.name,
-                    "alertstate": "firing",
-                    "severity": spec.severity,
-                }
-                out.append((labels, firing))
-    return out
+# Prometheus' ALERTS series for a scenario as the alert oracle says they fire (test_report backfills them; cached,
+# since the oracle's report reads them for every execution).
+alert_series = cache(alerting.alert_series)

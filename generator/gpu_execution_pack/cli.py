@@ -301,9 +301,36 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The demo fleet in a Prometheus on 127.0.0.1 with live exporters and the endpoint, until Ctrl-C."""
+    from gpu_execution_pack.demo import run
+
+    for name in ("prometheus_port", "api_port"):
+        port = getattr(args, name)
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"--{name.replace('_', '-')}: {port} is not accepted; accepted: 0 (a free port) to 65535")
+    try:
+        return run.run(args.dir, args.prometheus_port, args.api_port)
+    except run.DemoError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
 def cmd_defaults(args: argparse.Namespace) -> int:
     sys.stdout.write(defaults_yaml())
     return 0
+
+
+def add_demo(sub: argparse._SubParsersAction) -> None:
+    d = sub.add_parser(
+        "demo",
+        help="a day of a small NVIDIA and AMD fleet in a Prometheus on 127.0.0.1, live exporters and the endpoint, "
+        "until Ctrl-C (needs prometheus and promtool)",
+    )
+    d.add_argument("--dir", help="folder for its data, config and logs (default: a temporary one, removed at the end)")
+    d.add_argument("--prometheus-port", type=int, default=0, help="Prometheus' port (default 0: a free one)")
+    d.add_argument("--api-port", type=int, default=0, help="the endpoint's port (default 0: a free one)")
+    d.set_defaults(func=cmd_demo)
 
 
 def with_config(cmd: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -401,6 +428,7 @@ def parser() -> argparse.ArgumentParser:
     add_file_commands(sub)
     add_reading_commands(sub)
     add_serve_command(sub)
+    add_demo(sub)
     return p
 
 

@@ -580,3 +580,22 @@ class Timelines:
                     if self.holds(spec, entity, k) != self.holds(spec, entity, k - 1):
                         out.update({k, k + length})
         return sorted(k for k in out if 0 <= k <= self.steps)
+
+
+def alert_series(scenario: Scenario, cfg: Config) -> list[tuple[dict[str, str], list[bool]]]:
+    """Prometheus' ALERTS series for the scenario as this oracle says they fire: labels, firing per step (for a
+    backfill, where promtool records no alerts: the report tests' and ``gpu-execution-pack demo``'s)."""
+    world = World(scenario, cfg)
+    timelines = Timelines(specs(cfg), world)
+    out = []
+    for spec in timelines.specs:
+        for entity in timelines.entities[spec.name]:
+            firing = [timelines.firing(spec, entity, k) for k in range(scenario.steps + 1)]
+            if any(firing):
+                labels = dict(entity.labels) | {
+                    "alertname": PREFIX + spec.name,
+                    "alertstate": "firing",
+                    "severity": spec.severity,
+                }
+                out.append((labels, firing))
+    return out
