@@ -8,8 +8,8 @@ objects: names are shared, values are not.
 What the catalog already says is read from it, not restated: which signal a plain per-GPU series reads
 (a series whose one formula is ``signal(key)``), whether the signal is device-wide, and whether an
 exporter generation collects it by default. A signal with a load field (``<key>_<unit>`` on ``GpuLoad``)
-and no rule of its own here is published from that field and served by every such series
-(``LOAD_SIGNALS``, ``plain_series``): a new one needs its load field and nothing in this module.
+and no rule of its own here is published from that field, and every such series holds it
+(``LOAD_SIGNALS``, ``PLAIN_SERIES``): a new one needs its load field and nothing in this module.
 """
 
 from __future__ import annotations

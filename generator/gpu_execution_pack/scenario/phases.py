@@ -1,7 +1,7 @@
 """The phase table: what a GPU and its host do in each named phase of an execution.
 
 Values are given in the units the older exporters use (percent, MiB, MHz, W, degrees C, bytes/s); the
-oracle (``oracle``) turns them into base units with its own constants. A ``GpuLoad`` field named
+oracle (``scenario.oracle``) turns them into base units with its own constants. A ``GpuLoad`` field named
 ``<signal key>_<unit>`` (``pcie_rx_bytes_per_second``) is what the GPU publishes for that catalog signal,
 in one of the oracle's units (``oracle.LOAD_UNITS``): a new signal's load is one field here, with a default.
 Values are chosen so that every conversion is exact in floating point (integer MiB and MHz, percent
