@@ -226,7 +226,7 @@ def test_the_fleet_views_top_rows_are_those_of_the_whole_ranking(loaded):
         billed, worked = f.billed_seconds / 3600, f.worked_seconds / 3600
         assert (row["gpuHoursBilled"], row["gpuHoursWorked"]) == pytest.approx((billed, worked), abs=1e-4)
         # Read for the named top rows, the rest of the row is what reading every execution gives.
-        assert row["verdicts"] == [v.code for v in judge(f, cfg, running=f.reporting_at_end, expected_samples=None)]
+        assert row["verdicts"] == [v.code for v in judge(f, cfg, running=f.reporting_at_end, span_seconds=None)]
         assert row["energyKwh"] == pytest.approx(document.energy(f)[0] / document.JOULES_PER_KWH, abs=1e-4)
     assert any(g.shared for f in figures.values() for g in f.gpus)  # the split is among what is compared
     assert head["top"] == whole["top"][:3]
@@ -389,12 +389,14 @@ def test_summary_with_prometheus_down_is_a_json_502():
 
 
 def figures_with_samples(samples: int) -> ExecutionFigures:
-    """One healthy GPU's figures (every series present, busy, cool) with ``samples`` 15 s samples."""
+    """One healthy GPU's figures (every series present, busy, cool) with ``samples`` 15 s samples in a row."""
     gpu = GpuFigures(
         {"execution_id": "x", "hostname": "h", "gpu": "0", "UUID": "GPU-x", "modelName": "m"},
         samples=samples,
+        held_seconds=samples * 15.0,
+        covered_seconds=(samples - 1) * 15.0,
         util_mean=0.9,
-        worked_samples=0.9 * samples,
+        worked_seconds=0.9 * samples * 15.0,
         mem_peak_ratio=0.5,
         mem_last_ratio=0.5,
         present={s.name for s in REQUIRED_GPU_SERIES},
@@ -407,7 +409,8 @@ def figures_with_samples(samples: int) -> ExecutionFigures:
 )
 def test_a_gap_is_samples_missing_for_prometheus_lookback_not_a_missed_evaluation(samples, codes):
     """240 samples span an hour at 15 s: 2 missing is a missed rule evaluation, 20 (5 minutes) a gap."""
-    verdicts = judge(figures_with_samples(samples), config_from_mapping(CONFIG), running=False, expected_samples=240)
+    cfg = config_from_mapping(CONFIG)
+    verdicts = judge(figures_with_samples(samples), cfg, running=False, span_seconds=239 * 15.0)
     assert [v.code for v in verdicts] == codes
 
 

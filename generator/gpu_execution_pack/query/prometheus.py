@@ -140,6 +140,18 @@ class PrometheusClient:
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
             raise PrometheusError(502, f"Prometheus at {self.url} did not serve its configuration") from None
 
+    async def rule_groups(self) -> list[dict[str, Any]]:
+        """The rule groups Prometheus has loaded (``/api/v1/rules``): each with its ``name`` and ``interval`` in
+        seconds. Empty where the API does not serve them (a query frontend without a ruler)."""
+        try:
+            response = await self.client.get("/api/v1/rules", params={**self.params, "type": "record"})
+            groups = response.json()["data"]["groups"]
+        except httpx.TimeoutException:
+            raise PrometheusError(504, f"Prometheus at {self.url} did not answer in time") from None
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return []
+        return [g for g in groups if isinstance(g, dict)] if isinstance(groups, list) else []
+
     async def _get(self, path: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         response = await self._answer(path, params)
         if len(response.content) > OFFLOAD_BYTES:  # parsing it would hold the event loop for milliseconds

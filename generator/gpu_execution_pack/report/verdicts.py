@@ -38,8 +38,8 @@ CODES: tuple[str, ...] = (
 )
 # Alerts that say an execution's GPUs stopped reporting (rules.alerts): fired, they make telemetry incomplete.
 TELEMETRY_ALERTS = ("GpuExecutionTelemetryMissing", "GpuExecutionDcgmExporterDown")
-# Missing samples count as a gap from Prometheus' lookback on: shorter ones (a missed rule evaluation)
-# every query bridges anyway, and the figures count the samples there are.
+# Time without samples counts as a gap from Prometheus' lookback on: shorter ones (missed rule evaluations)
+# every query bridges anyway, and the figures count them as held (report.timeline).
 GAP_SECONDS = 300
 
 
@@ -75,7 +75,7 @@ def minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min"
 
 
-def missing_inputs(f: ExecutionFigures, expected_samples: int | None) -> list[str]:
+def missing_inputs(f: ExecutionFigures, span_seconds: float | None) -> list[str]:
     """What the report lacks: series never recorded for a GPU or host, and gaps in a GPU's samples."""
     out = []
     api_names = {s.name: s.api_name or s.name for s in REQUIRED_GPU_SERIES}
@@ -83,10 +83,12 @@ def missing_inputs(f: ExecutionFigures, expected_samples: int | None) -> list[st
         absent = [api_names[s.name] for s in REQUIRED_GPU_SERIES if s.name not in gpu.present]
         if absent:
             out.append(f"{gpu_name(gpu)} has no {', '.join(absent)}")
-        lost = 0 if expected_samples is None else (expected_samples - gpu.samples) * f.gpu_interval
-        if lost >= GAP_SECONDS:
+        # The time its samples cover, counted from their timestamps (report.timeline), against the span.
+        lost = 0 if span_seconds is None else span_seconds - gpu.covered_seconds
+        if span_seconds is not None and lost >= GAP_SECONDS:
             out.append(
-                f"{gpu_name(gpu)} reported {gpu.samples} of {expected_samples} samples ({minutes(lost)} missing)"
+                f"{gpu_name(gpu)} reported for {minutes(gpu.covered_seconds)} of {minutes(span_seconds)} "
+                f"({minutes(lost)} missing)"
             )
     for alert in f.alerts:
         if alert.alertname in TELEMETRY_ALERTS:
@@ -105,19 +107,19 @@ def missing_activity(f: ExecutionFigures, cfg: Config) -> list[str]:
         f"{gpu_name(g)} has no {engine} while its utilisation was at or above {percent(stall.util_threshold)} "
         f"for {minutes(high)}: whether it stalled cannot be told"
         for g in f.gpus
-        if g.engine_mean is None and (high := g.util_high_samples * f.gpu_interval) >= seconds(stall.for_)
+        if g.engine_mean is None and (high := g.util_high_seconds) >= seconds(stall.for_)
     ]
 
 
 @dataclass(frozen=True)
 class Case:
-    """What the rules judge: one execution's figures, whether it still runs, and how many samples
-    each GPU should have over the span (None: gaps are not judged, as in the fleet view, which has
-    no per-execution span)."""
+    """What the rules judge: one execution's figures, whether it still runs, and the seconds of the span
+    each GPU's samples should cover (None: gaps are not judged, as in the fleet view, which has no
+    per-execution span)."""
 
     figures: ExecutionFigures
     running: bool
-    expected_samples: int | None
+    span_seconds: float | None
 
 
 # A rule reads a case with the configuration's thresholds and gives its one verdict, or None.
@@ -136,7 +138,7 @@ def low_utilization_seconds(f: ExecutionFigures, cfg: Config) -> float | None:
     mean = mean_utilization(f)
     if mean is None or mean < cfg.report.gpu_idle_threshold:
         return None
-    low_seconds = f.low_util_samples * f.derived_interval
+    low_seconds = f.low_util_seconds
     return low_seconds if low_seconds >= seconds(cfg.alerts.gpu_underutilized.for_) else None
 
 
@@ -200,7 +202,7 @@ def gpu_stalled(case: Case, cfg: Config) -> Verdict | None:
     """A GPU with kernels resident while its graphics engine idled (the GpuStalled condition) for at least
     the alert's ``for`` in all."""
     f, stall = case.figures, cfg.alerts.gpu_stalled
-    held = [(g, g.stalled_samples * f.derived_interval) for g in f.gpus]
+    held = [(g, g.stalled_seconds) for g in f.gpus]
     stalled = [(g, s) for g, s in held if s >= seconds(stall.for_)]
     if not stalled:
         return None
@@ -266,10 +268,10 @@ def low_phrase(low_seconds: float, cfg: Config) -> str:
     return f"utilisation under {percent(cfg.alerts.gpu_underutilized.threshold)} for {minutes(low_seconds)}"
 
 
-def throttled(case: Case, code: str, samples: str, alert: ThrottleAlert, what: str, advice: str) -> Verdict | None:
-    """A GPU held by a clock-event reason (``samples``: its figure) for at least ``alert``'s ``for``."""
+def throttled(case: Case, code: str, seconds_of: str, alert: ThrottleAlert, what: str, advice: str) -> Verdict | None:
+    """A GPU held by a clock-event reason (``seconds_of``: its figure) for at least ``alert``'s ``for``."""
     f = case.figures
-    held = {gpu_name(g): getattr(g, samples) * f.derived_interval for g in f.gpus}
+    held = {gpu_name(g): getattr(g, seconds_of) for g in f.gpus}
     long = {name: s for name, s in held.items() if s >= seconds(alert.for_)}
     if not long:
         return None
@@ -282,7 +284,7 @@ def power_throttled(case: Case, cfg: Config) -> Verdict | None:
     return throttled(
         case,
         "power_throttled",
-        "power_throttled_samples",
+        "power_throttled_seconds",
         cfg.alerts.power_throttling,
         "ran at the power limit with clocks held down",
         "The job was slowed by the power cap, not by its code: ask whether the cap is intended "
@@ -295,7 +297,7 @@ def thermal_throttled(case: Case, cfg: Config) -> Verdict | None:
     return throttled(
         case,
         "thermal_throttled",
-        "thermal_throttled_samples",
+        "thermal_throttled_seconds",
         cfg.alerts.thermal_throttling,
         "ran hot enough to slow down",
         "A cooling problem of the node, not of the job: report the host to its operators; "
@@ -305,7 +307,7 @@ def thermal_throttled(case: Case, cfg: Config) -> Verdict | None:
 
 def tensor_cores_unused(case: Case, cfg: Config) -> Verdict | None:
     """A GPU publishing tensor-pipe activity whose engines were busy with the tensor pipes idle for at
-    least ``report.tensor_unused_share`` of its samples; never on an idle or stalled job."""
+    least ``report.tensor_unused_share`` of the time; never on an idle or stalled job."""
     f, r = case.figures, cfg.report
     if gpu_idle(case, cfg) is not None or gpu_stalled(case, cfg) is not None:
         return None
@@ -313,12 +315,12 @@ def tensor_cores_unused(case: Case, cfg: Config) -> Verdict | None:
         g
         for g in f.gpus
         if g.tensor_mean is not None
-        and g.tensor_judged_samples
-        and g.tensor_unused_samples / g.tensor_judged_samples >= r.tensor_unused_share
+        and g.tensor_judged_seconds
+        and g.tensor_unused_seconds / g.tensor_judged_seconds >= r.tensor_unused_share
     ]
     if not unused:
         return None
-    shares = ", ".join(f"{gpu_name(g)}: {percent(g.tensor_unused_samples / g.tensor_judged_samples)}" for g in unused)
+    shares = ", ".join(f"{gpu_name(g)}: {percent(g.tensor_unused_seconds / g.tensor_judged_seconds)}" for g in unused)
     return Verdict(
         "tensor_cores_unused",
         "info",
@@ -363,7 +365,7 @@ def telemetry_incomplete(case: Case, cfg: Config) -> Verdict | None:
     underutilisation rule, which then cannot tell input from I/O bound, or no engine activity while
     utilisation was high enough for the stall rule (``missing_activity``)."""
     f = case.figures
-    missing = missing_inputs(f, case.expected_samples) + missing_activity(f, cfg)
+    missing = missing_inputs(f, case.span_seconds) + missing_activity(f, cfg)
     if low_utilization_seconds(f, cfg) is not None and f.cpu_during_low_util is None:
         missing.append("no host CPU series while utilisation was low: input or I/O bound cannot be told")
     if not missing:
@@ -400,13 +402,13 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def judge(f: ExecutionFigures, cfg: Config, *, running: bool, expected_samples: int | None = None) -> list[Verdict]:
+def judge(f: ExecutionFigures, cfg: Config, *, running: bool, span_seconds: float | None = None) -> list[Verdict]:
     """The verdicts for one execution's figures, most urgent first; ``healthy`` when nothing is found.
 
-    ``expected_samples`` is how many samples each GPU should have over the span (None: gaps are
+    ``span_seconds`` is how long the span is, which each GPU's samples should cover (None: gaps are
     not judged, as in the fleet view, which has no per-execution span).
     """
-    case = Case(f, running, expected_samples)
+    case = Case(f, running, span_seconds)
     found = [v for rule in RULES if (v := rule(case, cfg)) is not None]
     return sorted(found, key=lambda v: CODES.index(v.code)) or [HEALTHY]
 
