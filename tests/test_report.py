@@ -446,11 +446,24 @@ def test_activity_figures_per_gpu_and_only_where_published(loaded):
     blind = summary_of(server, cfg, "blind-0033", start)
     device = blind["gpus"]["devices"][0]
     assert "graphicsEngineActivePercent" not in device and "tensorActivePercent" in device
-    incomplete = verdict(blind, "telemetry_incomplete")["summary"]
-    assert "gpuGraphicsEngineActivePercent" in incomplete and "stalled cannot be told" in incomplete
-    # Ten minutes at high utilisation are too short for a stall: its missing engine activity is no gap.
+    # A field the GPU never publishes is no gap: an info note, and healthy all the same.
+    assert [v["code"] for v in blind["verdicts"]] == ["not_judged", "healthy"]
+    note = verdict(blind, "not_judged")
+    assert note["severity"] == "info"
+    assert "gpuGraphicsEngineActivePercent" in note["summary"] and "stalled cannot be told" in note["summary"]
+    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in note["advice"]
+    # Ten minutes at high utilisation are too short for a stall: nothing to note.
     short = summary_of(server, cfg, "blindshort-0034", start)
-    assert "telemetry_incomplete" not in [v["code"] for v in short["verdicts"]]
+    assert "not_judged" not in [v["code"] for v in short["verdicts"]]
+
+
+@pytest.mark.parametrize("execution_id", ["noprof-0044", "nodcp-0045"])
+def test_a_fleet_without_profiling_fields_is_healthy_with_a_note_not_incomplete(loaded, execution_id):
+    """dcgm-exporter 3.x default counters, and GPUs without DCP: every busy job used to be telemetry_incomplete
+    (a warning) and never healthy."""
+    server, cfg, start = loaded
+    got = summary_of(server, cfg, execution_id, start)
+    assert [(v["code"], v["severity"]) for v in got["verdicts"]] == [("not_judged", "info"), ("healthy", "info")]
 
 
 def test_a_shared_gpu_names_the_other_executions_within_the_tenant(loaded):

@@ -91,11 +91,16 @@ def test_never_tensor_cores_unused_on_a_stalled_or_idle_job():
     assert codes(idle) == ["gpu_idle"]
 
 
-def test_no_engine_activity_is_incomplete_only_where_the_stall_needs_it():
+def test_no_engine_activity_is_noted_where_the_stall_needs_it_and_is_no_gap():
     long = STALL_FOR
     blind = execution(gpu(engine_mean=None, tensor_judged_seconds=0, util_high_seconds=long))
-    assert codes(blind) == ["telemetry_incomplete"]
-    assert "gpuGraphicsEngineActivePercent" in judge(blind, CFG, running=False)[0].summary
+    assert codes(blind) == ["not_judged", "healthy"]
+    note = judge(blind, CFG, running=False)[0]
+    assert note.severity == "info" and "gpuGraphicsEngineActivePercent" in note.summary
+    assert "gpu_stalled" in note.summary and "default" in note.advice
+    # A real gap keeps its severity beside the note.
+    gapped = execution(replace(blind.gpus[0], covered_seconds=long))
+    assert codes(gapped) == ["telemetry_incomplete", "not_judged"]
     short = execution(gpu(engine_mean=None, tensor_judged_seconds=0, util_high_seconds=long - INTERVAL))
     assert codes(short) == ["healthy"]
 

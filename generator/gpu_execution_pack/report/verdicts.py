@@ -34,8 +34,11 @@ CODES: tuple[str, ...] = (
     "tensor_cores_unused",
     "gpu_shared",
     "telemetry_incomplete",
+    "not_judged",
     "healthy",
 )
+# Verdicts that say what the report could not judge, not what it found: ``healthy`` is given beside them.
+NOT_FINDINGS = ("not_judged",)
 # Alerts that say an execution's GPUs stopped reporting (rules.alerts): fired, they make telemetry incomplete.
 TELEMETRY_ALERTS = ("GpuExecutionTelemetryMissing", "GpuExecutionDcgmExporterDown")
 # Time without samples counts as a gap from Prometheus' lookback on: shorter ones (missed rule evaluations)
@@ -99,8 +102,10 @@ def missing_inputs(f: ExecutionFigures, span_seconds: float | None) -> list[str]
 
 
 def missing_activity(f: ExecutionFigures, cfg: Config) -> list[str]:
-    """GPUs without engine activity whose utilisation was high for the stall's ``for``: whether they
-    stalled cannot be told. Elsewhere a missing activity field is no gap: no verdict needs it."""
+    """GPUs that publish no engine activity over the whole span (the exporter does not collect the profiling
+    fields, or the GPU has no DCP) whose utilisation was high for the stall's ``for``: whether they stalled
+    cannot be told. That is a field the GPU never publishes, not a gap (``not_judged``); elsewhere a missing
+    activity field matters to no verdict."""
     stall = cfg.alerts.gpu_stalled
     engine = catalog.GPU_GRAPHICS_ENGINE_ACTIVE.api_name
     return [
@@ -365,7 +370,7 @@ def telemetry_incomplete(case: Case, cfg: Config) -> Verdict | None:
     underutilisation rule, which then cannot tell input from I/O bound, or no engine activity while
     utilisation was high enough for the stall rule (``missing_activity``)."""
     f = case.figures
-    missing = missing_inputs(f, case.span_seconds) + missing_activity(f, cfg)
+    missing = missing_inputs(f, case.span_seconds)
     if low_utilization_seconds(f, cfg) is not None and f.cpu_during_low_util is None:
         missing.append("no host CPU series while utilisation was low: input or I/O bound cannot be told")
     if not missing:
@@ -376,6 +381,24 @@ def telemetry_incomplete(case: Case, cfg: Config) -> Verdict | None:
         "Telemetry is incomplete: " + "; ".join(missing) + ".",
         "Verdicts that need the missing data are not given. Check that dcgm-exporter and "
         "node_exporter run and are scraped on these hosts, and that the optional DCGM fields are collected.",
+    )
+
+
+def not_judged(case: Case, cfg: Config) -> Verdict | None:
+    """Verdicts not given because the execution's GPUs never publish a field they need (``missing_activity``):
+    an info note naming them and the exporter setting that enables the field. Not a gap: nothing stopped."""
+    missing = missing_activity(case.figures, cfg)
+    if not missing:
+        return None
+    return Verdict(
+        "not_judged",
+        "info",
+        "gpu_stalled and tensor_cores_unused were not judged: " + "; ".join(missing) + ".",
+        "Collect the profiling fields: dcgm-exporter 4.0 and later collect DCGM_FI_PROF_GR_ENGINE_ACTIVE, "
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE and DCGM_FI_PROF_DRAM_ACTIVE by default; on 3.x add them to the "
+        "counters file (-f, as in etc/dcp-metrics-included.csv). GPUs without DCP (before datacenter Volta, "
+        "e.g. M60) cannot publish them, and a profiler holding the lock (Nsight, dcgmi profile --pause) hides "
+        "them while it runs.",
     )
 
 
@@ -399,6 +422,7 @@ RULES: tuple[Rule, ...] = (
     tensor_cores_unused,
     gpu_shared,
     telemetry_incomplete,
+    not_judged,
 )
 
 
@@ -410,7 +434,9 @@ def judge(f: ExecutionFigures, cfg: Config, *, running: bool, span_seconds: floa
     """
     case = Case(f, running, span_seconds)
     found = [v for rule in RULES if (v := rule(case, cfg)) is not None]
-    return sorted(found, key=lambda v: CODES.index(v.code)) or [HEALTHY]
+    if all(v.code in NOT_FINDINGS for v in found):
+        found.append(HEALTHY)
+    return sorted(found, key=lambda v: CODES.index(v.code))
 
 
 def seconds(duration: str) -> float:

@@ -448,6 +448,23 @@ def profiling_locked() -> Scenario:
     )
 
 
+# The profiling fields dcgm-exporter 3.x does not collect by default, and GPUs without DCP cannot publish.
+PROFILING = frozenset({"gr_engine_active", "tensor_active", "dram_active"})
+
+
+def no_profiling_fleet() -> Scenario:
+    """Busy, healthy jobs on a fleet without the profiling fields: dcgm-exporter 3.x with its default counters
+    (h41) and GPUs without DCP metrics (h42, as an M60 is). A field a GPU never publishes is no gap: each job is
+    healthy, with a note that the stall could not be judged."""
+    hosts = (Host("h41", generation="3.3", missing=PROFILING), Host("h42", missing=PROFILING))
+    busy = ("loading",) + ("compute",) * 4
+    executions = (
+        Execution("noprof-0044", (Gpu("h41", 0), Gpu("h41", 1)), busy, util_offsets=(0, -1)),
+        Execution("nodcp-0045", (Gpu("h42", 0),), busy),
+    )
+    return Scenario("no profiling fields", no_profiling_fleet.__doc__ or "", hosts, executions)
+
+
 # --- Report scenarios -----------------------------------------------------------------------
 
 
