@@ -233,6 +233,19 @@ def kubernetes_installs() -> list[Scenario]:
                 address="10.0.3.2",
             ),
         ),
+        # Kubernetes DRA (KUBERNETES_ENABLE_DRA): pod, namespace and container, the claim's dra_* labels, and one
+        # copy of each series per container of the pod that references the claim; behind the ServiceMonitor the
+        # workload's pod, namespace and container arrive as exported_*.
+        _install(
+            "Kubernetes DRA: dra_* claim labels, one copy per container that references the claim",
+            Host(
+                "dra1",
+                "4.10",
+                dcgm_host="dra1",
+                exporter_pod="nvidia-dcgm-exporter-d8f2k",
+                dra_containers=("trainer", "data-loader"),
+            ),
+        ),
         # An exporter before 4.8.3 (Hostname = its pod) behind a scrape config adding hostname.
         _install(
             "both Hostname (the pod) and a relabelled hostname (the node)",
@@ -319,7 +332,14 @@ def default_suite() -> list[Scenario]:
 
 def attribution_suite() -> list[Scenario]:
     """Scenarios every attribution mode is tested on."""
-    return [training_in("4.8"), mig(), real_install("helm1"), real_install("gpuop4"), mps_shared()]
+    return [
+        training_in("4.8"),
+        mig(),
+        real_install("helm1"),
+        real_install("gpuop4"),
+        real_install("dra1"),
+        mps_shared(),
+    ]
 
 
 # --- Alert scenarios ----------------------------------------------------------------------
