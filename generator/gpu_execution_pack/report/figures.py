@@ -484,7 +484,8 @@ def read_timed(
     for r in results[f"timed:{catalog.EXECUTION_UNDERUTILIZED.name}"]:
         if (execution := scope.key(r["metric"])) in executions:
             f = executions[execution]
-            f.low_util_seconds += timeline.integral(r["values"], f.derived_interval, end)
+            # One series per tenant of the execution, each over the same time: the longest, not their sum.
+            f.low_util_seconds = max(f.low_util_seconds, timeline.integral(r["values"], f.derived_interval, end))
             clocks[execution] += [t for t, _ in r["values"]]
     # An alert fires once per GPU (or tenant): it fired for the execution at any instant one of its series did.
     instants: dict[tuple[Key, str, str], set[float]] = defaultdict(set)
