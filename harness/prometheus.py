@@ -12,6 +12,7 @@ import signal
 import urllib.request
 from typing import Any
 
+from gpu_execution_pack import promtool
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.demo import prometheus as base
 from gpu_execution_pack.demo.prometheus import (  # noqa: F401  (the tests import them from here)
@@ -85,3 +86,14 @@ class Prometheus(base.Prometheus):
     def load(self, series: list[RenderedSeries], groups: list[RuleGroup], start: int, end: int) -> None:
         """Backfill raw ``series`` from ``start``, then every recording rule of ``groups`` over [start, end]."""
         self.load_openmetrics(openmetrics(series, start), groups, start, end)
+
+    def load_scheduled(self, text: str, groups: list[RuleGroup], pieces: list[tuple[int, int, int]]) -> None:
+        """Backfill raw samples given as OpenMetrics, then every recording rule of ``groups`` over each piece
+        (start, end, seconds between evaluations): rules that ran at other intervals, or missed evaluations."""
+        raw = self.workdir / "raw.om"
+        raw.write_text(text)
+        promtool.run(["tsdb", "create-blocks-from", "openmetrics", str(raw), str(self.data)])
+        raw.unlink()
+        self.start()
+        for i, rules in enumerate(dependency_rounds(groups)):
+            self.backfill_pieces(f"round-{i}", rules, pieces)

@@ -25,6 +25,7 @@ from gpu_execution_pack.scenario.library import (
     hot,
     idle_job,
     mig,
+    no_profiling_fleet,
     oom_crash,
     power_capped,
     training,
@@ -83,6 +84,7 @@ def report_suite() -> Scenario:
             idle_job(),
             *work_suite(),
             blind(),
+            no_profiling_fleet(),
         ],
     )
 
@@ -191,9 +193,12 @@ def report(scenario: Scenario, cfg: Config, execution: Execution, reads_on: floa
         for labels, _ in alert_series(scenario, cfg)
     )
     gap = any((span_samples - n) * STEP_SECONDS >= GAP_MINUTES * 60 for n in samples.values())
-    if lost or gap or stall_unknowable(cfg, execution, reporting):
+    if lost or gap:
         codes.append("telemetry_incomplete")
-    if not codes:
+    # A field the GPU never publishes is no gap: the stall is not judged, and healthy still given.
+    if stall_unknowable(cfg, execution, reporting):
+        codes.append("not_judged")
+    if not [c for c in codes if c != "not_judged"]:
         codes.append("healthy")
     return ExpectedReport(
         execution.id,

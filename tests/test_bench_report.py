@@ -56,12 +56,13 @@ def test_the_scaling_guide_quotes_figures_the_benchmark_report_holds():
 
 def report_queries(cfg, scope) -> list[str]:
     """The PromQL text of the figures the report reads in one pass (``figures.collect``)."""
-    w = figures.Window("7d", "1m", 60.0)
+    w = figures.Window("7d")
     queries = {
         **figures.gpu_queries(cfg, scope, w),
         **figures.presence_queries(scope, w),
         **figures.host_queries(scope, w),
         **figures.execution_queries(scope, w),
+        **figures.timed_queries(scope, w),
     }
     return [render(q) for q in queries.values()]
 

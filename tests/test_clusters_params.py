@@ -85,9 +85,9 @@ def test_the_openapi_document_lists_cluster_and_409_only_with_a_cluster_label():
 
 def test_an_executions_figures_carry_its_clusters_matcher_and_the_fleets_group_by_cluster():
     cfg = config("cluster")
-    w = figures.Window("1h", "1m", 60.0)
+    w = figures.Window("1h")
     one = figures.Scope(cfg, "train-0001", None, cluster="b")
-    for query in figures.gpu_queries(cfg, one, w).values():
+    for query in [*figures.gpu_queries(cfg, one, w).values(), *figures.timed_queries(one, w).values()]:
         assert 'cluster="b"' in one.query(query)
     fleet = figures.Scope(cfg, None, None)
     grouped = fleet.query(figures.execution_queries(fleet, w)["reporting_at_end"])

@@ -227,7 +227,7 @@ def test_the_fleet_views_top_rows_are_those_of_the_whole_ranking(loaded):
         billed, worked = f.billed_seconds / 3600, f.worked_seconds / 3600
         assert (row["gpuHoursBilled"], row["gpuHoursWorked"]) == pytest.approx((billed, worked), abs=1e-4)
         # Read for the named top rows, the rest of the row is what reading every execution gives.
-        assert row["verdicts"] == [v.code for v in judge(f, cfg, running=f.reporting_at_end, expected_samples=None)]
+        assert row["verdicts"] == [v.code for v in judge(f, cfg, running=f.reporting_at_end, span_seconds=None)]
         assert row["energyKwh"] == pytest.approx(document.energy(f)[0] / document.JOULES_PER_KWH, abs=1e-4)
     assert any(g.shared for f in figures.values() for g in f.gpus)  # the split is among what is compared
     assert head["top"] == whole["top"][:3]
@@ -390,12 +390,14 @@ def test_summary_with_prometheus_down_is_a_json_502():
 
 
 def figures_with_samples(samples: int) -> ExecutionFigures:
-    """One healthy GPU's figures (every series present, busy, cool) with ``samples`` 15 s samples."""
+    """One healthy GPU's figures (every series present, busy, cool) with ``samples`` 15 s samples in a row."""
     gpu = GpuFigures(
         {"execution_id": "x", "hostname": "h", "gpu": "0", "UUID": "GPU-x", "modelName": "m"},
         samples=samples,
+        held_seconds=samples * 15.0,
+        covered_seconds=(samples - 1) * 15.0,
         util_mean=0.9,
-        worked_samples=0.9 * samples,
+        worked_seconds=0.9 * samples * 15.0,
         mem_peak_ratio=0.5,
         mem_last_ratio=0.5,
         present={s.name for s in REQUIRED_GPU_SERIES},
@@ -408,7 +410,8 @@ def figures_with_samples(samples: int) -> ExecutionFigures:
 )
 def test_a_gap_is_samples_missing_for_prometheus_lookback_not_a_missed_evaluation(samples, codes):
     """240 samples span an hour at 15 s: 2 missing is a missed rule evaluation, 20 (5 minutes) a gap."""
-    verdicts = judge(figures_with_samples(samples), config_from_mapping(CONFIG), running=False, expected_samples=240)
+    cfg = config_from_mapping(CONFIG)
+    verdicts = judge(figures_with_samples(samples), cfg, running=False, span_seconds=239 * 15.0)
     assert [v.code for v in verdicts] == codes
 
 
@@ -444,11 +447,24 @@ def test_activity_figures_per_gpu_and_only_where_published(loaded):
     blind = summary_of(server, cfg, "blind-0033", start)
     device = blind["gpus"]["devices"][0]
     assert "graphicsEngineActivePercent" not in device and "tensorActivePercent" in device
-    incomplete = verdict(blind, "telemetry_incomplete")["summary"]
-    assert "gpuGraphicsEngineActivePercent" in incomplete and "stalled cannot be told" in incomplete
-    # Ten minutes at high utilisation are too short for a stall: its missing engine activity is no gap.
+    # A field the GPU never publishes is no gap: an info note, and healthy all the same.
+    assert [v["code"] for v in blind["verdicts"]] == ["not_judged", "healthy"]
+    note = verdict(blind, "not_judged")
+    assert note["severity"] == "info"
+    assert "gpuGraphicsEngineActivePercent" in note["summary"] and "stalled cannot be told" in note["summary"]
+    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in note["advice"]
+    # Ten minutes at high utilisation are too short for a stall: nothing to note.
     short = summary_of(server, cfg, "blindshort-0034", start)
-    assert "telemetry_incomplete" not in [v["code"] for v in short["verdicts"]]
+    assert "not_judged" not in [v["code"] for v in short["verdicts"]]
+
+
+@pytest.mark.parametrize("execution_id", ["noprof-0044", "nodcp-0045"])
+def test_a_fleet_without_profiling_fields_is_healthy_with_a_note_not_incomplete(loaded, execution_id):
+    """dcgm-exporter 3.x default counters, and GPUs without DCP: every busy job used to be telemetry_incomplete
+    (a warning) and never healthy."""
+    server, cfg, start = loaded
+    got = summary_of(server, cfg, execution_id, start)
+    assert [(v["code"], v["severity"]) for v in got["verdicts"]] == [("not_judged", "info"), ("healthy", "info")]
 
 
 def test_a_shared_gpu_names_the_other_executions_within_the_tenant(loaded):

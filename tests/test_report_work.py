@@ -26,18 +26,20 @@ def gpu(index: int = 0, **figures) -> GpuFigures:
     """A busy, healthy GPU of execution x with every series; ``figures`` override."""
     base = {
         "samples": SAMPLES,
+        "held_seconds": SAMPLES * INTERVAL,
+        "covered_seconds": (SAMPLES - 1) * INTERVAL,
         "util_mean": 0.9,
-        "worked_samples": 0.9 * SAMPLES,
+        "worked_seconds": 0.9 * SAMPLES * INTERVAL,
         "mem_peak_ratio": 0.5,
         "mem_last_ratio": 0.5,
         "power_integral_joules": 400.0 * SAMPLES * INTERVAL,
         "engine_mean": 0.7,
         "tensor_mean": 0.3,
         "dram_mean": 0.4,
-        "tensor_judged_samples": SAMPLES,
-        "share_sum": float(SAMPLES),
+        "tensor_judged_seconds": SAMPLES * INTERVAL,
+        "share_seconds": SAMPLES * INTERVAL,
         "share_min": 1.0,
-        "worked_shared_samples": 0.9 * SAMPLES,
+        "worked_shared_seconds": 0.9 * SAMPLES * INTERVAL,
         "power_attributed_joules": 400.0 * SAMPLES * INTERVAL,
         "present": {s.name for s in REQUIRED_GPU_SERIES},
     }
@@ -50,7 +52,7 @@ def execution(*gpus: GpuFigures) -> ExecutionFigures:
 
 
 def codes(f: ExecutionFigures) -> list[str]:
-    return [v.code for v in judge(f, CFG, running=False, expected_samples=SAMPLES)]
+    return [v.code for v in judge(f, CFG, running=False, span_seconds=SAMPLES * INTERVAL)]
 
 
 def test_the_new_codes_are_in_the_vocabulary_in_order_of_urgency():
@@ -63,7 +65,7 @@ def test_the_new_codes_are_in_the_vocabulary_in_order_of_urgency():
     ("stalled_seconds", "want"), [(STALL_FOR, ["gpu_stalled"]), (STALL_FOR - INTERVAL, ["healthy"])]
 )
 def test_stalled_for_the_alerts_for_in_all(stalled_seconds, want):
-    f = execution(gpu(0, stalled_samples=stalled_seconds / INTERVAL, engine_mean=0.2), gpu(1))
+    f = execution(gpu(0, stalled_seconds=stalled_seconds, engine_mean=0.2), gpu(1))
     assert codes(f) == want
     if want == ["gpu_stalled"]:
         v = judge(f, CFG, running=False)[0]
@@ -74,32 +76,37 @@ def test_stalled_for_the_alerts_for_in_all(stalled_seconds, want):
 
 def test_tensor_cores_unused_at_the_configured_share_of_samples():
     share = CFG.report.tensor_unused_share
-    at = round(share * SAMPLES)
-    assert codes(execution(gpu(tensor_unused_samples=at, tensor_mean=0.0))) == ["tensor_cores_unused"]
-    assert codes(execution(gpu(tensor_unused_samples=at - 1, tensor_mean=0.0))) == ["healthy"]
+    at = round(share * SAMPLES) * INTERVAL
+    assert codes(execution(gpu(tensor_unused_seconds=at, tensor_mean=0.0))) == ["tensor_cores_unused"]
+    assert codes(execution(gpu(tensor_unused_seconds=at - INTERVAL, tensor_mean=0.0))) == ["healthy"]
     # Without a tensor-pipe series the check cannot be made: no verdict.
-    assert codes(execution(gpu(tensor_unused_samples=SAMPLES, tensor_mean=None))) == ["healthy"]
+    assert codes(execution(gpu(tensor_unused_seconds=SAMPLES * INTERVAL, tensor_mean=None))) == ["healthy"]
 
 
 def test_never_tensor_cores_unused_on_a_stalled_or_idle_job():
-    unused = {"tensor_unused_samples": float(SAMPLES), "tensor_mean": 0.0}
-    stalled = execution(gpu(0, **unused), gpu(1, stalled_samples=STALL_FOR / INTERVAL))
+    unused = {"tensor_unused_seconds": SAMPLES * INTERVAL, "tensor_mean": 0.0}
+    stalled = execution(gpu(0, **unused), gpu(1, stalled_seconds=STALL_FOR))
     assert codes(stalled) == ["gpu_stalled"]
-    idle = execution(gpu(0, **unused, util_mean=0.01, worked_samples=0.01 * SAMPLES))
+    idle = execution(gpu(0, **unused, util_mean=0.01, worked_seconds=0.01 * SAMPLES * INTERVAL))
     assert codes(idle) == ["gpu_idle"]
 
 
-def test_no_engine_activity_is_incomplete_only_where_the_stall_needs_it():
-    long = round(STALL_FOR / INTERVAL)
-    blind = execution(gpu(engine_mean=None, tensor_judged_samples=0, util_high_samples=long))
-    assert codes(blind) == ["telemetry_incomplete"]
-    assert "gpuGraphicsEngineActivePercent" in judge(blind, CFG, running=False)[0].summary
-    short = execution(gpu(engine_mean=None, tensor_judged_samples=0, util_high_samples=long - 1))
+def test_no_engine_activity_is_noted_where_the_stall_needs_it_and_is_no_gap():
+    long = STALL_FOR
+    blind = execution(gpu(engine_mean=None, tensor_judged_seconds=0, util_high_seconds=long))
+    assert codes(blind) == ["not_judged", "healthy"]
+    note = judge(blind, CFG, running=False)[0]
+    assert note.severity == "info" and "gpuGraphicsEngineActivePercent" in note.summary
+    assert "gpu_stalled" in note.summary and "default" in note.advice
+    # A real gap keeps its severity beside the note.
+    gapped = execution(replace(blind.gpus[0], covered_seconds=long))
+    assert codes(gapped) == ["telemetry_incomplete", "not_judged"]
+    short = execution(gpu(engine_mean=None, tensor_judged_seconds=0, util_high_seconds=long - INTERVAL))
     assert codes(short) == ["healthy"]
 
 
 def test_a_gpu_never_shared_keeps_every_figure():
-    plain = gpu(share_sum=None, share_min=None, worked_shared_samples=None, power_attributed_joules=None)
+    plain = gpu(share_seconds=None, share_min=None, worked_shared_seconds=None, power_attributed_joules=None)
     alone = gpu()  # share 1 throughout: the shared series say nothing new
     for f in (execution(plain), execution(alone)):
         assert f.billed_seconds == SAMPLES * INTERVAL
@@ -113,9 +120,9 @@ def test_a_shared_gpu_is_split_at_each_moment():
     half = SAMPLES // 2
     attributed = 400.0 * INTERVAL * (half + half / 2)
     shared = gpu(
-        share_sum=half + half / 2,
+        share_seconds=(half + half / 2) * INTERVAL,
         share_min=0.5,
-        worked_shared_samples=0.9 * (half + half / 2),
+        worked_shared_seconds=0.9 * (half + half / 2) * INTERVAL,
         power_attributed_joules=attributed,
         co_holders=["y"],
     )
@@ -124,7 +131,9 @@ def test_a_shared_gpu_is_split_at_each_moment():
     assert f.worked_seconds == pytest.approx(0.9 * 0.75 * SAMPLES * INTERVAL)
     assert document.energy(f)[0] == pytest.approx(attributed)
     # The counter's rise is split by the same share of power.
-    counted = replace(shared, energy_samples=SAMPLES, energy_spread=1000.0)
+    counted = replace(
+        shared, energy_samples=SAMPLES, energy_spread=1000.0, energy_span_seconds=(SAMPLES - 1) * INTERVAL
+    )
     rise = counted.energy_spread * SAMPLES / (SAMPLES - 1)  # scaled to the time held
     assert execution(counted).energy_joules(counted) == pytest.approx(rise * 0.75)
     [verdict] = judge(f, CFG, running=False)
@@ -133,7 +142,7 @@ def test_a_shared_gpu_is_split_at_each_moment():
 
 
 def test_a_shared_gpu_with_no_one_visible_says_so_without_naming():
-    f = execution(gpu(share_min=0.5, share_sum=SAMPLES / 2, co_holders=[]))
+    f = execution(gpu(share_min=0.5, share_seconds=SAMPLES * INTERVAL / 2, co_holders=[]))
     [verdict] = judge(f, CFG, running=False)
     assert "outside this report's tenant" in verdict.summary
 

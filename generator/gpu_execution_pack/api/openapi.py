@@ -189,6 +189,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {  # the schemas after the metrics document
             "cost",
             "alerts",
             "verdicts",
+            "notes",
         ],
     },
     "FleetSummary": {

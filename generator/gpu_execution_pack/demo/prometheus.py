@@ -212,32 +212,40 @@ class Prometheus:
 
     def backfill_rules(self, name: str, rules: list[RecordingRule], start: int, end: int) -> None:
         """Record ``rules`` over [start, end] from what the running server holds, and restart it with the result."""
+        self.backfill_pieces(name, rules, [(start, end, STEP_SECONDS)])
+
+    def backfill_pieces(self, name: str, rules: list[RecordingRule], pieces: list[tuple[int, int, int]]) -> None:
+        """Record ``rules`` over each (start, end, seconds between evaluations) of ``pieces`` from what the running
+        server holds, and restart it once with the results."""
         # promtool aligns a group's evaluations to an offset within the interval hashed from the group's
         # name and file path as given. Every round's group has the same name and relative path, so every
         # round is evaluated at the same instants: a rule reads the previous round's sample of that
         # instant, as a live group evaluating its rules in order does, instead of one up to a step older
         # (and the instants do not move with the temporary directory from run to run).
-        folder = self.workdir / name
-        folder.mkdir()
-        doc = {"groups": [{"name": BACKFILL_GROUP, "rules": [{"record": r.record, "expr": r.expr} for r in rules]}]}
-        (folder / BACKFILL_FILE).write_text(to_yaml(doc))
-        out = folder / "blocks"
-        promtool.run(
-            [
-                "tsdb",
-                "create-blocks-from",
-                "rules",
-                f"--start={start}",
-                f"--end={end}",
-                f"--url={self.url}",
-                f"--output-dir={out}",
-                f"--eval-interval={STEP_SECONDS}s",
-                BACKFILL_FILE,
-            ],
-            cwd=folder,
-        )
+        outs = []
+        for j, (start, end, seconds) in enumerate(pieces):
+            folder = self.workdir / (name if len(pieces) == 1 else f"{name}-{j}")
+            folder.mkdir()
+            doc = {"groups": [{"name": BACKFILL_GROUP, "rules": [{"record": r.record, "expr": r.expr} for r in rules]}]}
+            (folder / BACKFILL_FILE).write_text(to_yaml(doc))
+            outs.append(folder / "blocks")
+            promtool.run(
+                [
+                    "tsdb",
+                    "create-blocks-from",
+                    "rules",
+                    f"--start={start}",
+                    f"--end={end}",
+                    f"--url={self.url}",
+                    f"--output-dir={outs[-1]}",
+                    f"--eval-interval={seconds}s",
+                    BACKFILL_FILE,
+                ],
+                cwd=folder,
+            )
         self.stop()  # the server reads new blocks only at start
-        for block in out.iterdir():
-            if block.is_dir():
-                shutil.move(str(block), self.data / block.name)
+        for out in outs:
+            for block in out.iterdir():
+                if block.is_dir():
+                    shutil.move(str(block), self.data / block.name)
         self.start()

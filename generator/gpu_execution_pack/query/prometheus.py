@@ -173,6 +173,18 @@ class PrometheusClient:
             raise PrometheusError(502, f"Prometheus did not serve {path} ({response.status_code}: {error[:200]})")
         return body["data"]
 
+    async def rule_groups(self) -> list[dict[str, Any]]:
+        """The rule groups Prometheus has loaded (``/api/v1/rules``): each with its ``name`` and ``interval`` in
+        seconds. Empty where the API does not serve them (a query frontend without a ruler)."""
+        try:
+            data = await self.api_data("/api/v1/rules", {"type": "record"})
+        except PrometheusError as err:
+            if err.status == 504:
+                raise
+            return []
+        groups = data.get("groups") if isinstance(data, dict) else None
+        return [g for g in groups if isinstance(g, dict)] if isinstance(groups, list) else []
+
     async def _get(self, path: str, params: dict[str, Any]) -> list[dict[str, Any]]:
         response = await self._answer(path, params)
         if len(response.content) > OFFLOAD_BYTES:  # parsing it would hold the event loop for milliseconds

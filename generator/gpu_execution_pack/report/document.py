@@ -71,10 +71,7 @@ def cost(cfg: Config, f: fig.ExecutionFigures) -> float:
     d = cfg.dashboards
     prices = dict(d.price_per_gpu_hour)
     return sum(
-        g.billed_samples
-        * f.gpu_interval
-        / 3600
-        * prices.get(g.labels.get(catalog.MODEL_LABEL, ""), d.default_price_per_gpu_hour)
+        g.billed_seconds / 3600 * prices.get(g.labels.get(catalog.MODEL_LABEL, ""), d.default_price_per_gpu_hour)
         for g in f.gpus
     )
 
@@ -124,16 +121,16 @@ def gpu_entry(f: fig.ExecutionFigures, g: fig.GpuFigures) -> dict[str, Any]:
         "heavyPhaseUtilizationPercent": pct(g.util_heavy_mean),
         "memoryPeakBytes": whole(g.mem_peak_bytes),
         "memoryPeakPercent": pct(g.mem_peak_ratio),
-        "secondsAboveOomThreshold": whole(g.oom_samples * f.derived_interval),
+        "secondsAboveOomThreshold": whole(g.oom_seconds),
         "powerMeanWatt": rounded(g.power_mean, 2),
         "powerLimitMeanWatt": rounded(g.power_limit_mean, 2),
-        "powerThrottledSeconds": whole(g.power_throttled_samples * f.derived_interval),
-        "thermalThrottledSeconds": whole(g.thermal_throttled_samples * f.derived_interval),
+        "powerThrottledSeconds": whole(g.power_throttled_seconds),
+        "thermalThrottledSeconds": whole(g.thermal_throttled_seconds),
         "temperatureMaxCelsius": rounded(g.temp_max, 1),
         "xidErrors": [int(g.xid_last)] if g.xid_changes > 0 and (g.xid_last or 0) > 0 else [],
         "energyKwh": None if joules is None else rounded(joules / JOULES_PER_KWH, 4),
-        "gpuHoursBilled": rounded(g.billed_samples * f.gpu_interval / 3600, 4),
-        "gpuHoursWorked": rounded(g.worked * f.gpu_interval / 3600, 4),
+        "gpuHoursBilled": rounded(g.billed_seconds / 3600, 4),
+        "gpuHoursWorked": rounded(g.worked / 3600, 4),
     }
 
 
@@ -181,7 +178,7 @@ def utilization_block(cfg: Config, f: fig.ExecutionFigures, end: float) -> dict[
             "memoryShareOfPeak": cfg.report.heavy_phase_memory_share,
         },
         "hostCpuMeanPercent": pct(mean(cpus)),
-        "lowUtilizationSeconds": whole(f.low_util_samples * f.derived_interval),
+        "lowUtilizationSeconds": whole(f.low_util_seconds),
     }
 
 
@@ -191,7 +188,7 @@ def memory_block(cfg: Config, f: fig.ExecutionFigures) -> dict[str, Any]:
         "gpuPeakBytes": whole(max((g.mem_peak_bytes or 0 for g in f.gpus), default=None)),
         "gpuPeakPercent": pct(max((g.mem_peak_ratio or 0 for g in f.gpus), default=None)),
         "oomThresholdPercent": pct(cfg.alerts.gpu_memory_high.threshold),
-        "secondsAboveOomThreshold": whole(max((g.oom_samples for g in f.gpus), default=0) * f.derived_interval),
+        "secondsAboveOomThreshold": whole(max((g.oom_seconds for g in f.gpus), default=0.0)),
         "hostRamPeakBytes": whole(max((h.ram_peak_bytes or 0 for h in f.hosts), default=None)),
         "hostRamPeakPercent": pct(max((h.ram_peak_ratio or 0 for h in f.hosts), default=None)),
     }
@@ -208,12 +205,8 @@ def power_block(f: fig.ExecutionFigures, joules: float | None, source: str) -> d
         "powerMeanWatt": rounded(mean(powers), 2),
         "powerLimitMeanWatt": rounded(mean(limits), 2),
         "powerToLimitPercent": pct(mean(ratios)),
-        "powerThrottledSeconds": whole(
-            max((g.power_throttled_samples for g in f.gpus), default=0) * f.derived_interval
-        ),
-        "thermalThrottledSeconds": whole(
-            max((g.thermal_throttled_samples for g in f.gpus), default=0) * f.derived_interval
-        ),
+        "powerThrottledSeconds": whole(max((g.power_throttled_seconds for g in f.gpus), default=0.0)),
+        "thermalThrottledSeconds": whole(max((g.thermal_throttled_seconds for g in f.gpus), default=0.0)),
         "temperatureMaxCelsius": rounded(max((g.temp_max or 0 for g in f.gpus), default=None), 1),
     }
 
@@ -224,7 +217,13 @@ def cluster_of(cfg: Config, f: fig.ExecutionFigures) -> dict[str, str]:
 
 
 def summary(
-    cfg: Config, f: fig.ExecutionFigures, start: float, end: float, running: bool, expected_samples: int | None
+    cfg: Config,
+    f: fig.ExecutionFigures,
+    start: float,
+    end: float,
+    running: bool,
+    span_seconds: float | None,
+    notes: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """The report document of one execution's figures."""
     joules, source = energy(f)
@@ -242,14 +241,11 @@ def summary(
         "power": power_block(f, joules, source),
         "cost": cost_block(cfg, f, joules),
         "alerts": [
-            {
-                "alertname": x.alertname,
-                "severity": x.severity,
-                "firingSeconds": whole(x.firing_samples * f.derived_interval),
-            }
+            {"alertname": x.alertname, "severity": x.severity, "firingSeconds": whole(x.firing_seconds)}
             for x in f.alerts
         ],
-        "verdicts": [v.as_json() for v in judge(f, cfg, running=running, expected_samples=expected_samples)],
+        "verdicts": [v.as_json() for v in judge(f, cfg, running=running, span_seconds=span_seconds)],
+        "notes": list(notes),
     }
 
 
@@ -283,7 +279,8 @@ async def execution_summary(
     scope = fig.Scope(cfg, execution_id, tenant, cluster=span.cluster)
     # Alerts about lost telemetry fire after the last sample: read them a telemetry_missing.window on.
     after = 0.0 if running else min(parse_duration_seconds(cfg.alerts.telemetry_missing.window), time.time() - end_s)
-    found = await fig.collect(cfg, prometheus, scope, end_s - start_s, end_s, max(after, 0.0))
+    known = await fig.intervals(cfg, prometheus)
+    found = await fig.collect(cfg, prometheus, scope, end_s - start_s, end_s, max(after, 0.0), known)
     key = (span.cluster or "", execution_id)
     if key not in found:
         raise RequestError(404, f"execution {execution_id!r} not found")
@@ -293,17 +290,19 @@ async def execution_summary(
     for g in figures.gpus:
         g.util_heavy_mean = heavy.get(fig.key_of({**g.labels}, scope.gpu_key))
     await fig.co_holders(prometheus, scope, end_s - start_s, end_s, figures)
-    expected_samples = round((end_s - start_s) / figures.gpu_interval) + 1
-    return summary(cfg, figures, start_s, end_s, running and end is None, expected_samples)
+    notes = (known.note,) if known.note else ()
+    return summary(cfg, figures, start_s, end_s, running and end is None, end_s - start_s, notes)
 
 
 def fleet_row(cfg: Config, f: fig.ExecutionFigures, waste: fig.Waste) -> dict[str, Any]:
     """One execution's row of the fleet ranking: its GPU time as ranked (``waste``), the rest from its figures."""
-    billed, worked = waste.billed_seconds / 3600, waste.worked_seconds / 3600
+    # Ranked at the deployed interval (``fig.waste_by_execution``); the row's own figures are counted from the
+    # samples' timestamps.
+    billed, worked = f.billed_seconds / 3600, f.worked_seconds / 3600
     joules, _ = energy(f)
     # Without a span per execution the fleet view judges no gaps; an execution still reporting at the
     # window's end is running (its memory at the end is no crash).
-    verdicts = judge(f, cfg, running=f.reporting_at_end, expected_samples=None)
+    verdicts = judge(f, cfg, running=f.reporting_at_end, span_seconds=None)
     return {
         "executionId": f.execution_id,
         **cluster_of(cfg, f),
@@ -344,7 +343,7 @@ async def fleet_summary(
     # Ranked on two queries over every execution; the figures and verdicts are read for the top rows only
     # (named in the queries while few), so the view's cost grows with ``top``, not with the fleet.
     known_intervals = await fig.intervals(cfg, prometheus)
-    ranking = await fig.waste_by_execution(cfg, prometheus, scope, window, now, known_intervals[0])
+    ranking = await fig.waste_by_execution(cfg, prometheus, scope, window, now, known_intervals.gpu)
     ranking.sort(key=lambda w: (-round(w.wasted_seconds / 3600, 4), w.execution_id, w.cluster))
     shown = ranking[:top]
     if shown and len(shown) <= fig.MAX_NAMED:
@@ -359,4 +358,5 @@ async def fleet_summary(
         "gpuHoursBilled": rounded(billed, 4),
         "gpuHoursWasted": rounded(billed - sum(w.worked_seconds for w in ranking) / 3600, 4),
         "top": rows,
+        "notes": [known_intervals.note] if known_intervals.note else [],
     }

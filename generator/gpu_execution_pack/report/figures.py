@@ -4,8 +4,9 @@ Every figure is an ``*_over_time`` of a recorded series over the span, evaluated
 end, grouped by execution and GPU (or host), and by cluster where a cluster label is configured:
 two clusters' executions of the same id are two executions. The same queries answer one execution (an
 ``execution_id`` matcher) and the fleet (none): one implementation behind ``report ID`` and
-``report --since``. Times are counted in recorded samples times the interval of the group that
-records them, so GPU-hours are exact to the rule interval.
+``report --since``. Times (GPU-hours, energy from power, seconds throttled and the like) are counted
+from the recorded samples' own timestamps (``timeline``), read as raw samples over the span, never
+from an interval the config names: the rules may run at another.
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ from gpu_execution_pack.promql import (
     selector,
 )
 from gpu_execution_pack.query.prometheus import PrometheusClient, PrometheusError
+from gpu_execution_pack.report import timeline
+from gpu_execution_pack.rules.files import all_groups
+from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
 
 GPU_KEY = (EXECUTION_LABEL, *catalog.GPU_IDENTITY_LABELS)
 HOST_KEY = (EXECUTION_LABEL, HOST_LABEL)
@@ -60,18 +64,20 @@ class GpuFigures:
     """One GPU (or MIG instance) of one execution over the span."""
 
     labels: dict[str, str]
-    samples: int = 0
+    samples: int = 0  # utilisation samples: a GPU with none is not reported
+    held_seconds: float = 0.0  # utilisation samples weighted by their timestamps (report.timeline)
+    covered_seconds: float = 0.0  # of the time from its first to its last utilisation sample, how much it covers
     util_mean: float | None = None
     util_heavy_mean: float | None = None
-    worked_samples: float = 0.0  # utilisation summed over samples
+    worked_seconds: float = 0.0  # utilisation integrated over time
     mem_peak_bytes: float | None = None
     mem_peak_ratio: float | None = None
     mem_last_ratio: float | None = None
-    oom_samples: int = 0  # samples at or above the OOM threshold, at the derived interval
+    oom_seconds: float = 0.0  # time at or above the OOM threshold
     power_mean: float | None = None
     power_limit_mean: float | None = None
-    power_throttled_samples: float = 0.0
-    thermal_throttled_samples: float = 0.0
+    power_throttled_seconds: float = 0.0
+    thermal_throttled_seconds: float = 0.0
     temp_max: float | None = None
     xid_changes: float = 0.0
     xid_last: float | None = None
@@ -79,21 +85,22 @@ class GpuFigures:
     energy_spread: float | None = None  # its highest less its lowest sample: the increase where it did not reset
     energy_resets: float = 0.0
     energy_samples: int = 0
-    power_integral_joules: float | None = None  # board power summed over samples
+    energy_span_seconds: float = 0.0  # from the counter's first sample to its last
+    power_integral_joules: float | None = None  # board power integrated over time
     present: set[str] = field(default_factory=set)  # names of the REQUIRED_GPU_SERIES it has
     # What the engines did (None: the exporter publishes no such field for the GPU).
     engine_mean: float | None = None
     tensor_mean: float | None = None
     dram_mean: float | None = None
-    stalled_samples: float = 0.0  # derived-interval samples with the GpuStalled condition
-    tensor_unused_samples: float = 0.0  # derived-interval samples busy with the tensor pipes idle
-    tensor_judged_samples: int = 0  # derived-interval samples of that condition (where engine activity exists)
-    util_high_samples: int = 0  # without engine activity only: samples at or above the stall's utilisation
-    # A GPU several executions hold at once: its share summed and at its lowest, and the shared figures.
-    share_sum: float | None = None
+    stalled_seconds: float = 0.0  # time with the GpuStalled condition
+    tensor_unused_seconds: float = 0.0  # time busy with the tensor pipes idle
+    tensor_judged_seconds: float = 0.0  # time that condition was recorded (where engine activity exists)
+    util_high_seconds: float = 0.0  # without engine activity only: time at or above the stall's utilisation
+    # A GPU several executions hold at once: its share integrated and at its lowest, and the shared figures.
+    share_seconds: float | None = None
     share_min: float | None = None
-    worked_shared_samples: float | None = None  # utilisation times share, summed over samples
-    power_attributed_joules: float | None = None  # board power times share, summed over samples
+    worked_shared_seconds: float | None = None  # utilisation times share, integrated over time
+    power_attributed_joules: float | None = None  # board power times share, integrated over time
     co_holders: list[str] | None = None  # the executions it was shared with (None: not looked up)
 
     @property
@@ -102,16 +109,16 @@ class GpuFigures:
         return self.share_min is not None and self.share_min < 1
 
     @property
-    def billed_samples(self) -> float:
-        """Samples held, a shared one counted in the execution's share at each sample."""
-        return self.share_sum if self.shared and self.share_sum is not None else float(self.samples)
+    def billed_seconds(self) -> float:
+        """Time held, a shared GPU's counted in the execution's share at each sample."""
+        return self.share_seconds if self.shared and self.share_seconds is not None else self.held_seconds
 
     @property
     def worked(self) -> float:
-        """Utilisation summed over samples, a shared GPU's in the execution's share at each sample."""
-        if self.shared and self.worked_shared_samples is not None:
-            return self.worked_shared_samples
-        return self.worked_samples
+        """Utilisation integrated over time (seconds), a shared GPU's in the execution's share at each sample."""
+        if self.shared and self.worked_shared_seconds is not None:
+            return self.worked_shared_seconds
+        return self.worked_seconds
 
     @property
     def power_share(self) -> float:
@@ -142,7 +149,7 @@ class HostFigures:
 class AlertFigures:
     alertname: str
     severity: str
-    firing_samples: float
+    firing_seconds: float
 
 
 @dataclass
@@ -150,13 +157,16 @@ class ExecutionFigures:
     """Everything the verdicts and the document read about one execution."""
 
     execution_id: str
-    gpu_interval: float  # seconds between samples of the per-GPU series
-    derived_interval: float  # seconds between samples of the alert inputs, conditions and alerts
+    # Seconds between samples of the per-GPU and of the derived groups, as the config or Prometheus' global
+    # interval says: the step of range queries and the weight of a series with a single sample only. Time
+    # is counted from the samples' timestamps (report.timeline).
+    gpu_interval: float
+    derived_interval: float
     cluster: str = ""  # the cluster that holds it ("" without a cluster label)
     gpus: list[GpuFigures] = field(default_factory=list)
     hosts: list[HostFigures] = field(default_factory=list)
     alerts: list[AlertFigures] = field(default_factory=list)
-    low_util_samples: int = 0  # derived-interval samples with mean utilisation under the waste threshold
+    low_util_seconds: float = 0.0  # time with mean utilisation under the waste threshold
     cpu_during_low_util: float | None = None
     heavy_phase_start: float | None = None
     # A GPU series had a sample within Prometheus' lookback before the window's end: still running then.
@@ -167,24 +177,23 @@ class ExecutionFigures:
 
         The counter's first and last samples span a little less than the GPU was held (the
         recorded series start a rule evaluation or two late), so its rise is scaled to the time
-        held at the mean power between them.
+        held at the mean power between them: both times from the samples' own timestamps.
         """
-        if gpu.energy_samples < 2:
+        if gpu.energy_samples < 2 or gpu.energy_span_seconds <= 0:
             return None
         rise = gpu.energy_spread if gpu.energy_resets == 0 and gpu.energy_spread is not None else gpu.energy_increase
         if rise is None:
             return None
-        covered = (gpu.energy_samples - 1) * self.derived_interval
         # A GPU shared with other executions: the execution's share of the rise (GpuFigures.power_share).
-        return rise * (gpu.samples * self.gpu_interval) / covered * gpu.power_share
+        return rise * gpu.held_seconds / gpu.energy_span_seconds * gpu.power_share
 
     @property
     def billed_seconds(self) -> float:
-        return sum(g.billed_samples for g in self.gpus) * self.gpu_interval
+        return sum(g.billed_seconds for g in self.gpus)
 
     @property
     def worked_seconds(self) -> float:
-        return sum(g.worked for g in self.gpus) * self.gpu_interval
+        return sum(g.worked for g in self.gpus)
 
 
 def any_execution(ids: Iterable[str]) -> Matcher:
@@ -279,8 +288,9 @@ async def global_interval(prometheus: PrometheusClient) -> float:
         raise PrometheusError(502, "Prometheus' configuration has no readable global evaluation_interval") from None
 
 
-async def intervals(cfg: Config, prometheus: PrometheusClient) -> tuple[float, float]:
-    """Seconds between samples of the per-GPU and of the derived groups; Prometheus' own where the config is empty."""
+async def configured_intervals(cfg: Config, prometheus: PrometheusClient) -> tuple[float, float]:
+    """Seconds between samples of the per-GPU and of the derived groups as the config says; Prometheus' own where
+    the config is empty."""
     found: float | None = None
 
     async def of(value: str) -> float:
@@ -301,6 +311,56 @@ async def intervals(cfg: Config, prometheus: PrometheusClient) -> tuple[float, f
     return await of(cfg.rule_interval), await of(cfg.derived_interval)
 
 
+@dataclass(frozen=True)
+class Intervals:
+    """The per-GPU and derived groups' intervals (the deployed rules' where Prometheus serves them, else the
+    config's): only the step of range queries and the weight of a lone sample, never a multiplier of counts.
+    ``note``: one line where the config and the deployed rules disagree."""
+
+    gpu: float
+    derived: float
+    note: str = ""
+
+    @property
+    def pair(self) -> tuple[float, float]:
+        return self.gpu, self.derived
+
+
+def interval_note(groups: list[RuleGroup], deployed: dict[str, float], unset: float) -> str:
+    """Where the pack's groups Prometheus loaded (``deployed``: interval by group name) run at another interval
+    than the config names (``unset``: the seconds of Prometheus' global interval, where it names none), one line
+    saying so."""
+    differ = []
+    for group in groups:
+        named = parse_duration_seconds(group.interval) if group.interval else unset
+        if group.name in deployed and abs(named - deployed[group.name]) > 1e-6:
+            running, config = format_duration(deployed[group.name]), format_duration(named)
+            differ.append(f"{group.name} every {running} (config: {config})")
+    if not differ:
+        return ""
+    return (
+        "The deployed rules' intervals differ from the config's (rule_interval, derived_rule_interval): "
+        + "; ".join(differ)
+        + ". Time is counted from the samples' timestamps, so the figures hold; align the config with the rules."
+    )
+
+
+async def intervals(cfg: Config, prometheus: PrometheusClient) -> Intervals:
+    """The groups' intervals, and a note where the config and the loaded rules disagree (``Intervals``)."""
+    configured = await configured_intervals(cfg, prometheus)
+    deployed: dict[str, float] = {}
+    for g in await prometheus.rule_groups():
+        if isinstance(g.get("name"), str) and isinstance(g.get("interval"), int | float) and g["interval"] > 0:
+            deployed[g["name"]] = float(g["interval"])
+    groups = all_groups(cfg)
+    # A group without an interval of its own runs at the global one: rule_interval is empty then.
+    note = interval_note(groups, deployed, configured[0])
+    records = {r.record: grp.name for grp in groups for r in grp.rules if isinstance(r, RecordingRule)}
+    gpu = deployed.get(records.get(catalog.GPU_UTILIZATION.name, ""), configured[0])
+    derived = deployed.get(records.get(catalog.EXECUTION_UNDERUTILIZED.name, ""), configured[1])
+    return Intervals(gpu, derived, note)
+
+
 def key_of(metric: dict[str, str], labels: Iterable[str]) -> tuple[str, ...]:
     """The values of ``labels`` in a result's labels ("" where absent), as the figures are keyed."""
     return tuple(metric.get(label, "") for label in labels)
@@ -313,16 +373,14 @@ def value_of(result: dict[str, Any]) -> float:
 
 @dataclass(frozen=True)
 class Window:
-    """The span the figures cover: its length as a range (``window``), the step of the subqueries that
-    count samples (``step``, the per-GPU rule interval), and that interval in seconds."""
+    """The span the figures cover, as a range."""
 
     window: str
-    step: str
-    gpu_interval: float
 
 
 def gpu_queries(cfg: Config, scope: Scope, w: Window) -> dict[str, Expr]:
-    """One query per ``GpuFigures`` field, by field name; ``samples`` (the utilisation's) first."""
+    """One query per ``GpuFigures`` field that is no time figure, by field name; ``samples`` (the utilisation's)
+    first. The time figures come from ``timed_gpu_series``."""
     window = w.window
 
     def g(series: Series) -> Expr:
@@ -332,16 +390,11 @@ def gpu_queries(cfg: Config, scope: Scope, w: Window) -> dict[str, Expr]:
     return {
         "samples": over("count_over_time", util, window),
         "util_mean": over("avg_over_time", util, window),
-        "worked_samples": over("sum_over_time", util, window),
         "mem_peak_bytes": over("max_over_time", g(catalog.GPU_MEMORY_USED), window),
         "mem_peak_ratio": over("max_over_time", memory, window),
         "mem_last_ratio": over("last_over_time", memory, window),
-        "oom_samples": over("sum_over_time", g(catalog.GPU_MEMORY_HIGH), window),
         "power_mean": over("avg_over_time", g(catalog.GPU_POWER), window),
-        "power_integral_joules": over("sum_over_time", g(catalog.GPU_POWER), window) * w.gpu_interval,
         "power_limit_mean": over("avg_over_time", g(catalog.GPU_POWER_LIMIT), window),
-        "power_throttled_samples": over("sum_over_time", g(catalog.GPU_POWER_THROTTLED), window),
-        "thermal_throttled_samples": over("sum_over_time", g(catalog.GPU_THERMAL_THROTTLED), window),
         "temp_max": over("max_over_time", g(catalog.GPU_TEMPERATURE), window),
         "xid_changes": over("changes", g(catalog.GPU_LAST_XID), window),
         "xid_last": over("last_over_time", g(catalog.GPU_LAST_XID), window),
@@ -353,14 +406,97 @@ def gpu_queries(cfg: Config, scope: Scope, w: Window) -> dict[str, Expr]:
         "engine_mean": over("avg_over_time", g(catalog.GPU_GRAPHICS_ENGINE_ACTIVE), window),
         "tensor_mean": over("avg_over_time", g(catalog.GPU_TENSOR_ACTIVE), window),
         "dram_mean": over("avg_over_time", g(catalog.GPU_DRAM_ACTIVE), window),
-        "stalled_samples": over("sum_over_time", g(catalog.GPU_STALLED), window),
-        "tensor_unused_samples": over("sum_over_time", g(catalog.GPU_TENSOR_CORES_UNUSED), window),
-        "tensor_judged_samples": over("count_over_time", g(catalog.GPU_TENSOR_CORES_UNUSED), window),
-        "share_sum": over("sum_over_time", g(catalog.GPU_SHARE), window),
         "share_min": over("min_over_time", g(catalog.GPU_SHARE), window),
-        "worked_shared_samples": over("sum_over_time", g(catalog.GPU_WORKED), window),
-        "power_attributed_joules": over("sum_over_time", g(catalog.GPU_POWER_ATTRIBUTED), window) * w.gpu_interval,
     }
+
+
+# The series whose time figures the report counts, each read as its raw samples over the span: the
+# utilisation (time held, worked, high), board power (joules), the 0/1 conditions (seconds), the share
+# series and the energy counter (the time its samples span).
+TIMED_GPU_SERIES: tuple[Series, ...] = (
+    catalog.GPU_UTILIZATION,
+    catalog.GPU_POWER,
+    catalog.GPU_MEMORY_HIGH,
+    catalog.GPU_POWER_THROTTLED,
+    catalog.GPU_THERMAL_THROTTLED,
+    catalog.GPU_STALLED,
+    catalog.GPU_TENSOR_CORES_UNUSED,
+    catalog.GPU_SHARE,
+    catalog.GPU_WORKED,
+    catalog.GPU_POWER_ATTRIBUTED,
+    catalog.GPU_ENERGY,
+)
+
+
+def timed_queries(scope: Scope, w: Window) -> dict[str, Expr]:
+    """The raw samples over the span of each TIMED_GPU_SERIES and of the execution's underutilised condition
+    (by ``timed:<series>``), and of its firing alerts (``timed:alerts``)."""
+    out: dict[str, Expr] = {f"timed:{s.name}": scope.gpu(s).range(w.window) for s in TIMED_GPU_SERIES}
+    out[f"timed:{catalog.EXECUTION_UNDERUTILIZED.name}"] = scope.gpu(catalog.EXECUTION_UNDERUTILIZED).range(w.window)
+    return out
+
+
+def read_timed(
+    results: dict[str, list[dict[str, Any]]],
+    executions: dict[Key, ExecutionFigures],
+    scope: Scope,
+    cfg: Config,
+    ends: tuple[float, float],
+) -> None:
+    """Each GPU's and execution's time figures from the raw samples of ``timed_queries``, weighted by their
+    timestamps (``timeline``) up to the span's end, and the alerts' up to theirs (``ends``)."""
+    end, alerts_end = ends
+    gpus = {key_of(g.labels, scope.gpu_key): (f, g) for f in executions.values() for g in f.gpus}
+
+    def each(series: Series) -> Iterable[tuple[ExecutionFigures, GpuFigures, list[list[float]]]]:
+        for r in results[f"timed:{series.name}"]:
+            if (found := gpus.get(key_of(r["metric"], scope.gpu_key))) is not None and r["values"]:
+                yield (*found, r["values"])
+
+    stall = cfg.alerts.gpu_stalled.util_threshold
+    for f, g, v in each(catalog.GPU_UTILIZATION):
+        g.held_seconds = timeline.seconds(v, f.gpu_interval, end)
+        g.covered_seconds = timeline.covered(v, f.gpu_interval)
+        g.worked_seconds = timeline.integral(v, f.gpu_interval, end)
+        g.util_high_seconds = timeline.seconds_where(v, f.gpu_interval, stall, end)
+    integrals = {
+        catalog.GPU_POWER: "power_integral_joules",
+        catalog.GPU_MEMORY_HIGH: "oom_seconds",
+        catalog.GPU_POWER_THROTTLED: "power_throttled_seconds",
+        catalog.GPU_THERMAL_THROTTLED: "thermal_throttled_seconds",
+        catalog.GPU_STALLED: "stalled_seconds",
+        catalog.GPU_TENSOR_CORES_UNUSED: "tensor_unused_seconds",
+        catalog.GPU_SHARE: "share_seconds",
+        catalog.GPU_WORKED: "worked_shared_seconds",
+        catalog.GPU_POWER_ATTRIBUTED: "power_attributed_joules",
+    }
+    for series, name in integrals.items():
+        for f, g, v in each(series):
+            # The weight of a lone sample: the conditions are recorded by the derived groups.
+            fallback = f.derived_interval if series in catalog.GPU_CONDITION_SERIES else f.gpu_interval
+            setattr(g, name, timeline.integral(v, fallback, end))
+    for f, g, v in each(catalog.GPU_TENSOR_CORES_UNUSED):
+        g.tensor_judged_seconds = timeline.seconds(v, f.derived_interval, end)
+    for _, g, v in each(catalog.GPU_ENERGY):
+        g.energy_span_seconds = timeline.spread(v)
+    clocks: dict[Key, list[float]] = defaultdict(list)
+    for r in results[f"timed:{catalog.EXECUTION_UNDERUTILIZED.name}"]:
+        if (execution := scope.key(r["metric"])) in executions:
+            f = executions[execution]
+            # One series per tenant of the execution, each over the same time: the longest, not their sum.
+            f.low_util_seconds = max(f.low_util_seconds, timeline.integral(r["values"], f.derived_interval, end))
+            clocks[execution] += [t for t, _ in r["values"]]
+    # An alert fires once per GPU (or tenant): it fired for the execution at any instant one of its series did.
+    instants: dict[tuple[Key, str, str], set[float]] = defaultdict(set)
+    for r in results["alerts"]:
+        m, execution = r["metric"], scope.key(r["metric"])
+        if execution in executions:
+            instants[(execution, m.get("alertname", ""), m.get("severity", ""))].update(t for t, _ in r["values"])
+    for (execution, name, severity), times in sorted(instants.items()):
+        f = executions[execution]
+        clock = timeline.Clock(clocks.get(execution, []), f.derived_interval)
+        fired = clock.firing_seconds([[t, 1.0] for t in sorted(times)], alerts_end)
+        f.alerts.append(AlertFigures(name, severity, fired))
 
 
 def presence_queries(scope: Scope, w: Window) -> dict[str, Expr]:
@@ -393,10 +529,9 @@ def host_queries(scope: Scope, w: Window) -> dict[str, Expr]:
 
 
 def execution_queries(scope: Scope, w: Window) -> dict[str, Expr]:
-    """The execution-wide figures: low-utilisation samples (at the derived interval), the host CPU meanwhile,
+    """The execution-wide figures: the host CPU while utilisation was low (the time it was: ``timed_queries``),
     and whether it still reports. The conditions are recorded per execution and tenant, so ``scope.gpu`` scopes them."""
     return {
-        "low_util_samples": over("sum_over_time", scope.gpu(catalog.EXECUTION_UNDERUTILIZED), w.window),
         "cpu_during_low_util": over("avg_over_time", scope.gpu(catalog.EXECUTION_CPU_WHILE_UNDERUTILIZED), w.window),
         # An instant selector: the lookback.
         "reporting_at_end": aggregate("group", (EXECUTION_LABEL,), scope.gpu(catalog.GPU_UTILIZATION)),
@@ -404,8 +539,8 @@ def execution_queries(scope: Scope, w: Window) -> dict[str, Expr]:
 
 
 def alerts_query(scope: Scope, window: str) -> Expr:
-    """How many samples each alert of each execution fired in ``window``."""
-    return aggregate("sum", (EXECUTION_LABEL, "alertname", "severity"), over("count_over_time", scope.alerts(), window))
+    """The samples of each alert of each execution that fired in ``window`` (``read_timed`` weighs them)."""
+    return scope.alerts().range(window)
 
 
 def read_gpus(
@@ -461,26 +596,19 @@ def read_hosts(
 def read_executions(
     results: dict[str, list[dict[str, Any]]], executions: dict[Key, ExecutionFigures], scope: Scope
 ) -> None:
-    """The execution-wide figures of ``execution_queries`` and the alerts that fired; GPUs, hosts and
-    alerts in a stable order."""
+    """The execution-wide figures of ``execution_queries``; GPUs, hosts and alerts in a stable order."""
 
     def of(name: str) -> Iterable[tuple[ExecutionFigures, dict[str, Any]]]:
         for r in results[name]:
             if (execution := scope.key(r["metric"])) in executions:
                 yield executions[execution], r
 
-    for figures, r in of("low_util_samples"):
-        figures.low_util_samples = int(value_of(r))
     for figures, r in of("cpu_during_low_util"):
         figures.cpu_during_low_util = value_of(r)
     for figures, _ in of("reporting_at_end"):
         figures.reporting_at_end = True
-    firing: dict[Key, list[AlertFigures]] = defaultdict(list)
-    for r in results["alerts"]:
-        m = r["metric"]
-        firing[scope.key(m)].append(AlertFigures(m.get("alertname", ""), m.get("severity", ""), value_of(r)))
-    for execution, figures in executions.items():
-        figures.alerts = sorted(firing.get(execution, []), key=lambda x: (x.alertname, x.severity))
+    for figures in executions.values():
+        figures.alerts.sort(key=lambda x: (x.alertname, x.severity))
         figures.gpus.sort(key=lambda x: tuple(x.labels.get(k, "") for k in GPU_KEY))
         figures.hosts.sort(key=lambda x: x.hostname)
 
@@ -492,7 +620,7 @@ async def collect(
     window_seconds: float,
     at: float,
     alerts_after: float = 0.0,
-    known_intervals: tuple[float, float] | None = None,
+    known_intervals: Intervals | None = None,
 ) -> dict[Key, ExecutionFigures]:
     """Figures of every execution in ``scope`` with samples in the ``window_seconds`` before ``at``, by
     cluster ("" without a cluster label) and id.
@@ -501,19 +629,19 @@ async def collect(
     stopped is told so by alerts that fire after its last sample. ``known_intervals``: ``intervals``'
     answer where the caller has read it already.
     """
-    gpu_interval, derived_interval = known_intervals or await intervals(cfg, prometheus)
-    w = Window(span_range(window_seconds), format_duration(gpu_interval), gpu_interval)
+    gpu_interval, derived_interval = (known_intervals or await intervals(cfg, prometheus)).pair
+    w = Window(span_range(window_seconds))
     gpu, host = gpu_queries(cfg, scope, w), host_queries(scope, w)
-    queries = {**gpu, **presence_queries(scope, w), **host, **execution_queries(scope, w)}
+    queries = {**gpu, **presence_queries(scope, w), **host, **execution_queries(scope, w), **timed_queries(scope, w)}
     asked = [(expr, at) for expr in queries.values()]
     alerts_window = span_range(window_seconds + alerts_after)
     asked.append((alerts_query(scope, alerts_window), at + alerts_after))
     answers = await asyncio.gather(*(prometheus.instant(scope.query(expr), at=when) for expr, when in asked))
     results = dict(zip([*queries, "alerts"], answers, strict=True))
     executions = read_gpus(results, gpu, (gpu_interval, derived_interval), scope)
+    read_timed(results, executions, scope, cfg, (at, at + alerts_after))
     read_hosts(results, host, executions, scope)
     read_executions(results, executions, scope)
-    await util_high_without_engine(cfg, prometheus, scope, w, at, executions)
     return dict(sorted(executions.items()))
 
 
@@ -546,7 +674,9 @@ async def waste_by_execution(
 
     Only the GPUs with a share under 1 read the share series for their sums: the share of a GPU nobody else
     holds is 1 throughout, and reading it for every GPU would double the cost of the ranking. ``gpu_interval``:
-    the seconds between per-GPU samples (``intervals``)."""
+    the seconds between per-GPU samples the deployed rules run at (``intervals``): the ranking counts samples
+    at it, as reading every sample of the fleet would cost too much; the rows shown are counted from the
+    samples' timestamps (``collect``)."""
     window = span_range(window_seconds)
 
     def by_execution(expr: Expr) -> Expr:
@@ -584,32 +714,6 @@ async def waste_by_execution(
         for (cluster, eid), samples in sorted(billed.items())
         if eid
     ]
-
-
-async def util_high_without_engine(
-    cfg: Config,
-    prometheus: PrometheusClient,
-    scope: Scope,
-    w: Window,
-    at: float,
-    executions: dict[Key, ExecutionFigures],
-) -> None:
-    """For GPUs without engine activity, how many samples had utilisation at or above the stall's threshold:
-    that long, the report cannot tell a stalled GPU from a busy one. One query, and only where such GPUs exist
-    (exporters before 4.0, a profiling lock held by Nsight)."""
-    blind = sorted({eid for (_, eid), f in executions.items() if any(g.engine_mean is None for g in f.gpus)})
-    if not blind:
-        return
-    # Named in the query while few, so it reads only their series; beyond, the URL would grow past what
-    # proxies accept, and the scope's series are read instead (the others' answers are not used).
-    named = [any_execution(blind)] if len(blind) <= MAX_NAMED else []
-    util = catalog.GPU_UTILIZATION.select(*named, *scope.execution, *scope.cluster, *scope.tenant)
-    high = util.ge(cfg.alerts.gpu_stalled.util_threshold)
-    result = await prometheus.instant(scope.query(call("count_over_time", Range(high, w.window, w.step))), at=at)
-    gpus = {key_of(g.labels, scope.gpu_key): g for f in executions.values() for g in f.gpus if g.engine_mean is None}
-    for r in result:
-        if (target := gpus.get(key_of(r["metric"], scope.gpu_key))) is not None:
-            target.util_high_samples = int(value_of(r))
 
 
 async def co_holders(

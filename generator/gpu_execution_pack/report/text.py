@@ -99,6 +99,7 @@ def render_execution(doc: dict[str, Any]) -> str:
     lines += ["", "  Notes"]
     for v in doc["verdicts"]:
         lines += [f"    * [{v['code']}] {v['summary']}", f"      {v['advice']}"]
+    lines += [f"    * {note}" for note in doc.get("notes", [])]
     return "\n".join(lines) + "\n"
 
 
@@ -108,6 +109,7 @@ def render_fleet(doc: dict[str, Any]) -> str:
     lines = [
         f"Executions in the last {doc['since']}: {doc['executions']}; "
         f"GPU-hours billed {figure(doc['gpuHoursBilled'])}, wasted {figure(doc['gpuHoursWasted'])}",
+        *doc.get("notes", []),
         "",
         (f"{'cluster':<16} " if clustered else "")
         + f"{'execution':<28} {'GPUs':>4} {'billed':>9} {'wasted':>9} {'eff.':>7}  verdicts",

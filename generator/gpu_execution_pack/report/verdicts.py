@@ -35,12 +35,15 @@ CODES: tuple[str, ...] = (
     "tensor_cores_unused",
     "gpu_shared",
     "telemetry_incomplete",
+    "not_judged",
     "healthy",
 )
+# Verdicts that say what the report could not judge, not what it found: ``healthy`` is given beside them.
+NOT_FINDINGS = ("not_judged",)
 # Alerts that say an execution's GPUs stopped reporting (rules.alerts): fired, they make telemetry incomplete.
 TELEMETRY_ALERTS = ("GpuExecutionTelemetryMissing", "GpuExecutionDcgmExporterDown")
-# Missing samples count as a gap from Prometheus' lookback on: shorter ones (a missed rule evaluation)
-# every query bridges anyway, and the figures count the samples there are.
+# Time without samples counts as a gap from Prometheus' lookback on: shorter ones (missed rule evaluations)
+# every query bridges anyway, and the figures count them as held (report.timeline).
 GAP_SECONDS = 300
 
 
@@ -76,7 +79,7 @@ def minutes(seconds: float) -> str:
     return f"{seconds / 60:.0f} min"
 
 
-def missing_inputs(f: ExecutionFigures, expected_samples: int | None) -> list[str]:
+def missing_inputs(f: ExecutionFigures, span_seconds: float | None) -> list[str]:
     """What the report lacks: series never recorded for a GPU or host, and gaps in a GPU's samples."""
     out = []
     api_names = {s.name: s.api_name or s.name for s in REQUIRED_GPU_SERIES}
@@ -84,10 +87,12 @@ def missing_inputs(f: ExecutionFigures, expected_samples: int | None) -> list[st
         absent = [api_names[s.name] for s in REQUIRED_GPU_SERIES if s.name not in gpu.present]
         if absent:
             out.append(f"{gpu_name(gpu)} has no {', '.join(absent)}")
-        lost = 0 if expected_samples is None else (expected_samples - gpu.samples) * f.gpu_interval
-        if lost >= GAP_SECONDS:
+        # The time its samples cover, counted from their timestamps (report.timeline), against the span.
+        lost = 0 if span_seconds is None else span_seconds - gpu.covered_seconds
+        if span_seconds is not None and lost >= GAP_SECONDS:
             out.append(
-                f"{gpu_name(gpu)} reported {gpu.samples} of {expected_samples} samples ({minutes(lost)} missing)"
+                f"{gpu_name(gpu)} reported for {minutes(gpu.covered_seconds)} of {minutes(span_seconds)} "
+                f"({minutes(lost)} missing)"
             )
     for alert in f.alerts:
         if alert.alertname in TELEMETRY_ALERTS:
@@ -98,27 +103,29 @@ def missing_inputs(f: ExecutionFigures, expected_samples: int | None) -> list[st
 
 
 def missing_activity(f: ExecutionFigures, cfg: Config) -> list[str]:
-    """GPUs without engine activity whose utilisation was high for the stall's ``for``: whether they
-    stalled cannot be told. Elsewhere a missing activity field is no gap: no verdict needs it."""
+    """GPUs that publish no engine activity over the whole span (the exporter does not collect the profiling
+    fields, or the GPU has no DCP) whose utilisation was high for the stall's ``for``: whether they stalled
+    cannot be told. That is a field the GPU never publishes, not a gap (``not_judged``); elsewhere a missing
+    activity field matters to no verdict."""
     stall = cfg.alerts.gpu_stalled
     engine = catalog.GPU_GRAPHICS_ENGINE_ACTIVE.api_name
     return [
         f"{gpu_name(g)} has no {engine} while its utilisation was at or above {percent(stall.util_threshold)} "
         f"for {minutes(high)}: whether it stalled cannot be told"
         for g in f.gpus
-        if g.engine_mean is None and (high := g.util_high_samples * f.gpu_interval) >= seconds(stall.for_)
+        if g.engine_mean is None and (high := g.util_high_seconds) >= seconds(stall.for_)
     ]
 
 
 @dataclass(frozen=True)
 class Case:
-    """What the rules judge: one execution's figures, whether it still runs, and how many samples
-    each GPU should have over the span (None: gaps are not judged, as in the fleet view, which has
-    no per-execution span)."""
+    """What the rules judge: one execution's figures, whether it still runs, and the seconds of the span
+    each GPU's samples should cover (None: gaps are not judged, as in the fleet view, which has no
+    per-execution span)."""
 
     figures: ExecutionFigures
     running: bool
-    expected_samples: int | None
+    span_seconds: float | None
 
 
 # A rule reads a case with the configuration's thresholds and gives its one verdict, or None.
@@ -137,7 +144,7 @@ def low_utilization_seconds(f: ExecutionFigures, cfg: Config) -> float | None:
     mean = mean_utilization(f)
     if mean is None or mean < cfg.report.gpu_idle_threshold:
         return None
-    low_seconds = f.low_util_samples * f.derived_interval
+    low_seconds = f.low_util_seconds
     return low_seconds if low_seconds >= seconds(cfg.alerts.gpu_underutilized.for_) else None
 
 
@@ -201,7 +208,7 @@ def gpu_stalled(case: Case, cfg: Config) -> Verdict | None:
     """A GPU with kernels resident while its graphics engine idled (the GpuStalled condition) for at least
     the alert's ``for`` in all."""
     f, stall = case.figures, cfg.alerts.gpu_stalled
-    held = [(g, g.stalled_samples * f.derived_interval) for g in f.gpus]
+    held = [(g, g.stalled_seconds) for g in f.gpus]
     stalled = [(g, s) for g, s in held if s >= seconds(stall.for_)]
     if not stalled:
         return None
@@ -267,10 +274,10 @@ def low_phrase(low_seconds: float, cfg: Config) -> str:
     return f"utilisation under {percent(cfg.alerts.gpu_underutilized.threshold)} for {minutes(low_seconds)}"
 
 
-def throttled(case: Case, code: str, samples: str, alert: ThrottleAlert, what: str, advice: str) -> Verdict | None:
-    """A GPU held by a clock-event reason (``samples``: its figure) for at least ``alert``'s ``for``."""
+def throttled(case: Case, code: str, seconds_of: str, alert: ThrottleAlert, what: str, advice: str) -> Verdict | None:
+    """A GPU held by a clock-event reason (``seconds_of``: its figure) for at least ``alert``'s ``for``."""
     f = case.figures
-    held = {gpu_name(g): getattr(g, samples) * f.derived_interval for g in f.gpus}
+    held = {gpu_name(g): getattr(g, seconds_of) for g in f.gpus}
     long = {name: s for name, s in held.items() if s >= seconds(alert.for_)}
     if not long:
         return None
@@ -283,7 +290,7 @@ def power_throttled(case: Case, cfg: Config) -> Verdict | None:
     return throttled(
         case,
         "power_throttled",
-        "power_throttled_samples",
+        "power_throttled_seconds",
         cfg.alerts.power_throttling,
         "ran at the power limit with clocks held down",
         "The job was slowed by the power cap, not by its code: ask whether the cap is intended "
@@ -296,7 +303,7 @@ def thermal_throttled(case: Case, cfg: Config) -> Verdict | None:
     return throttled(
         case,
         "thermal_throttled",
-        "thermal_throttled_samples",
+        "thermal_throttled_seconds",
         cfg.alerts.thermal_throttling,
         "ran hot enough to slow down",
         "A cooling problem of the node, not of the job: report the host to its operators; "
@@ -306,7 +313,7 @@ def thermal_throttled(case: Case, cfg: Config) -> Verdict | None:
 
 def tensor_cores_unused(case: Case, cfg: Config) -> Verdict | None:
     """A GPU publishing tensor-pipe activity whose engines were busy with the tensor pipes idle for at
-    least ``report.tensor_unused_share`` of its samples; never on an idle or stalled job."""
+    least ``report.tensor_unused_share`` of the time; never on an idle or stalled job."""
     f, r = case.figures, cfg.report
     if gpu_idle(case, cfg) is not None or gpu_stalled(case, cfg) is not None:
         return None
@@ -314,12 +321,12 @@ def tensor_cores_unused(case: Case, cfg: Config) -> Verdict | None:
         g
         for g in f.gpus
         if g.tensor_mean is not None
-        and g.tensor_judged_samples
-        and g.tensor_unused_samples / g.tensor_judged_samples >= r.tensor_unused_share
+        and g.tensor_judged_seconds
+        and g.tensor_unused_seconds / g.tensor_judged_seconds >= r.tensor_unused_share
     ]
     if not unused:
         return None
-    shares = ", ".join(f"{gpu_name(g)}: {percent(g.tensor_unused_samples / g.tensor_judged_samples)}" for g in unused)
+    shares = ", ".join(f"{gpu_name(g)}: {percent(g.tensor_unused_seconds / g.tensor_judged_seconds)}" for g in unused)
     return Verdict(
         "tensor_cores_unused",
         "info",
@@ -364,7 +371,7 @@ def telemetry_incomplete(case: Case, cfg: Config) -> Verdict | None:
     underutilisation rule, which then cannot tell input from I/O bound, or no engine activity while
     utilisation was high enough for the stall rule (``missing_activity``)."""
     f = case.figures
-    missing = missing_inputs(f, case.expected_samples) + missing_activity(f, cfg)
+    missing = missing_inputs(f, case.span_seconds)
     if low_utilization_seconds(f, cfg) is not None and f.cpu_during_low_util is None:
         missing.append("no host CPU series while utilisation was low: input or I/O bound cannot be told")
     if not missing:
@@ -375,6 +382,24 @@ def telemetry_incomplete(case: Case, cfg: Config) -> Verdict | None:
         "Telemetry is incomplete: " + "; ".join(missing) + ".",
         "Verdicts that need the missing data are not given. Check that dcgm-exporter and "
         "node_exporter run and are scraped on these hosts, and that the optional DCGM fields are collected.",
+    )
+
+
+def not_judged(case: Case, cfg: Config) -> Verdict | None:
+    """Verdicts not given because the execution's GPUs never publish a field they need (``missing_activity``):
+    an info note naming them and the exporter setting that enables the field. Not a gap: nothing stopped."""
+    missing = missing_activity(case.figures, cfg)
+    if not missing:
+        return None
+    return Verdict(
+        "not_judged",
+        "info",
+        "gpu_stalled and tensor_cores_unused were not judged: " + "; ".join(missing) + ".",
+        "Collect the profiling fields: dcgm-exporter 4.0 and later collect DCGM_FI_PROF_GR_ENGINE_ACTIVE, "
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE and DCGM_FI_PROF_DRAM_ACTIVE by default; on 3.x add them to the "
+        "counters file (-f, as in etc/dcp-metrics-included.csv). GPUs without DCP (before datacenter Volta, "
+        "e.g. M60) cannot publish them, and a profiler holding the lock (Nsight, dcgmi profile --pause) hides "
+        "them while it runs.",
     )
 
 
@@ -398,18 +423,21 @@ RULES: tuple[Rule, ...] = (
     tensor_cores_unused,
     gpu_shared,
     telemetry_incomplete,
+    not_judged,
 )
 
 
-def judge(f: ExecutionFigures, cfg: Config, *, running: bool, expected_samples: int | None = None) -> list[Verdict]:
+def judge(f: ExecutionFigures, cfg: Config, *, running: bool, span_seconds: float | None = None) -> list[Verdict]:
     """The verdicts for one execution's figures, most urgent first; ``healthy`` when nothing is found.
 
-    ``expected_samples`` is how many samples each GPU should have over the span (None: gaps are
+    ``span_seconds`` is how long the span is, which each GPU's samples should cover (None: gaps are
     not judged, as in the fleet view, which has no per-execution span).
     """
-    case = Case(f, running, expected_samples)
+    case = Case(f, running, span_seconds)
     found = [v for rule in RULES if (v := rule(case, cfg)) is not None]
-    return sorted(found, key=lambda v: CODES.index(v.code)) or [HEALTHY]
+    if all(v.code in NOT_FINDINGS for v in found):
+        found.append(HEALTHY)
+    return sorted(found, key=lambda v: CODES.index(v.code))
 
 
 def seconds(duration: str) -> float:

@@ -227,6 +227,19 @@ def kubernetes_installs() -> list[Scenario]:
                 address="10.0.3.2",
             ),
         ),
+        # Kubernetes DRA (KUBERNETES_ENABLE_DRA): pod, namespace and container, the claim's dra_* labels, and one
+        # copy of each series per container of the pod that references the claim; behind the ServiceMonitor the
+        # workload's pod, namespace and container arrive as exported_*.
+        _install(
+            "Kubernetes DRA: dra_* claim labels, one copy per container that references the claim",
+            Host(
+                "dra1",
+                "4.10",
+                dcgm_host="dra1",
+                exporter_pod="nvidia-dcgm-exporter-d8f2k",
+                dra_containers=("trainer", "data-loader"),
+            ),
+        ),
         # An exporter before 4.8.3 (Hostname = its pod) behind a scrape config adding hostname.
         _install(
             "both Hostname (the pod) and a relabelled hostname (the node)",
@@ -313,7 +326,14 @@ def default_suite() -> list[Scenario]:
 
 def attribution_suite() -> list[Scenario]:
     """Scenarios every attribution mode is tested on."""
-    return [training_in("4.8"), mig(), real_install("helm1"), real_install("gpuop4"), mps_shared()]
+    return [
+        training_in("4.8"),
+        mig(),
+        real_install("helm1"),
+        real_install("gpuop4"),
+        real_install("dra1"),
+        mps_shared(),
+    ]
 
 
 # --- Alert scenarios ----------------------------------------------------------------------
@@ -440,6 +460,23 @@ def profiling_locked() -> Scenario:
     return Scenario(
         "hung without profiling fields", profiling_locked.__doc__ or "", (Host("h23", missing=missing),), (e,)
     )
+
+
+# The profiling fields dcgm-exporter 3.x does not collect by default, and GPUs without DCP cannot publish.
+PROFILING = frozenset({"gr_engine_active", "tensor_active", "dram_active"})
+
+
+def no_profiling_fleet() -> Scenario:
+    """Busy, healthy jobs on a fleet without the profiling fields: dcgm-exporter 3.x with its default counters
+    (h41) and GPUs without DCP metrics (h42, as an M60 is). A field a GPU never publishes is no gap: each job is
+    healthy, with a note that the stall could not be judged."""
+    hosts = (Host("h41", generation="3.3", missing=PROFILING), Host("h42", missing=PROFILING))
+    busy = ("loading",) + ("compute",) * 4
+    executions = (
+        Execution("noprof-0044", (Gpu("h41", 0), Gpu("h41", 1)), busy, util_offsets=(0, -1)),
+        Execution("nodcp-0045", (Gpu("h42", 0),), busy),
+    )
+    return Scenario("no profiling fields", no_profiling_fleet.__doc__ or "", hosts, executions)
 
 
 # --- Report scenarios -----------------------------------------------------------------------

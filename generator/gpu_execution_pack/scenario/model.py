@@ -122,6 +122,9 @@ class Host:
     dcgm_address: str = ""  # dcgm-exporter's own, where it differs (a pod IP without hostNetwork)
     exporter_pod: str = ""  # the dcgm-exporter pod: the target's namespace and pod, the workload's exported_*
     exporter_namespace: str = "gpu-operator"
+    # Kubernetes DRA (dcgm-exporter KUBERNETES_ENABLE_DRA): the containers of the workload's pod that reference
+    # the GPU's claim; the exporter publishes one copy of each series per container, with the claim's labels.
+    dra_containers: tuple[str, ...] = ()
     pod_info: bool = False  # kube-state-metrics publishes kube_pod_info (with the node) for the exporter pod
     kube_node: str = ""  # the Kubernetes node name (default: name)
     node_cpu_backjump: float | None = None  # minute at which an old node_exporter's idle counter steps back

@@ -69,6 +69,21 @@ class RenderedSeries:
         return f"{self.metric}{{{inner}}}"
 
 
+def dra_labels(host: Host, gpu: Gpu, owner: Execution) -> dict[str, str]:
+    """The labels dcgm-exporter adds with KUBERNETES_ENABLE_DRA: the resource claim and the device it allocated
+    (its MIG profile and device for a MIG instance), beside the pod's namespace, pod and container."""
+    labels = {
+        "dra_claim_name": f"{owner.id}-gpu-claim",
+        "dra_claim_namespace": owner.namespace,
+        "dra_driver_name": "gpu.nvidia.com",
+        "dra_pool_name": host.kube_node or host.name,
+        "dra_device_name": f"gpu-{gpu.index}" + (f"-mig-{gpu.mig_instance}" if gpu.mig_instance else ""),
+    }
+    if gpu.mig_instance:
+        labels |= {"dra_mig_profile": gpu.mig_profile, "dra_mig_device_uuid": f"MIG-{gpu.uuid[4:]}-{gpu.mig_instance}"}
+    return labels
+
+
 class Renderer:
     """Renders one scenario for one configuration (attribution mode and labels)."""
 
@@ -111,7 +126,7 @@ class Renderer:
         """Every execution that holds ``gpu``: more than one where it is time-sliced or shared through MPS."""
         return [e for e in self.s.executions if gpu in e.gpus]
 
-    def gpu_labels(self, host: Host, gpu: Gpu, owner: Execution | None) -> dict[str, str]:
+    def gpu_labels(self, host: Host, gpu: Gpu, owner: Execution | None, container: str = "") -> dict[str, str]:
         old = host.generation in ("3.3", "4.8")
         labels = {
             "DCGM_FI_DRIVER_VERSION" if old else "DCGM_FI_SYSTEM_DRIVER_VERSION": DRIVER_VERSION,
@@ -137,6 +152,9 @@ class Renderer:
             workload = {self.cfg.api.tenant_label: owner.namespace}
         if owner is not None and self.mode == "kubernetes":
             workload = {"namespace": owner.namespace, "pod": self.pod_name(owner, host)}
+            if container:
+                workload["container"] = container
+                labels |= dra_labels(host, gpu, owner)
         if exporter_pod:
             # Behind a ServiceMonitor with honorLabels: false, namespace and pod name the exporter itself
             # and the workload's arrive as exported_*.
@@ -193,11 +211,14 @@ class Renderer:
         def running(owner: Execution, m: float) -> bool:
             return owner.start_minute <= m < owner.end_minute
 
-        # A GPU several pods hold at once (time-slicing, MPS) is published once per pod.
+        # A GPU several pods hold at once (time-slicing, MPS) is published once per pod; under DRA, once per
+        # container of the pod that references the claim.
+        containers = host.dra_containers if self.mode == "kubernetes" and host.dra_containers else ("",)
         return [
             *(
-                (self.gpu_labels(host, gpu, owner), lambda m, owner=owner: running(owner, m) and alive(m))
+                (self.gpu_labels(host, gpu, owner, c), lambda m, owner=owner: running(owner, m) and alive(m))
                 for owner in owners
+                for c in containers
             ),
             (self.gpu_labels(host, gpu, None), lambda m: not any(running(o, m) for o in owners) and alive(m)),
         ]
