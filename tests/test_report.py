@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ from gpu_execution_pack.api.app import FLEET_PATH, SUMMARY_PATH, create_app
 from gpu_execution_pack.config import config_from_mapping
 from gpu_execution_pack.query.params import iso
 from gpu_execution_pack.query.prometheus import PrometheusClient
-from gpu_execution_pack.report import document
+from gpu_execution_pack.report import document, text
 from gpu_execution_pack.report import figures as fig
 from gpu_execution_pack.report.figures import REQUIRED_GPU_SERIES, ExecutionFigures, GpuFigures, HostFigures
 from gpu_execution_pack.report.verdicts import CODES, judge
@@ -528,3 +529,15 @@ def test_the_fleet_view_counts_a_shared_gpu_once(loaded, ids, tail_kwh):
     edge_kwh = len(gpus) * LAG_STEPS * STEP_SECONDS * PEAK_WATTS / 3_600_000 + tail_kwh
     assert kwh == pytest.approx(sum(k for _, k in totals), rel=ENERGY_TOLERANCE, abs=edge_kwh)
     assert all("gpu_shared" in rows[i]["verdicts"] for i in ids)
+
+
+def test_the_readme_sample_is_what_the_report_prints(loaded):
+    """README.md's text sample is this suite's I/O-bound job as the report prints it, all but the span's clock
+    times (the data ends shortly before the test runs): a change to the report's figures or words fails here
+    until the README shows it."""
+    server, cfg, start = loaded
+    printed = text.render_execution(summary_of(server, cfg, "stall-0016", start))
+    readme = (REPO / "README.md").read_text()
+    sample = readme.split("A real report as text")[1].split("```text\n", 1)[1].split("```", 1)[0]
+    clock = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+    assert clock.sub("<time>", sample) == clock.sub("<time>", printed)
