@@ -42,7 +42,8 @@ def config_for(args: argparse.Namespace, output_key: str = "") -> Config:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     cfg = config_for(args, "rules_dir")
-    return _write(build.rule_outputs(cfg, args.config), Path(cfg.output.rules_dir), (f"*{RULE_FILE_SUFFIX}",))
+    files = build.rule_outputs(cfg, args.config) | build.archive_outputs(cfg, args.config)
+    return _write(files, Path(cfg.output.rules_dir), (f"*{RULE_FILE_SUFFIX}",))
 
 
 def cmd_dashboards(args: argparse.Namespace) -> int:
@@ -203,23 +204,42 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+async def with_archive(cfg: Config, work) -> Any:
+    """``work(store)`` with the configured archive open (None: none configured, or no such SQLite file)."""
+    from gpu_execution_pack.archive import reader
+
+    store = reader.open_store(cfg.archive.url)
+    try:
+        return await work(store)
+    finally:
+        if store is not None:
+            store.close()
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """One execution's report (jobstats-style, or --json), or with --since the fleet ranked by GPU-hours wasted."""
     _require_api_extra()
-    from gpu_execution_pack.report import document, text
+    from gpu_execution_pack.archive import reader
+    from gpu_execution_pack.report import text
 
     if (args.execution_id is None) == (args.since is None):
         print("error: give an EXECUTION_ID, or --since DURATION for the fleet view", file=sys.stderr)
         return 2
     if args.since is not None:
         body = ask_prometheus(
-            args, lambda cfg, client: document.fleet_summary(cfg, client, args.since, args.top, cluster=args.cluster)
+            args,
+            lambda cfg, client: with_archive(
+                cfg, lambda store: reader.fleet_summary(cfg, client, store, args.since, args.top, cluster=args.cluster)
+            ),
         )
     else:
         body = ask_prometheus(
             args,
-            lambda cfg, client: document.execution_summary(
-                cfg, client, args.execution_id, args.start, args.end, cluster=args.cluster
+            lambda cfg, client: with_archive(
+                cfg,
+                lambda store: reader.execution_summary(
+                    cfg, client, store, args.execution_id, args.start, args.end, cluster=args.cluster
+                ),
             ),
         )
     if isinstance(body, int):
@@ -229,6 +249,66 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text.render_fleet(body) if args.since is not None else text.render_execution(body))
     return 0
+
+
+ARCHIVE_EXTRA_HINT = "the archive needs the archive extra: pip install '.[archive]'"
+MAX_FOLLOW_PASSES = 10**9  # --follow runs until stopped; a bound keeps the loop finite all the same
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    """Archive the ended executions of the last --since, once or (--follow) every interval until stopped."""
+    import asyncio
+    import time
+
+    _require_api_extra()
+    try:
+        from gpu_execution_pack.archive import archiver
+        from gpu_execution_pack.archive.store import Store
+    except ImportError:
+        raise ConfigError(ARCHIVE_EXTRA_HINT) from None
+    from gpu_execution_pack.promql import parse_duration_seconds
+    from gpu_execution_pack.query import params, prometheus
+
+    cfg = load_config(args.config)
+    window = _duration("--since", args.since, parse_duration_seconds)
+    every = _duration("--follow", args.follow, parse_duration_seconds) if args.follow else 0.0
+    store = Store.open(args.url or cfg.archive.url)
+    if store is None:
+        raise ConfigError("archive.url: empty; accepted: a SQLite file path or a postgresql:// URL")
+
+    async def one_pass() -> archiver.Tally:
+        client = prometheus.PrometheusClient.for_config(cfg.api, url=args.prometheus)
+        try:
+            return await archiver.archive_window(cfg, client, store, window)
+        finally:
+            await client.close()
+
+    try:
+        for _ in range(MAX_FOLLOW_PASSES):
+            started = time.monotonic()
+            try:
+                tally = asyncio.run(one_pass())
+                print(f"archive: {tally.line()} ({time.monotonic() - started:.1f} s)", flush=True)
+            except (params.RequestError, prometheus.PrometheusError) as err:
+                print(f"error: {err}", file=sys.stderr, flush=True)
+                if not every:
+                    return 2 if err.status < 500 else 3
+            if not every:
+                return 0
+            time.sleep(max(0.0, every - (time.monotonic() - started)))
+    finally:
+        store.close()
+    return 0
+
+
+def _duration(name: str, value: str, parse) -> float:
+    try:
+        seconds = parse(value)
+    except ValueError:
+        seconds = 0
+    if seconds <= 0:
+        raise ConfigError(f"{name}: {value!r} is not accepted; accepted: a Prometheus duration above 0, e.g. 30d or 5m")
+    return seconds
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -255,6 +335,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_defaults(args: argparse.Namespace) -> int:
     sys.stdout.write(defaults_yaml())
     return 0
+
+
+ARCHIVE_HELP = "write ended executions' records (report and series) to the archive"
+
+
+def add_archive(a: argparse.ArgumentParser) -> None:
+    """The ``archive`` command's options."""
+    a.add_argument("--since", default="1h", help="archive executions with samples in this last duration (default 1h)")
+    a.add_argument("--follow", metavar="INTERVAL", help="run a pass every INTERVAL (e.g. 5m) until stopped")
+    a.add_argument("--prometheus", help="Prometheus URL (default: api.prometheus_url)")
+    a.add_argument("--url", help="the archive (default: archive.url): a SQLite file path or a postgresql:// URL")
+    a.set_defaults(func=cmd_archive)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -314,6 +406,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--end", help="ISO 8601 (default: its last sample)")
     r.add_argument("--cluster", help=CLUSTER_HELP + "; with --since, only that cluster's executions")
     r.set_defaults(func=cmd_report)
+    add_archive(with_config(sub.add_parser("archive", help=ARCHIVE_HELP)))
     sv = with_config(sub.add_parser("serve", help="serve GET /api/v2/external/execution/{id}/metrics"))
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8080)
