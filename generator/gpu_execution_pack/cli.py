@@ -263,7 +263,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
     _require_api_extra()
     try:
         from gpu_execution_pack.archive import archiver
-        from gpu_execution_pack.archive.store import Store
+        from gpu_execution_pack.archive.store import DATABASE_ERRORS, Store, one_line
     except ImportError:
         raise ConfigError(ARCHIVE_EXTRA_HINT) from None
     from gpu_execution_pack.promql import parse_duration_seconds
@@ -293,6 +293,10 @@ def cmd_archive(args: argparse.Namespace) -> int:
                 print(f"error: {err}", file=sys.stderr, flush=True)
                 if not every:
                     return 2 if err.status < 500 else 3
+            except DATABASE_ERRORS as err:  # the archive's database went away: say so, and retry next pass
+                print(f"error: archive.url: {one_line(err)}", file=sys.stderr, flush=True)
+                if not every:
+                    return 3
             if not every:
                 return 0
             time.sleep(max(0.0, every - (time.monotonic() - started)))

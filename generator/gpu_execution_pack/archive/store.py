@@ -27,6 +27,7 @@ MIGRATION_LOCK = 0x67707561  # PostgreSQL advisory lock id held while migrating 
 SQLITE_BUSY_SECONDS = 60  # how long a SQLite writer waits for another's lock before failing
 MIGRATE_ATTEMPTS = 3  # two processes creating the tables at once: the loser retries on the created ones
 
+DATABASE_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError)  # the database unreachable or gone away
 metadata = sa.MetaData()
 schema_version = sa.Table("schema_version", metadata, sa.Column("version", sa.Integer, nullable=False))
 records = sa.Table(
@@ -131,7 +132,7 @@ class Store:
             store.migrate()
         except sa.exc.OperationalError as err:
             engine.dispose()
-            raise ConfigError(f"archive.url: cannot open the archive ({str(err.orig).strip()})") from None
+            raise ConfigError(f"archive.url: cannot open the archive ({one_line(err)})") from None
         return store
 
     def close(self) -> None:
@@ -210,6 +211,11 @@ class Store:
             query = query.where(c.cluster == cluster)
         with self.engine.connect() as conn:
             yield from conn.execute(query.order_by(order))
+
+
+def one_line(err: BaseException) -> str:
+    """A database error's message on one line (psycopg's span several)."""
+    return " ".join(str(getattr(err, "orig", None) or err).split())
 
 
 def engine_options(target: str) -> dict[str, Any]:
