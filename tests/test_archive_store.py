@@ -63,3 +63,29 @@ def test_a_reader_does_not_create_an_archive(tmp_path):
 def test_an_unknown_database_url_names_the_key_and_what_is_accepted(url):
     with pytest.raises(ConfigError, match=r"^archive\.url: .* accepted: a SQLite file path or a postgresql:// URL"):
         engine_url(url)
+
+
+def test_the_generated_unit_and_deployment_run_a_command_the_cli_accepts(tmp_path):
+    import shlex
+
+    import yaml
+    from gpu_execution_pack.archive.deploy import deploy_files
+    from gpu_execution_pack.cli import parser
+    from gpu_execution_pack.config import config_from_mapping
+
+    files = deploy_files(config_from_mapping({}), tmp_path, "gpu-execution-pack generate")
+    unit = next(text for path, text in files.items() if path.suffix == ".service")
+    (start,) = [line.removeprefix("ExecStart=") for line in unit.splitlines() if line.startswith("ExecStart=")]
+    args = parser().parse_args(shlex.split(start)[1:])
+    assert args.command == "archive" and args.follow and args.config
+    manifest = next(text for path, text in files.items() if path.suffix == ".yaml")
+    kinds = [d["kind"] for d in yaml.safe_load_all(manifest)]
+    assert kinds == ["Deployment", "PersistentVolumeClaim"]  # the default archive is a SQLite file: a volume
+    (deployment, _) = yaml.safe_load_all(manifest)
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert parser().parse_args(container["args"]).command == "archive"
+    on_postgres = deploy_files(
+        config_from_mapping({"archive": {"url": "postgresql://archiver@db/archive"}}), tmp_path, "generate"
+    )
+    (manifest,) = [text for path, text in on_postgres.items() if path.suffix == ".yaml"]
+    assert [d["kind"] for d in yaml.safe_load_all(manifest)] == ["Deployment"]
