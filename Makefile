@@ -21,14 +21,15 @@ $(VENV)/.installed: pyproject.toml
 venv: $(VENV)/.installed
 
 # promtool and the server (for the end-to-end tests) come from Debian's prometheus package, the
-# Alertmanager and amtool (for the delivery test) from prometheus-alertmanager;
+# Alertmanager and amtool (for the delivery test) from prometheus-alertmanager, initdb and pg_ctl (the
+# archive's tests; installed along, never required by make) from postgresql;
 # install it where we may.
 promtool:
 	@{ command -v promtool && command -v prometheus && command -v prometheus-alertmanager && command -v amtool; } >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager >/dev/null; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager postgresql >/dev/null; \
 	  else \
-	    echo "promtool, prometheus, prometheus-alertmanager or amtool is missing: run 'sudo apt-get install prometheus prometheus-alertmanager'" >&2; exit 1; \
+	    echo "promtool, prometheus, prometheus-alertmanager or amtool is missing: run 'sudo apt-get install prometheus prometheus-alertmanager' (and postgresql for the archive's tests)" >&2; exit 1; \
 	  fi; }
 
 # Debian's chromium: the end-to-end tests open the report's HTML pages in it, headless, and `make screenshot`

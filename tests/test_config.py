@@ -45,7 +45,10 @@ def test_overrides_apply_and_keep_other_defaults(tmp_path: Path):
 
 
 BAD = [
-    ({"colour": "red"}, "colour: unknown key; accepted keys: alertmanager, alerts, amd, api, attribution, cluster_"),
+    (
+        {"colour": "red"},
+        "colour: unknown key; accepted keys: alertmanager, alerts, amd, api, archive, attribution, cluster_",
+    ),
     ({"vendor": ["amd"]}, "vendor: unknown key; did you mean 'vendors'? accepted keys: alertmanager, alerts, amd"),
     (
         {"attribution": {"mod": "label"}},

@@ -30,6 +30,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"config", "output", "promtool"}),  # the user's config; writing files; running promtool
     frozenset({"rules", "dashboards", "scenario", "query"}),  # what the pack generates; test truth; reads
     frozenset({"testsuites", "report", "docs", "doctor", "demo"}),  # suites; the report; docs; doctor; demo
+    frozenset({"archive"}),  # ended executions' records (the report's document and series) in SQLite or PostgreSQL
     frozenset({"api"}),  # the HTTP layer over query and report
     frozenset({"build", "testing"}),  # `make`'s steps; the real-process harnesses the tests and bench share
     frozenset({"cli"}),  # the command line

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from gpu_execution_pack import promtool
+from gpu_execution_pack.archive.deploy import deploy_files
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.dashboards import dashboard_json, provisioning, queries
 from gpu_execution_pack.dashboards import lint as dashboard_lint
@@ -37,6 +38,12 @@ def rule_outputs(cfg: Config, config: str | None = None) -> dict[Path, str]:
     routing = alertmanager_files(cfg, rules_dir, regenerate)  # not a rule file: no PrometheusRule for it
     sharded = sharding_files(cfg, rules_dir, regenerate)
     return files | kubernetes_rules(cfg, files, rules_dir, regenerate) | routing | sharded
+
+
+def archive_outputs(cfg: Config, config: str | None = None) -> dict[Path, str]:
+    """What ``generate`` writes beside the rules to run ``archive --follow`` next to Prometheus: a systemd unit
+    and a Kubernetes Deployment."""
+    return deploy_files(cfg, Path(cfg.output.rules_dir), command("generate", config))
 
 
 def dashboard_outputs(cfg: Config, config: str | None = None) -> dict[Path, str]:
@@ -64,7 +71,12 @@ def docs_outputs(cfg: Config, config: str | None = None) -> dict[Path, str]:
 
 def generated_files(cfg: Config, config: str | None = None) -> dict[Path, str]:
     """Everything the pack generates for ``cfg``: what ``check`` compares."""
-    return rule_outputs(cfg, config) | dashboard_outputs(cfg, config) | docs_outputs(cfg, config)
+    return (
+        rule_outputs(cfg, config)
+        | archive_outputs(cfg, config)
+        | dashboard_outputs(cfg, config)
+        | docs_outputs(cfg, config)
+    )
 
 
 def stale(files: dict[Path, str]) -> list[Path]:

@@ -44,7 +44,8 @@ def config_for(args: argparse.Namespace, output_key: str = "") -> Config:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     cfg = config_for(args, "rules_dir")
-    return _write(build.rule_outputs(cfg, args.config), Path(cfg.output.rules_dir), (f"*{RULE_FILE_SUFFIX}",))
+    files = build.rule_outputs(cfg, args.config) | build.archive_outputs(cfg, args.config)
+    return _write(files, Path(cfg.output.rules_dir), (f"*{RULE_FILE_SUFFIX}",))
 
 
 def cmd_dashboards(args: argparse.Namespace) -> int:
@@ -208,10 +209,23 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0
 
 
+async def with_archive(cfg: Config, work) -> Any:
+    """``work(store)`` with the configured archive open (None: none configured, or no such SQLite file)."""
+    from gpu_execution_pack.archive import reader
+
+    store = reader.open_store(cfg.archive.url)
+    try:
+        return await work(store)
+    finally:
+        if store is not None:
+            store.close()
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """One execution's report (jobstats-style, or --json), or with --since the fleet ranked by GPU-hours wasted."""
     _require_api_extra()
-    from gpu_execution_pack.report import document, html, text
+    from gpu_execution_pack.archive import reader
+    from gpu_execution_pack.report import html, text
 
     if args.execution_id is not None and args.since is not None:
         print("error: give an EXECUTION_ID or --since DURATION, not both", file=sys.stderr)
@@ -224,7 +238,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 2
     if args.since is not None:
         body = ask_prometheus(
-            args, lambda cfg, client: document.fleet_summary(cfg, client, args.since, args.top, cluster=args.cluster)
+            args,
+            lambda cfg, client: with_archive(
+                cfg, lambda store: reader.fleet_summary(cfg, client, store, args.since, args.top, cluster=args.cluster)
+            ),
         )
     elif args.html is not None:
         body = ask_prometheus(
@@ -236,8 +253,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         body = ask_prometheus(
             args,
-            lambda cfg, client: document.execution_summary(
-                cfg, client, args.execution_id, args.start, args.end, cluster=args.cluster
+            lambda cfg, client: with_archive(
+                cfg,
+                lambda store: reader.execution_summary(
+                    cfg, client, store, args.execution_id, args.start, args.end, cluster=args.cluster
+                ),
             ),
         )
     if isinstance(body, int):
@@ -278,6 +298,70 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         write_all({Path(args.write_config): advice.suggested_config(user or {}, cfg, deployment)})
         print(f"wrote {args.write_config}", file=sys.stderr)
     return 1 if checks.worst(items) == "fail" else 0
+
+
+ARCHIVE_EXTRA_HINT = "the archive needs the archive extra: pip install '.[archive]'"
+MAX_FOLLOW_PASSES = 10**9  # --follow runs until stopped; a bound keeps the loop finite all the same
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    """Archive the ended executions of the last --since, once or (--follow) every interval until stopped."""
+    import asyncio
+    import time
+
+    _require_api_extra()
+    try:
+        from gpu_execution_pack.archive import archiver
+        from gpu_execution_pack.archive.store import DATABASE_ERRORS, Store, one_line
+    except ImportError:
+        raise ConfigError(ARCHIVE_EXTRA_HINT) from None
+    from gpu_execution_pack.promql import parse_duration_seconds
+    from gpu_execution_pack.query import params, prometheus
+
+    cfg = load_config(args.config)
+    window = _duration("--since", args.since, parse_duration_seconds)
+    every = _duration("--follow", args.follow, parse_duration_seconds) if args.follow else 0.0
+    store = Store.open(args.url or cfg.archive.url)
+    if store is None:
+        raise ConfigError("archive.url: empty; accepted: a SQLite file path or a postgresql:// URL")
+
+    async def one_pass() -> archiver.Tally:
+        client = prometheus.PrometheusClient.for_config(cfg.api, url=args.prometheus)
+        try:
+            return await archiver.archive_window(cfg, client, store, window)
+        finally:
+            await client.close()
+
+    try:
+        for _ in range(MAX_FOLLOW_PASSES):
+            started = time.monotonic()
+            try:
+                tally = asyncio.run(one_pass())
+                print(f"archive: {tally.line()} ({time.monotonic() - started:.1f} s)", flush=True)
+            except (params.RequestError, prometheus.PrometheusError) as err:
+                print(f"error: {err}", file=sys.stderr, flush=True)
+                if not every:
+                    return 2 if err.status < 500 else 3
+            except DATABASE_ERRORS as err:  # the archive's database went away: say so, and retry next pass
+                print(f"error: archive.url: {one_line(err)}", file=sys.stderr, flush=True)
+                if not every:
+                    return 3
+            if not every:
+                return 0
+            time.sleep(max(0.0, every - (time.monotonic() - started)))
+    finally:
+        store.close()
+    return 0
+
+
+def _duration(name: str, value: str, parse) -> float:
+    try:
+        seconds = parse(value)
+    except ValueError:
+        seconds = 0
+    if seconds <= 0:
+        raise ConfigError(f"{name}: {value!r} is not accepted; accepted: a Prometheus duration above 0, e.g. 30d or 5m")
+    return seconds
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -331,6 +415,18 @@ def add_demo(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--prometheus-port", type=int, default=0, help="Prometheus' port (default 0: a free one)")
     d.add_argument("--api-port", type=int, default=0, help="the endpoint's port (default 0: a free one)")
     d.set_defaults(func=cmd_demo)
+
+
+ARCHIVE_HELP = "write ended executions' records (report and series) to the archive"
+
+
+def add_archive(a: argparse.ArgumentParser) -> None:
+    """The ``archive`` command's options."""
+    a.add_argument("--since", default="1h", help="archive executions with samples in this last duration (default 1h)")
+    a.add_argument("--follow", metavar="INTERVAL", help="run a pass every INTERVAL (e.g. 5m) until stopped")
+    a.add_argument("--prometheus", help="Prometheus URL (default: api.prometheus_url)")
+    a.add_argument("--url", help="the archive (default: archive.url): a SQLite file path or a postgresql:// URL")
+    a.set_defaults(func=cmd_archive)
 
 
 def with_config(cmd: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -401,6 +497,7 @@ def add_reading_commands(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--json", action="store_true", help="print the checklist as JSON (for CI)")
     d.add_argument("--write-config", metavar="FILE", help="write the config the deployment should have")
     d.set_defaults(func=cmd_doctor)
+    add_archive(with_config(sub.add_parser("archive", help=ARCHIVE_HELP)))
 
 
 def add_serve_command(sub: argparse._SubParsersAction) -> None:

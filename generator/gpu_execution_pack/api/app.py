@@ -17,9 +17,10 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from gpu_execution_pack.api.auth import ALL_TENANTS, INSECURE_FLAG, load_keys, no_keys_message, tenant_for
-from gpu_execution_pack.api.metrics import respond
+from gpu_execution_pack.api.metrics import from_archive, respond
 from gpu_execution_pack.api.openapi import CLUSTER, FLEET_PATH, ID, PATH, SERIES, SUMMARY_PATH, openapi_document
 from gpu_execution_pack.api.responses import Document, HeaderLimit, answer, error
+from gpu_execution_pack.archive import reader
 from gpu_execution_pack.config import Config, ConfigError
 from gpu_execution_pack.query.execution import ExecutionMetrics
 from gpu_execution_pack.query.params import RequestError
@@ -69,6 +70,7 @@ class Routes:
         self.keys = keys
         self.execution: ExecutionMetrics | None = None  # set while the app runs (``lifespan``)
         self.probe: PrometheusClient | None = None
+        self.archive: Any = None  # the archive's store while the app runs, where one is configured
 
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -79,9 +81,12 @@ class Routes:
             self.cfg.api, timeout=min(READY_TIMEOUT_SECONDS, self.cfg.api.timeout_seconds)
         )
         self.execution, self.probe = ExecutionMetrics(self.cfg, client), probe
+        self.archive = reader.open_store(self.cfg.archive.url)
         try:
             yield
         finally:
+            if self.archive is not None:
+                self.archive.close()
             await probe.close()
             await client.close()
 
@@ -112,17 +117,18 @@ class Routes:
 
         async def work(tenant: str | None) -> Document:
             series, cluster = once(q, SERIES), once(q, CLUSTER)
-            return await respond(
-                self.started(),
-                execution_id,
-                q.get("start"),
-                q.get("end"),
-                q.get("step"),
-                tenant,
-                timeout,
-                series,
-                cluster,
-            )
+            asked = (q.get("start"), q.get("end"), q.get("step"))
+            try:
+                return await respond(self.started(), execution_id, *asked, tenant, timeout, series, cluster)
+            except RequestError as err:  # past Prometheus' retention: the archived series, if any
+                kept = (
+                    None
+                    if err.status != 404
+                    else await from_archive(self.archive, self.started(), execution_id, *asked, tenant, series, cluster)
+                )
+                if kept is None:
+                    raise
+                return kept
 
         return await self.serve(request, work)
 
@@ -134,9 +140,15 @@ class Routes:
 
         async def work(tenant: str | None) -> dict[str, Any] | HTMLResponse:
             prometheus, cluster = self.started().prometheus, once(q, CLUSTER)
-            read = html.execution_page if as_page else document.execution_summary
-            found = await read(self.cfg, prometheus, execution_id, q.get("start"), q.get("end"), tenant, cluster)
-            return HTMLResponse(found) if isinstance(found, str) else found
+            if as_page:  # the page reads Prometheus; an archived run is served as its JSON document
+                return HTMLResponse(
+                    await html.execution_page(
+                        self.cfg, prometheus, execution_id, q.get("start"), q.get("end"), tenant, cluster
+                    )
+                )
+            return await reader.execution_summary(
+                self.cfg, prometheus, self.archive, execution_id, q.get("start"), q.get("end"), tenant, cluster
+            )
 
         return await self.serve(request, work)
 
@@ -151,8 +163,14 @@ class Routes:
                     400,
                     f"top: {top[:20]!r} is not accepted; accepted: a whole number from 1 to {document.MAX_FLEET_TOP}",
                 )
-            return await document.fleet_summary(
-                self.cfg, self.started().prometheus, q.get("since", "7d"), int(top), tenant, cluster=once(q, CLUSTER)
+            return await reader.fleet_summary(
+                self.cfg,
+                self.started().prometheus,
+                self.archive,
+                q.get("since", "7d"),
+                int(top),
+                tenant,
+                once(q, CLUSTER),
             )
 
         return await self.serve(request, work)

@@ -7,12 +7,15 @@ host) and chunk, the document built in memory (``encode.assemble``). A longer on
 
 from __future__ import annotations
 
+import asyncio
 import math
+from typing import Any
 
 import orjson
 
 from gpu_execution_pack.api.encode import assemble
 from gpu_execution_pack.api.stream import MetricsStream
+from gpu_execution_pack.archive import reader
 from gpu_execution_pack.query.execution import ExecutionMetrics
 from gpu_execution_pack.query.prometheus import off_loop
 
@@ -50,3 +53,13 @@ async def respond(
     if sum(len(r["values"]) for result in answers for r in result) <= OFFLOAD_SAMPLES:
         return orjson.dumps(assemble(execution_id, params, window, answers))
     return await off_loop(lambda: orjson.dumps(assemble(execution_id, params, window, answers)))
+
+
+async def from_archive(store: Any, metrics: ExecutionMetrics, execution_id: str, *asked: str | None) -> bytes | None:
+    """The metrics document of an archived execution (``archive.reader.archived_series``: start, end, step,
+    tenant, series, cluster as ``respond`` takes them), with ``source``; None where the archive has none."""
+    found = await asyncio.to_thread(reader.archived_series, metrics.cfg, store, execution_id, *asked)
+    if found is None:
+        return None
+    params, window, answers = found
+    return orjson.dumps({**assemble(execution_id, params, window, answers), "source": reader.ARCHIVE})

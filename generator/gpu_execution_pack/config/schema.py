@@ -19,6 +19,7 @@ from gpu_execution_pack.config.sections.alertmanager import Alertmanager
 from gpu_execution_pack.config.sections.alerts import CAUSE_SEVERITIES, SEVERITIES, Alerts, PredictAlert, ThrottleAlert
 from gpu_execution_pack.config.sections.amd import Amd
 from gpu_execution_pack.config.sections.api import Api
+from gpu_execution_pack.config.sections.archive import Archive
 from gpu_execution_pack.config.sections.attribution import Attribution
 from gpu_execution_pack.config.sections.dashboards import Dashboards
 from gpu_execution_pack.config.sections.dcgm import Dcgm
@@ -124,6 +125,7 @@ class Config:
         Alertmanager, "The Alertmanager routing snippet that delivers the pack's alerts."
     )
     report: Report = section(Report, "The execution report (`gpu-execution-pack report` and the summary endpoint).")
+    archive: Archive = section(Archive, "Ended executions' records, kept past Prometheus' retention (docs/archive.md).")
     sharding: Sharding = section(Sharding, "Scrape shards split by host and the central ruler (docs/scaling.md).")
     output: Output = section(Output, "Where generated files go.")
 

@@ -52,6 +52,11 @@ def render_execution(doc: dict[str, Any]) -> str:
         "=" * 72,
         f"  Span:      {doc['start']} to {doc['end']} ({duration(doc['durationSeconds'])})"
         + ("  [running]" if doc["running"] else ""),
+        *(
+            [f"  Source:    the archive (series kept at {doc.get('step')} steps)"]
+            if doc.get("source") == "archive"
+            else []
+        ),
         f"  GPUs:      {gpus['count']} x {', '.join(gpus['models'])}"
         + (f" (MIG {', '.join(gpus['migProfiles'])})" if gpus["migProfiles"] else ""),
         f"  Hosts:     {', '.join(h['hostname'] for h in doc['hosts']) or 'n/a'}",

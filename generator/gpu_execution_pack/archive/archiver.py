@@ -1,0 +1,125 @@
+"""Archive ended executions: find those with samples in a window, and write each one's record.
+
+A record holds the report's document as the report gives it (``report.document.execution_summary``,
+scoped to the execution's tenant) and the served series at ``archive.step`` as Prometheus answers
+them (every servable series, in base units: the endpoint converts them as it converts Prometheus'
+answers). An execution still reporting, or whose last sample is less than ``archive.ended_after``
+old, is left for a later pass; one whose record holds the same span is not rewritten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass, replace
+
+from gpu_execution_pack import __version__, catalog
+from gpu_execution_pack.archive.listing import Found, executions_in
+from gpu_execution_pack.archive.store import Record, Store
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.promql import parse_duration_seconds
+from gpu_execution_pack.query.execution import ExecutionMetrics, Span, resolve_window
+from gpu_execution_pack.query.params import RequestError, Window, parse_params
+from gpu_execution_pack.query.prometheus import PrometheusClient
+from gpu_execution_pack.report.document import execution_summary
+
+CONCURRENCY = 4  # executions read from Prometheus at once (each reads with its own queries in parallel)
+
+
+@dataclass
+class Tally:
+    """What one pass did."""
+
+    archived: int = 0
+    unchanged: int = 0  # its record already holds this span
+    running: int = 0  # still reporting, or ended less than ended_after ago
+    gone: int = 0  # left Prometheus' retention between the listing and the read
+
+    def line(self) -> str:
+        return (
+            f"{self.archived} archived, {self.unchanged} unchanged, {self.running} still running, "
+            f"{self.gone} no longer in Prometheus"
+        )
+
+
+def series_window(cfg: Config, span: Span, step: str) -> tuple[tuple[catalog.Series, ...], Window]:
+    """The grid the record's series are kept on: the endpoint's default window at ``step`` (one point for an
+    execution shorter than the step)."""
+    params = replace(parse_params(None, None, step, None, None, cfg.cluster_label), series=catalog.SERVABLE_SERIES)
+    try:
+        return params.series, resolve_window(params, span, math.inf, time.time())
+    except RequestError:  # shorter than one step
+        return params.series, Window(span.first, span.first, params.step)
+
+
+async def record_of(cfg: Config, metrics: ExecutionMetrics, found: Found, span: Span) -> Record:
+    """The record of an ended execution: the report's document and its series at ``archive.step``."""
+    tenant = found.tenant or None  # series without the tenant label: the report of every tenant, as `report` gives
+    cluster = found.cluster or None
+    document = await execution_summary(cfg, metrics.prometheus, found.execution_id, tenant=tenant, cluster=cluster)
+    series, window = series_window(cfg, span, cfg.archive.step)
+    answers = await metrics.answers(found.execution_id, window, tenant, series, span.cluster)
+    kept = {
+        "start": window.start,
+        "end": window.end,
+        "step": cfg.archive.step,
+        "series": [s.name for s in series],
+        "answers": answers,
+    }
+    return Record(
+        found.cluster,
+        found.tenant,
+        found.execution_id,
+        span.first,
+        span.last,
+        window.step,
+        __version__,
+        document,
+        kept,
+    )
+
+
+async def archive_one(cfg: Config, metrics: ExecutionMetrics, store: Store, found: Found, tally: Tally) -> None:
+    """Archive one execution if it has ended and its record does not hold its span yet."""
+    try:
+        span = await metrics.span(found.execution_id, found.tenant or None, found.cluster or None)
+    except RequestError as err:
+        if err.status != 404:
+            raise
+        tally.gone += 1
+        return
+    if span.running or time.time() - span.last < parse_duration_seconds(cfg.archive.ended_after):
+        tally.running += 1
+        return
+    kept_end = await asyncio.to_thread(store.end_of, found.cluster, found.tenant, found.execution_id, span.first)
+    if kept_end is not None and abs(kept_end - span.last) < 1e-3:
+        tally.unchanged += 1
+        return
+    try:
+        record = await record_of(cfg, metrics, found, span)
+    except RequestError as err:
+        if err.status != 404:
+            raise
+        tally.gone += 1
+        return
+    await asyncio.to_thread(store.put, record)
+    tally.archived += 1
+
+
+async def archive_window(
+    cfg: Config, prometheus: PrometheusClient, store: Store, window_seconds: float, at: float | None = None
+) -> Tally:
+    """One pass: every ended execution with samples in the ``window_seconds`` before ``at`` (default: now)."""
+    now = time.time() if at is None else at
+    metrics = ExecutionMetrics(cfg, prometheus)
+    found = await executions_in(cfg, prometheus, window_seconds, now)
+    tally = Tally()
+    limit = asyncio.Semaphore(CONCURRENCY)
+
+    async def one(f: Found) -> None:
+        async with limit:
+            await archive_one(cfg, metrics, store, f, tally)
+
+    await asyncio.gather(*(one(f) for f in found))
+    return tally

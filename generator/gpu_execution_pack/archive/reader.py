@@ -1,0 +1,218 @@
+"""The report and the endpoint's answers from Prometheus, or from the archive where Prometheus no longer has
+the execution (its samples left the retention) or no longer has its start.
+
+Every answer says where it came from: ``source`` is ``prometheus`` or ``archive``; an archived one
+also gives ``step``, the step its series were kept at. Tenant scoping and ``cluster`` hold on both
+sources: a key scoped to a tenant reads only that tenant's records, and an id that several clusters
+hold is a 409 unless ``cluster`` names one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import re
+import time
+from dataclasses import replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from gpu_execution_pack.archive.listing import executions_in
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.promql import parse_duration_seconds
+from gpu_execution_pack.promql.durations import duration_text
+from gpu_execution_pack.query.execution import ambiguous
+from gpu_execution_pack.query.params import (
+    Params,
+    RequestError,
+    Window,
+    check_execution_id,
+    iso,
+    parse_cluster,
+    parse_params,
+)
+from gpu_execution_pack.query.prometheus import PrometheusClient
+from gpu_execution_pack.report import document
+
+if TYPE_CHECKING:  # the store needs SQLAlchemy (the archive extra); the readers run without it
+    from gpu_execution_pack.archive.store import Record, Store
+
+PROMETHEUS, ARCHIVE = "prometheus", "archive"
+log = logging.getLogger("gpu_execution_pack.archive")
+
+
+def open_store(url: str) -> Store | None:
+    """The archive at ``url`` for reading; None where none is configured, its SQLite file does not exist, or
+    the archive extra is not installed (then a warning says the answers come from Prometheus only)."""
+    if not url:
+        return None
+    try:
+        from gpu_execution_pack.archive.store import Store
+    except ImportError:
+        log.warning("archive.url is set but the archive extra is not installed: reading Prometheus only")
+        return None
+    return Store.open(url, create=False)
+
+
+def seconds_of(text: str) -> float:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def archived(
+    cfg: Config, store: Store | None, execution_id: str, tenant: str | None, cluster: str | None
+) -> Record | None:
+    """The record of an execution id in ``tenant`` and ``cluster`` (None: any): the latest start where the id
+    was reused; None without an archive or a record; a 409 where several clusters hold it and none is named."""
+    if store is None:
+        return None
+    found = store.find(execution_id, tenant, cluster)
+    clusters = sorted({r.cluster for r in found})
+    if cfg.cluster_label and cluster is None and len(clusters) > 1:
+        raise ambiguous(execution_id, cfg.cluster_label, clusters)
+    return found[0] if found else None
+
+
+def from_archive(record: Record, start: str | None, end: str | None) -> dict[str, Any]:
+    """The archived report: its whole span only (the figures were judged once, over the whole run)."""
+    if start is not None or end is not None:
+        name = "start" if start is not None else "end"
+        raise RequestError(
+            400,
+            f"{name}: the execution is read from the archive, whose report covers its whole run "
+            f"({iso(record.start)} to {iso(record.end)}); accepted: no start or end",
+        )
+    return {**record.document, "source": ARCHIVE, "step": duration_text(record.step_seconds)}
+
+
+async def execution_summary(
+    cfg: Config,
+    prometheus: PrometheusClient,
+    store: Store | None,
+    execution_id: str,
+    start: str | None = None,
+    end: str | None = None,
+    tenant: str | None = None,
+    cluster: str | None = None,
+) -> dict[str, Any]:
+    """``report.document.execution_summary`` with its ``source``; from the archive where Prometheus has no
+    sample of the execution, or has lost the start of the run the archive holds."""
+    check_execution_id(execution_id, re.compile(cfg.api.execution_id_pattern))
+    try:
+        answer = await document.execution_summary(cfg, prometheus, execution_id, start, end, tenant, cluster)
+    except RequestError as err:
+        found = err.status == 404 and await asyncio.to_thread(archived, cfg, store, execution_id, tenant, cluster)
+        if not found:
+            raise
+        return from_archive(found, start, end)
+    record = await asyncio.to_thread(archived, cfg, store, execution_id, tenant, cluster)
+    if record is not None and start is None and record.start < seconds_of(answer["start"]) - record.step_seconds:
+        return from_archive(record, start, end)  # the archive holds more of the run than Prometheus still has
+    return {**answer, "source": PROMETHEUS}
+
+
+def archived_series(
+    cfg: Config,
+    store: Store | None,
+    execution_id: str,
+    start: str | None,
+    end: str | None,
+    step: str | None,
+    tenant: str | None,
+    series: str | None,
+    cluster: str | None,
+) -> tuple[Params, Window, list[list[dict[str, Any]]]] | None:
+    """An archived execution's series as the endpoint assembles Prometheus' answers: the parameters, the grid
+    (the record's, narrowed to ``start``..``end``) and the kept answers of the series asked for; None without a
+    record. ``step`` may only be the record's (the series were kept at it, nothing finer is left)."""
+    asked = parse_params(start, end, step, series, cluster, cfg.cluster_label)
+    record = archived(cfg, store, execution_id, tenant, asked.cluster)
+    if record is None:
+        return None
+    kept = record.series
+    if step is not None and asked.step != record.step_seconds:
+        raise RequestError(
+            400, f"step: {step!r}; the execution is read from the archive, kept at {kept['step']}; accepted: that step"
+        )
+    params = replace(asked, step=record.step_seconds, step_text=kept["step"], cluster=record.cluster or None)
+    missing = [s.api_name for s in params.series if s.name not in kept["series"]]
+    if missing:
+        raise RequestError(404, f"series: {', '.join(missing)} not kept in the archived record of {execution_id!r}")
+    first = kept["start"] if params.start is None else max(kept["start"], params.start)
+    first = kept["start"] + math.ceil((first - kept["start"]) / params.step) * params.step  # on the kept grid
+    last = kept["end"] if params.end is None else min(kept["end"], params.end)
+    if last < first:
+        raise RequestError(
+            400, f"start..end: the archived execution ran {iso(record.start)} to {iso(record.end)}; accepted: within it"
+        )
+    names = {s.name for s in params.series}
+    answers = [
+        [
+            {"metric": r["metric"], "values": [v for v in r["values"] if first <= v[0] <= last]}
+            for r in answer
+            if r["metric"].get("__name__") in names
+        ]
+        for answer in kept["answers"]
+    ]
+    return params, Window(first, first + (last - first) // params.step * params.step, params.step), answers
+
+
+async def fleet_summary(
+    cfg: Config,
+    prometheus: PrometheusClient,
+    store: Store | None,
+    since: str = "7d",
+    top: int = 20,
+    tenant: str | None = None,
+    cluster: str | None = None,
+) -> dict[str, Any]:
+    """``report.document.fleet_summary`` with the archived executions Prometheus no longer has: Prometheus ranks
+    what it holds (over ``since``, at most ``api.lookback``), the archive adds the rest; each row says its source.
+    Without an archive ``since`` is bounded by ``api.lookback`` as before."""
+    try:
+        window = parse_duration_seconds(since)
+    except ValueError:
+        raise RequestError(400, f"since: {since!r} is not a Prometheus duration such as 1d or 7d") from None
+    lookback = parse_duration_seconds(cfg.api.lookback)
+    if store is None or not 0 < window <= lookback:
+        answer = await document.fleet_summary(cfg, prometheus, since, top, tenant, cluster=cluster)
+        return {**answer, "top": [{**row, "source": PROMETHEUS} for row in answer["top"]]}
+    cluster = parse_cluster(cluster, cfg.cluster_label)
+    now = time.time()
+    recent = since if window <= lookback else cfg.api.lookback
+    answer = await document.fleet_summary(cfg, prometheus, recent, top, tenant, now, cluster)
+    held = {
+        (f.cluster, f.tenant, f.execution_id) for f in await executions_in(cfg, prometheus, min(window, lookback), now)
+    }
+    kept = await asyncio.to_thread(store.ended_between, now - window, now, tenant, cluster)
+    added = [fleet_row(cfg, r.document) for r in kept if (r.cluster, r.tenant, r.execution_id) not in held]
+    rows = [{**row, "source": PROMETHEUS} for row in answer["top"]] + added
+    rows.sort(key=lambda r: (-(r["gpuHoursWasted"] or 0), r["executionId"], r.get("cluster", "")))
+    billed = sum(r["gpuHoursBilled"] or 0 for r in added)
+    wasted = sum(r["gpuHoursWasted"] or 0 for r in added)
+    return {
+        **answer,
+        "since": since,
+        "executions": answer["executions"] + len(added),
+        "gpuHoursBilled": round(answer["gpuHoursBilled"] + billed, 4),
+        "gpuHoursWasted": round(answer["gpuHoursWasted"] + wasted, 4),
+        "top": rows[:top],
+    }
+
+
+def fleet_row(cfg: Config, doc: dict[str, Any]) -> dict[str, Any]:
+    """An archived execution's fleet row (``document.fleet_row``'s keys) from its report."""
+    cost = doc["cost"]
+    return {
+        "executionId": doc["executionId"],
+        **({"cluster": doc.get("cluster", "")} if cfg.cluster_label else {}),
+        "gpus": doc["gpus"]["count"],
+        "models": doc["gpus"]["models"],
+        "gpuHoursBilled": cost["gpuHoursBilled"],
+        "gpuHoursWorked": cost["gpuHoursWorked"],
+        "gpuHoursWasted": cost["gpuHoursWasted"],
+        "efficiencyPercent": cost["efficiencyPercent"],
+        "energyKwh": doc["power"]["energyKwh"],
+        "verdicts": [v["code"] for v in doc["verdicts"]],
+        "source": ARCHIVE,
+    }

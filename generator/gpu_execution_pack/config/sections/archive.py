@@ -1,0 +1,38 @@
+"""Config keys of section ``archive``: ended executions' records, kept past Prometheus' retention."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpu_execution_pack.config.loader import opt
+
+
+@dataclass(frozen=True)
+class Archive:
+    """The archive of ended executions' records (`gpu-execution-pack archive`; docs/archive.md)."""
+
+    url: str = opt(
+        "gpu-execution-pack-archive.sqlite",
+        "Where records are kept: a SQLite file path (embedded, nothing to run), or a `postgresql://user@host/db` "
+        "URL. Empty: no archive; the report and the endpoint read Prometheus only.",
+        "Several `serve` replicas share one archive, or it should live on a database you back up: use PostgreSQL.",
+        empty_ok=True,
+    )
+    step: str = opt(
+        "1m",
+        "Step of the served series kept in each record (the endpoint answers an archived execution at this step).",
+        "Finer plots of old runs (smaller step, a bigger archive) or a smaller archive (larger step).",
+        kind="duration",
+    )
+    ended_after: str = opt(
+        "15m",
+        "An execution with no sample for this long has ended and is archived; one still reporting is not.",
+        "Your scrapes or rule evaluations lag more (a slow remote-write pipeline): raise it.",
+        kind="duration",
+    )
+    image: str = opt(
+        "gpu-execution-pack:latest",
+        "Container image of the generated Kubernetes Deployment that runs `archive --follow` "
+        "(`<rules_dir>/kubernetes/archive.yaml`): an image with `pip install 'gpu-execution-pack[api,archive]'`.",
+        "You build and push the image to your registry under another name.",
+    )

@@ -1,0 +1,304 @@
+"""The archive end to end: the report suite backfilled into a real Prometheus, archived by the CLI into SQLite
+and into a real PostgreSQL (a throwaway server started with initdb and pg_ctl), once, twice, by two archivers
+at once and by one killed mid-run; then read back by the report with Prometheus' data gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from gpu_execution_pack.api.app import PATH, SUMMARY_PATH, create_app
+from gpu_execution_pack.archive import reader
+from gpu_execution_pack.archive.store import Store, records
+from gpu_execution_pack.config import config_from_mapping, load_config
+from gpu_execution_pack.output import to_yaml
+from gpu_execution_pack.query.params import RequestError
+from gpu_execution_pack.query.prometheus import PrometheusClient
+from gpu_execution_pack.rules.files import all_groups
+from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
+from starlette.testclient import TestClient
+
+from harness.postgres import Postgres
+from harness.prometheus import Prometheus
+
+from . import report_oracle
+from .conftest import REPO
+from .test_report import CONFIG, SCENARIO
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("promtool_available")]
+
+ENDED_AFTER = "5m"  # the suite's data ends 15 minutes before the test starts
+# Every execution of the suite, as the scenario says it ran: (cluster, tenant, id), without a cluster label.
+EXPECTED = {("", e.namespace, e.id) for e in SCENARIO.executions}
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory: pytest.TempPathFactory):
+    """test_report's Prometheus: the report suite (raw series, recorded series and ALERTS) ended 15 minutes ago."""
+    cfg = config_from_mapping(CONFIG)
+    end = int(time.time()) // 60 * 60 - 15 * 60
+    start = end - SCENARIO.window_minutes * 60
+    series = Renderer(SCENARIO, cfg).all_series()
+    for labels, firing in report_oracle.alert_series(SCENARIO, cfg):
+        series.append(
+            RenderedSeries("ALERTS", tuple(sorted(labels.items())), tuple(1.0 if f else None for f in firing))
+        )
+    server = Prometheus(tmp_path_factory.mktemp("archive"))
+    try:
+        server.load(series, all_groups(cfg), start, end)
+        yield server, cfg, start
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    server = Postgres()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def archive_url(request, tmp_path, postgres) -> str:
+    """A new, empty archive: a SQLite file, or a database of its own on the module's PostgreSQL."""
+    if request.param == "sqlite":
+        return str(tmp_path / "archive.sqlite")
+    return postgres.database(f"test_{abs(hash(request.node.name)) % 10**9}")
+
+
+def config_file(tmp_path: Path, url: str) -> Path:
+    path = tmp_path / "config.yml"
+    path.write_text(to_yaml({**CONFIG, "archive": {"url": url, "ended_after": ENDED_AFTER}}))
+    return path
+
+
+def archive_command(server, tmp_path: Path, url: str, *more: str) -> list[str]:
+    since = f"{SCENARIO.window_minutes + 60}m"
+    config = config_file(tmp_path, url)
+    return [sys.executable, "-m", "gpu_execution_pack", "archive", "-c", str(config), "--since", since,
+            "--prometheus", server.url, *more]  # fmt: skip
+
+
+def kept(url: str) -> list[tuple[str, str, str]]:
+    """Every record's key but its start, as many times as the archive holds it."""
+    store = Store.open(url, create=False)
+    assert store is not None, f"no archive at {url}"
+    try:
+        with store.engine.connect() as conn:
+            rows = conn.execute(sa.select(records.c.cluster, records.c.tenant, records.c.execution_id)).all()
+        return sorted(tuple(r) for r in rows)
+    finally:
+        store.close()
+
+
+def test_the_suite_is_archived_once_and_a_rerun_changes_nothing(loaded, tmp_path, archive_url):
+    server, _cfg, _start = loaded
+    first = subprocess.run(archive_command(server, tmp_path, archive_url), capture_output=True, text=True, cwd=REPO)
+    assert first.returncode == 0, first.stderr
+    assert kept(archive_url) == sorted(EXPECTED)
+    again = subprocess.run(archive_command(server, tmp_path, archive_url), capture_output=True, text=True, cwd=REPO)
+    assert again.returncode == 0, again.stderr
+    assert f"0 archived, {len(EXPECTED)} unchanged" in again.stdout
+    assert kept(archive_url) == sorted(EXPECTED)
+    store = Store.open(archive_url, create=False)
+    try:
+        (record,) = store.find("train-0001")
+        assert record.document["executionId"] == "train-0001" and record.tenant == "research"
+        assert record.step_seconds == 60 and record.series["step"] == "1m"
+        assert store.find("train-0001", tenant="physics") == []
+    finally:
+        store.close()
+
+
+def test_two_archivers_at_once_keep_every_record_once(loaded, tmp_path, archive_url):
+    server, _cfg, _start = loaded
+    command = archive_command(server, tmp_path, archive_url)
+    both = [subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    for p in both:
+        _out, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err.decode()
+    assert kept(archive_url) == sorted(EXPECTED)
+
+
+def test_an_archiver_killed_mid_run_and_restarted_keeps_every_record_once(loaded, tmp_path, archive_url):
+    server, _cfg, _start = loaded
+    command = archive_command(server, tmp_path, archive_url)
+    victim = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and victim.poll() is None:
+            if Path(archive_url).exists() or archive_url.startswith("postgresql"):
+                try:
+                    if kept(archive_url):
+                        break
+                except (AssertionError, sa.exc.OperationalError, sa.exc.ProgrammingError):
+                    pass  # the archive or its tables are not there yet
+            time.sleep(0.05)
+    finally:
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=30)
+    assert len(kept(archive_url)) < len(EXPECTED), "the archiver finished before it could be killed"
+    again = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+    assert again.returncode == 0, again.stderr
+    assert kept(archive_url) == sorted(EXPECTED)
+    store = Store.open(archive_url, create=False)
+    try:
+        for cluster, tenant, execution_id in EXPECTED:
+            (record,) = store.find(execution_id, tenant, cluster)
+            assert record.document["executionId"] == execution_id
+            assert json.dumps(record.series)  # whole, readable
+    finally:
+        store.close()
+
+
+def test_a_bad_archive_url_is_one_line(tmp_path, loaded):
+    server, _cfg, _start = loaded
+    done = subprocess.run(
+        archive_command(server, tmp_path, "mysql://nowhere/db"), capture_output=True, text=True, cwd=REPO
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: archive.url:") and len(done.stderr.strip().splitlines()) == 1
+
+
+def report_json(prometheus_url: str, config: Path, *args: str) -> dict:
+    cli = [sys.executable, "-m", "gpu_execution_pack", "report", "-c", str(config), "--prometheus", prometheus_url]
+    done = subprocess.run([*cli, "--json", *args], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def summaries(cfg, prometheus_url: str, store: Store) -> dict[str, dict]:
+    """Every execution's report as its tenant's key gets it (a record holds its tenant's view), by id."""
+
+    async def run() -> dict[str, dict]:
+        client = PrometheusClient(prometheus_url, 30)
+        try:
+            return {
+                e.id: await reader.execution_summary(cfg, client, store, e.id, tenant=e.namespace)
+                for e in SCENARIO.executions
+            }
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
+def test_with_prometheus_data_gone_the_report_answers_the_same_from_the_archive(loaded, tmp_path, postgres):
+    server, _cfg, _start = loaded
+    url = postgres.database("after_retention")
+    archived = subprocess.run(archive_command(server, tmp_path, url), capture_output=True, text=True, cwd=REPO)
+    assert archived.returncode == 0, archived.stderr
+    config = config_file(tmp_path, url)
+    cfg = load_config(str(config))
+    store = Store.open(url, create=False)
+    before = summaries(cfg, server.url, store)
+    fleet_before = report_json(server.url, config, "--since", "1d", "--top", "100")
+    text_before = report_text(server.url, config, "train-0001")
+    empty = Prometheus(tmp_path / "empty")  # Prometheus past its retention: none of the suite's samples
+    empty.start()
+    try:
+        after = summaries(cfg, empty.url, store)
+        fleet_after = report_json(empty.url, config, "--since", "1d", "--top", "100")
+        text_after = report_text(empty.url, config, "train-0001")
+    finally:
+        empty.stop()
+        store.close()
+    for i, doc in after.items():
+        assert before[i]["source"] == "prometheus" and doc["source"] == "archive"
+        assert doc["step"] == "1m"
+        assert {k: v for k, v in doc.items() if k not in ("source", "step")} == {
+            k: v for k, v in before[i].items() if k != "source"
+        }, i
+    assert fleet_after["executions"] == fleet_before["executions"] == len(SCENARIO.executions)
+    # From the archive the fleet's rows are the archived reports' (Prometheus ranks on its own, cheaper sums).
+    billed = sum(doc["cost"]["gpuHoursBilled"] for doc in before.values())
+    assert fleet_after["gpuHoursBilled"] == pytest.approx(billed, abs=1e-3)
+    assert fleet_after["gpuHoursBilled"] == pytest.approx(fleet_before["gpuHoursBilled"], rel=0.02)
+    rows = {r["executionId"]: r for r in fleet_after["top"]}
+    assert rows.keys() == before.keys()
+    for i, row in rows.items():
+        assert row["verdicts"] == [v["code"] for v in before[i]["verdicts"]], i
+        assert row["gpuHoursWasted"] == before[i]["cost"]["gpuHoursWasted"], i
+    assert all(r["source"] == "archive" for r in fleet_after["top"])
+    assert "Source:    the archive" in text_after and "Source:" not in text_before
+    # The figures the CLI prints (every line but the source's) are the same.
+    assert [x for x in text_after.splitlines() if "Source:" not in x] == text_before.splitlines()
+
+
+def report_text(prometheus_url: str, config: Path, execution_id: str) -> str:
+    cli = [sys.executable, "-m", "gpu_execution_pack", "report", "-c", str(config), "--prometheus", prometheus_url]
+    done = subprocess.run([*cli, execution_id], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_another_tenants_record_is_never_served(loaded, tmp_path, postgres):
+    """Read through the library with a tenant's scope: its own records, never another's."""
+    server, cfg, _start = loaded
+    url = postgres.database("tenants")
+    assert subprocess.run(archive_command(server, tmp_path, url), capture_output=True, cwd=REPO).returncode == 0
+    store = Store.open(url, create=False)
+    empty = Prometheus(tmp_path / "empty")
+    empty.start()
+
+    async def read(execution_id: str, tenant: str) -> dict:
+        client = PrometheusClient(empty.url, 30)
+        try:
+            return await reader.execution_summary(cfg, client, store, execution_id, tenant=tenant)
+        finally:
+            await client.close()
+
+    try:
+        mine = next(e for e in SCENARIO.executions if e.namespace != "research")
+        assert asyncio.run(read(mine.id, mine.namespace))["executionId"] == mine.id
+        with pytest.raises(RequestError) as refused:
+            asyncio.run(read(mine.id, "research"))
+        assert refused.value.status == 404
+    finally:
+        empty.stop()
+        store.close()
+
+
+def test_the_endpoint_answers_from_the_archive_for_its_tenant_only(loaded, tmp_path, postgres):
+    """Summary and metrics routes with Prometheus' data gone: the archived report and series (at the kept step),
+    for the tenant's own key; another tenant's key gets the 404 of an id it cannot see."""
+    server, _cfg, _start = loaded
+    url = postgres.database("endpoint")
+    assert subprocess.run(archive_command(server, tmp_path, url), capture_output=True, cwd=REPO).returncode == 0
+    execution = next(e for e in SCENARIO.executions if e.id == "train-0001")
+    empty = Prometheus(tmp_path / "empty")
+    empty.start()
+    try:
+        cfg = config_from_mapping({**CONFIG, "archive": {"url": url}, "api": {"prometheus_url": empty.url}})
+        keys = {"own-key-0123456789": execution.namespace, "other-key-0123456789": "physics"}
+        with TestClient(create_app(cfg, keys)) as client:
+            own, other = ({"Authorization": f"Bearer {k}"} for k in keys)
+            summary = client.get(SUMMARY_PATH.replace("{execution_id}", execution.id), headers=own)
+            assert summary.status_code == 200, summary.text
+            assert summary.json()["source"] == "archive" and summary.json()["executionId"] == execution.id
+            path = PATH.replace("{execution_id}", execution.id)
+            metrics = client.get(path, headers=own)
+            assert metrics.status_code == 200, metrics.text
+            body = metrics.json()
+            assert body["source"] == "archive" and body["step"] == "1m"
+            entries = body["series"]["gpuUtilizationPercent"]["entries"]
+            assert len(entries) == len(execution.gpus)
+            times = [t for t, _ in entries[0]["values"]]
+            assert times and all(b - a == 60 for a, b in itertools.pairwise(times))
+            assert client.get(path, headers=own, params={"step": "15s"}).status_code == 400
+            assert client.get(path, headers=other).status_code == 404
+            assert client.get(SUMMARY_PATH.replace("{execution_id}", execution.id), headers=other).status_code == 404
+    finally:
+        empty.stop()

@@ -1,0 +1,91 @@
+"""The archive's store on SQLite, without Prometheus: its schema version, the upsert by key, tenant scoping.
+
+The end-to-end behaviour (the scenario library archived, on SQLite and a real PostgreSQL) is test_archive's.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+from gpu_execution_pack.archive.store import MIGRATIONS, Record, Store, engine_url
+from gpu_execution_pack.config import ConfigError
+
+
+def record(execution_id: str = "job-1", tenant: str = "team-a", start: float = 1000.0, end: float = 2000.0) -> Record:
+    return Record("", tenant, execution_id, start, end, 60.0, "test", {"executionId": execution_id}, {"step": "1m"})
+
+
+@pytest.fixture
+def store(tmp_path):
+    opened = Store.open(str(tmp_path / "archive.sqlite"))
+    assert opened is not None
+    yield opened
+    opened.close()
+
+
+def test_a_new_archive_is_at_the_last_schema_version_and_opening_it_again_changes_nothing(tmp_path, store):
+    path = tmp_path / "archive.sqlite"
+    with sqlite3.connect(path) as conn:  # read with SQLite itself, not the code under test
+        assert conn.execute("select version from schema_version").fetchall() == [(len(MIGRATIONS),)]
+    again = Store.open(str(path))
+    assert again is not None and again.migrate() == len(MIGRATIONS)
+    again.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("select count(*) from schema_version").fetchone() == (1,)
+
+
+def test_a_record_written_twice_is_kept_once_and_a_reappearing_id_updates_it(store):
+    store.put(record())
+    store.put(record())
+    assert store.count() == 1
+    store.put(record(end=3000.0))  # the same run reported again, for longer
+    (kept,) = store.find("job-1")
+    assert kept.end == 3000.0
+    store.put(record(start=5000.0, end=6000.0))  # the id reused by a later run: a record of its own
+    assert [r.start for r in store.find("job-1")] == [5000.0, 1000.0]  # latest first
+
+
+def test_a_tenant_reads_only_its_own_records(store):
+    store.put(record(tenant="team-a"))
+    store.put(record(tenant="team-b", execution_id="job-2"))
+    assert [r.execution_id for r in store.find("job-2", tenant="team-a")] == []
+    assert [r.tenant for r in store.find("job-2", tenant="team-b")] == ["team-b"]
+    assert {r.execution_id for r in store.ended_between(0, 10_000, tenant="team-a")} == {"job-1"}
+
+
+def test_a_reader_does_not_create_an_archive(tmp_path):
+    assert Store.open(str(tmp_path / "none.sqlite"), create=False) is None
+    assert not (tmp_path / "none.sqlite").exists()
+
+
+@pytest.mark.parametrize("url", ["mysql://host/db", "http://host/x"])
+def test_an_unknown_database_url_names_the_key_and_what_is_accepted(url):
+    with pytest.raises(ConfigError, match=r"^archive\.url: .* accepted: a SQLite file path or a postgresql:// URL"):
+        engine_url(url)
+
+
+def test_the_generated_unit_and_deployment_run_a_command_the_cli_accepts(tmp_path):
+    import shlex
+
+    import yaml
+    from gpu_execution_pack.archive.deploy import deploy_files
+    from gpu_execution_pack.cli import parser
+    from gpu_execution_pack.config import config_from_mapping
+
+    files = deploy_files(config_from_mapping({}), tmp_path, "gpu-execution-pack generate")
+    unit = next(text for path, text in files.items() if path.suffix == ".service")
+    (start,) = [line.removeprefix("ExecStart=") for line in unit.splitlines() if line.startswith("ExecStart=")]
+    args = parser().parse_args(shlex.split(start)[1:])
+    assert args.command == "archive" and args.follow and args.config
+    manifest = next(text for path, text in files.items() if path.suffix == ".yaml")
+    kinds = [d["kind"] for d in yaml.safe_load_all(manifest)]
+    assert kinds == ["Deployment", "PersistentVolumeClaim"]  # the default archive is a SQLite file: a volume
+    (deployment, _) = yaml.safe_load_all(manifest)
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert parser().parse_args(container["args"]).command == "archive"
+    on_postgres = deploy_files(
+        config_from_mapping({"archive": {"url": "postgresql://archiver@db/archive"}}), tmp_path, "generate"
+    )
+    (manifest,) = [text for path, text in on_postgres.items() if path.suffix == ".yaml"]
+    assert [d["kind"] for d in yaml.safe_load_all(manifest)] == ["Deployment"]
