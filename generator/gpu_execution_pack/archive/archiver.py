@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from gpu_execution_pack import __version__, catalog
 from gpu_execution_pack.archive.listing import Found, executions_in
 from gpu_execution_pack.archive.store import Record, Store
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.query.execution import ExecutionMetrics, Span, resolve_window
 from gpu_execution_pack.query.params import RequestError, Window, parse_params
@@ -46,7 +46,7 @@ class Tally:
 def series_window(cfg: Config, span: Span, step: str) -> tuple[tuple[catalog.Series, ...], Window]:
     """The grid the record's series are kept on: the endpoint's default window at ``step`` (one point for an
     execution shorter than the step)."""
-    params = replace(parse_params(None, None, step, None, None, cfg.cluster_label), series=catalog.SERVABLE_SERIES)
+    params = replace(parse_params(None, None, step, None, None, cluster_scope(cfg)), series=catalog.SERVABLE_SERIES)
     try:
         return params.series, resolve_window(params, span, math.inf, time.time())
     except RequestError:  # shorter than one step

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from gpu_execution_pack import catalog
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import aggregate, call, render
 from gpu_execution_pack.query.execution import seconds
 from gpu_execution_pack.query.prometheus import PrometheusClient
@@ -25,13 +25,13 @@ class Found:
 
 async def executions_in(cfg: Config, prometheus: PrometheusClient, window_seconds: float, at: float) -> list[Found]:
     """Every (cluster, tenant, execution id) with a GPU sample in the ``window_seconds`` before ``at``: one query."""
-    tenant, cluster = cfg.api.tenant_label, cfg.cluster_label
-    labels = tuple(x for x in (cluster, tenant, catalog.EXECUTION_LABEL) if x)
+    tenant, scope = cfg.api.tenant_label, cluster_scope(cfg)
+    labels = tuple(x for x in (*scope.partition, tenant, catalog.EXECUTION_LABEL) if x)
     present = call("last_over_time", catalog.GPU_PRESENCE.select().range(seconds(math.ceil(window_seconds))))
     result = await prometheus.instant(render(aggregate("group", labels, present)), at=at)
     found = {
         Found(
-            r["metric"].get(cluster, "") if cluster else "",
+            scope.of(r["metric"]),
             r["metric"].get(tenant, ""),
             r["metric"].get(catalog.EXECUTION_LABEL, ""),
         )

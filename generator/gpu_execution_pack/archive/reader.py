@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from gpu_execution_pack.archive.listing import executions_in
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.promql.durations import duration_text
 from gpu_execution_pack.query.execution import ambiguous
@@ -68,8 +68,8 @@ def archived(
         return None
     found = store.find(execution_id, tenant, cluster)
     clusters = sorted({r.cluster for r in found})
-    if cfg.cluster_label and cluster is None and len(clusters) > 1:
-        raise ambiguous(execution_id, cfg.cluster_label, clusters)
+    if cluster_scope(cfg).enabled and cluster is None and len(clusters) > 1:
+        raise ambiguous(execution_id, cluster_scope(cfg).label, clusters)
     return found[0] if found else None
 
 
@@ -125,7 +125,7 @@ def archived_series(
     """An archived execution's series as the endpoint assembles Prometheus' answers: the parameters, the grid
     (the record's, narrowed to ``start``..``end``) and the kept answers of the series asked for; None without a
     record. ``step`` may only be the record's (the series were kept at it, nothing finer is left)."""
-    asked = parse_params(start, end, step, series, cluster, cfg.cluster_label)
+    asked = parse_params(start, end, step, series, cluster, cluster_scope(cfg))
     record = archived(cfg, store, execution_id, tenant, asked.cluster)
     if record is None:
         return None
@@ -177,7 +177,7 @@ async def fleet_summary(
     if store is None or not 0 < window <= lookback:
         answer = await document.fleet_summary(cfg, prometheus, since, top, tenant, cluster=cluster)
         return {**answer, "top": [{**row, "source": PROMETHEUS} for row in answer["top"]]}
-    cluster = parse_cluster(cluster, cfg.cluster_label)
+    cluster = parse_cluster(cluster, cluster_scope(cfg))
     now = time.time()
     recent = since if window <= lookback else cfg.api.lookback
     answer = await document.fleet_summary(cfg, prometheus, recent, top, tenant, now, cluster)
@@ -205,7 +205,7 @@ def fleet_row(cfg: Config, doc: dict[str, Any]) -> dict[str, Any]:
     cost = doc["cost"]
     return {
         "executionId": doc["executionId"],
-        **({"cluster": doc.get("cluster", "")} if cfg.cluster_label else {}),
+        **({"cluster": doc.get("cluster", "")} if cluster_scope(cfg).enabled else {}),
         "gpus": doc["gpus"]["count"],
         "models": doc["gpus"]["models"],
         "gpuHoursBilled": cost["gpuHoursBilled"],
