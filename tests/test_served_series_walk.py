@@ -2,13 +2,13 @@
 
 The walk done for real: a copy of the package gets NVLink TX bytes (``DCGM_FI_PROF_NVLINK_TX_BYTES``, a
 profiling field of the DCP counters file) in exactly three of its files: its ``Signal`` in
-catalog/signals.py, its ``Series`` (served, in ``GPU_SERIES``) in catalog/series.py and its load field in
-scenario/phases.py. The fourth file is the contract line in tests/test_catalog.py, whose test fails on the
-new API name until it is written (checked here too). A Python run on the copy then checks that everything
-else follows: what the scenario's GPUs publish and the oracle's truth, the raw series rendered for
-promtool, the recording suites' expectations, the recording rules, docs/series.md, the API's default
-series and its OpenAPI document, and the AMD suite's list of series AMD leaves absent. The dashboard's
-panel for it is checked where the dashboard places served series (tests/test_dashboards.py).
+catalog/signals.py, its ``Series`` (served, in ``GPU_SERIES``, naming its dashboard row) in
+catalog/series.py and its load field in scenario/phases.py. The fourth file is the contract line in
+tests/test_catalog.py, whose test fails on the new API name until it is written (checked here too). A
+Python run on the copy then checks that everything else follows: what the scenario's GPUs publish and
+the oracle's truth, the raw series rendered for promtool, the recording suites' expectations, the
+recording rules, docs/series.md, the API's default series and its OpenAPI document, the AMD suite's list
+of series AMD leaves absent, and the Execution dashboard's panel for it at the end of its row.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ EDITS = (
         "GPU_SERIES: tuple[Series, ...] = (\n",
         'GPU_NVLINK_TX = _gpu(\n    "execution_gpu:gpu_nvlink_tx_bytes_per_second",\n    "bytes_per_second",\n'
         '    "NVLink transmit throughput.",\n    Formula(signal("nvlink_tx")),\n'
-        '    api=("gpuNvlinkTxBytesPerSec", "bytes_per_second"),\n)\n',
+        '    api=("gpuNvlinkTxBytesPerSec", "bytes_per_second"),\n    row="PCIe",\n)\n',
         "    GPU_NVLINK_TX,\n",
     ),
     (
@@ -58,6 +58,7 @@ import json
 from gpu_execution_pack import catalog
 from gpu_execution_pack.api.openapi import openapi_document
 from gpu_execution_pack.config import Config
+from gpu_execution_pack.dashboards import execution as execution_dashboard
 from gpu_execution_pack.docs import series as series_doc
 from gpu_execution_pack.rules.recording import recording_groups
 from gpu_execution_pack.scenario import amd, expected, library, oracle
@@ -87,6 +88,14 @@ assert new.name in {{r.record for g in recording_groups(Config()) for r in g.rul
 assert new.name in series_doc.render() and raw in series_doc.render(), "not in docs/series.md"
 assert new.api_name in json.dumps(openapi_document()), "not in the OpenAPI document"
 assert new in amd.unpublished(library.amd_fleet(), Config(), library.AMD_MID_RUN_MINUTE), "not absent on AMD"
+# The Execution dashboard gives it a panel of its own at the end of the row its catalog entry names.
+board = json.loads(execution_dashboard.render(Config()))
+panels = board["panels"]
+row_at = [i for i, p in enumerate(panels) if p["type"] == "row" and p["title"] == new.row]
+assert row_at, "no row " + new.row
+after = panels[row_at[0] + 1 :]
+in_row = after[: next((i for i, p in enumerate(after) if p["type"] == "row"), len(after))]
+assert any(new.name in t.get("expr", "") for p in in_row for t in p.get("targets", [])), "no panel in its row"
 print("followed")
 """
 

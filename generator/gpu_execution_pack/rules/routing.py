@@ -56,7 +56,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpu_execution_pack import catalog
-from gpu_execution_pack.config import SEVERITIES, Config
+from gpu_execution_pack.config import SEVERITIES, Config, cluster_scope
 from gpu_execution_pack.config.sections.alertmanager import GROUP_BY_ALL
 from gpu_execution_pack.output import command, yaml_document
 from gpu_execution_pack.promql import Matcher, alertmanager_matchers, match
@@ -138,17 +138,16 @@ def inhibit_rules(cfg: Config) -> list[dict]:
         *inhibition(cfg, alerts.GPU_STALLED, [alerts.GPU_UNDERUTILIZED], (catalog.EXECUTION_LABEL,)),
     ]
     # An alert silences only alerts of its own cluster: names repeat from one cluster to the next.
-    cluster = (cfg.cluster_label,) if cfg.cluster_label else ()
+    cluster = cluster_scope(cfg).partition
     return [{**r, "equal": [*cluster, *r["equal"]]} for r in rules]
 
 
 def group_by(cfg: Config) -> list[str]:
     """``alertmanager.group_by``, led by the cluster label where one is set: no notification mixes clusters."""
-    labels = list(cfg.alertmanager.group_by)
-    cluster = cfg.cluster_label
-    if not cluster or cluster in labels or GROUP_BY_ALL in labels:
+    labels, scope = list(cfg.alertmanager.group_by), cluster_scope(cfg)
+    if not scope.enabled or scope.label in labels or GROUP_BY_ALL in labels:
         return labels
-    return [cluster, *labels]
+    return [scope.label, *labels]
 
 
 def pack_route(cfg: Config) -> dict:
