@@ -21,7 +21,7 @@ from gpu_execution_pack.api.app import FLEET_PATH, SUMMARY_PATH, create_app
 from gpu_execution_pack.config import config_from_mapping
 from gpu_execution_pack.query.params import iso
 from gpu_execution_pack.query.prometheus import PrometheusClient
-from gpu_execution_pack.report import document, text
+from gpu_execution_pack.report import document
 from gpu_execution_pack.report import figures as fig
 from gpu_execution_pack.report.figures import REQUIRED_GPU_SERIES, ExecutionFigures, GpuFigures, HostFigures
 from gpu_execution_pack.report.verdicts import CODES, judge
@@ -531,12 +531,15 @@ def test_the_fleet_view_counts_a_shared_gpu_once(loaded, ids, tail_kwh):
     assert all("gpu_shared" in rows[i]["verdicts"] for i in ids)
 
 
-def test_the_readme_sample_is_what_the_report_prints(loaded):
-    """README.md's text sample is this suite's I/O-bound job as the report prints it, all but the span's clock
+def test_the_readme_sample_is_what_the_report_prints(loaded, tmp_path):
+    """README.md's text sample is this suite's I/O-bound job as `report` prints it, all but the span's clock
     times (the data ends shortly before the test runs): a change to the report's figures or words fails here
     until the README shows it."""
-    server, cfg, start = loaded
-    printed = text.render_execution(summary_of(server, cfg, "stall-0016", start))
+    server, _cfg, _start = loaded
+    config = tmp_path / "pack.yml"
+    config.write_text(json.dumps({**CONFIG, "api": {"prometheus_url": server.url}}))
+    cli = [sys.executable, "-m", "gpu_execution_pack", "report", "--config", str(config), "stall-0016"]
+    printed = subprocess.run(cli, capture_output=True, text=True, cwd=REPO, check=True).stdout
     readme = (REPO / "README.md").read_text()
     sample = readme.split("A real report as text")[1].split("```text\n", 1)[1].split("```", 1)[0]
     clock = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")

@@ -31,7 +31,9 @@ def nvidia_history() -> list[tuple[Scenario, int]]:
     """The NVIDIA scenarios of the day and the minute, before the demo starts, each ends: one per verdict."""
     scenarios = [
         only(library.training(), "train-0001"),  # two hosts, thermal throttling
-        library.waste(),  # input-bound, I/O-bound, and a healthy job that idles only while loading
+        only(library.waste(), "stall-0016", "cpubound-0017"),  # input-bound, I/O-bound
+        # A busy job on a GPU without profiling fields: healthy, and its stall not judged (nothing to judge by).
+        only(library.no_profiling_fleet(), "nodcp-0045"),
         only(library.oom_crash(), "leak-0006"),  # memory climbing to 100 % just before the crash
         only(library.host_oom(), "hostleak-0008"),
         # Power against the limit, with the clock reasons and violation counters a current exporter gives.
