@@ -23,3 +23,8 @@ house.core.Panel.gridPos  # an attrs field of every grafanalib panel
 
 # PyYAML's representer calls Dumper.ignore_aliases for every node it writes.
 _Dumper.ignore_aliases
+
+# Starlette's Router reads redirect_slashes on every unmatched path (app.create_app turns it off).
+from starlette.routing import Router  # noqa: E402
+
+Router.redirect_slashes

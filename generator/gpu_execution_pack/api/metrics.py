@@ -8,6 +8,7 @@ host) and chunk, the document built in memory (``encode.assemble``). A longer on
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import orjson
 
@@ -30,6 +31,7 @@ async def respond(
     timeout: float = math.inf,
     series: str | None = None,
     cluster: str | None = None,
+    admit: Callable[[int], None] = lambda points: None,
 ) -> bytes | MetricsStream:
     """What the endpoint answers: the document's JSON, or, for a window of more than STREAM_POINTS
     points, a :class:`MetricsStream` whose first piece has been fetched (the bytes are the same).
@@ -38,9 +40,11 @@ async def respond(
     stream's headers are sent, each later piece must arrive within ``timeout`` seconds of the
     stream waiting for it (api.timeout_seconds; the caller bounds everything before). ``series``
     is the request's parameter as given: comma-separated API names, None for the default answer;
-    ``cluster`` too (None: not given).
+    ``cluster`` too (None: not given). ``admit`` is given the window's points times the series asked for,
+    before any is read, and raises to refuse them (``shedding.Ticket.take``).
     """
     params, window = await metrics.request_window(execution_id, start, end, step, tenant, series, cluster)
+    admit(window.points * len(params.series))  # the load shedding's weight: raises a 429 or 503 past the limits
     if window.points > STREAM_POINTS:
         stream = MetricsStream(metrics, execution_id, params, window, tenant)
         await stream.open(await metrics.entries(execution_id, window, tenant, params.series, params.cluster))

@@ -71,9 +71,10 @@ def seconds(n: int) -> str:
     return f"{n}s"
 
 
-def presence_counts(presence: Expr, bucket: int) -> Expr:
-    """``sum(count_over_time(presence[bucket]))``: the execution's samples per bucket, every GPU together."""
-    return aggregate("sum", None, call("count_over_time", presence.range(seconds(bucket))))
+def presence_counts(presence: Expr, bucket: int, by: tuple[str, ...] = ()) -> Expr:
+    """``sum by (by) (count_over_time(presence[bucket]))``: the execution's samples per bucket, every GPU
+    together (per value of ``by``'s labels: the tenant's, when every tenant is asked for)."""
+    return aggregate("sum", by or None, call("count_over_time", presence.range(seconds(bucket))))
 
 
 def resolve_window(params: Params, span: Span, max_points: float, now: float) -> Window:
@@ -122,6 +123,16 @@ def ambiguous(execution_id: str, label: str, clusters: list[str]) -> RequestErro
         f"cluster: execution {execution_id!r} exists in {len(clusters)} clusters ({label}: {', '.join(clusters)}); "
         "accepted: a cluster parameter naming one of them",
         {"clusters": clusters},
+    )
+
+
+def held_by_tenants(execution_id: str, label: str, tenants: list[str]) -> RequestError:
+    """The 409 for an execution id that more than one tenant holds, asked for with a key to every tenant."""
+    return RequestError(
+        409,
+        f"tenant: execution {execution_id!r} is held by {len(tenants)} tenants ({label}: {', '.join(tenants)}); "
+        "accepted: a tenant parameter naming one of them",
+        {"tenants": tenants},
     )
 
 
@@ -241,12 +252,16 @@ class ExecutionMetrics:
         lookback = parse_duration_seconds(self.api.lookback)
         bucket = max(SPAN_BUCKET_SECONDS, math.ceil(lookback / CHUNK_POINTS))
         label = self.cfg.cluster_label
-        counting = partitioned(presence_counts(presence, bucket), label)
+        by_tenant = (self.api.tenant_label,) if tenant is None else ()
+        counting = partitioned(presence_counts(presence, bucket, by_tenant), label)
         counts = await self.prometheus.range(render(counting), now - lookback, now, bucket)
         hours = [t for c in counts for t, _ in c["values"]]
         not_found = RequestError(404, f"execution {execution_id!r} not found")
         if not hours:
             raise not_found
+        tenants = sorted({c["metric"].get(self.api.tenant_label, "") for c in counts} - {""})
+        if len(tenants) > 1:  # one id, two tenants' executions: merging them would answer neither
+            raise held_by_tenants(execution_id, self.api.tenant_label, tenants)
         if label and cluster is None:
             clusters = sorted({c["metric"].get(label, "") for c in counts})
             if len(clusters) > 1:

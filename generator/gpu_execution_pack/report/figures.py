@@ -294,8 +294,9 @@ async def intervals(cfg: Config, prometheus: PrometheusClient) -> tuple[float, f
             except PrometheusError as err:
                 raise PrometheusError(
                     502,
-                    f"{err}; set rule_interval and derived_rule_interval in the config where the query API "
+                    f"{err.public}; set rule_interval and derived_rule_interval in the config where the query API "
                     "(Thanos, Mimir) does not serve Prometheus' configuration",
+                    err.url,
                 ) from None
         return found
 
