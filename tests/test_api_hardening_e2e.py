@@ -22,7 +22,7 @@ from harness.upstreams import served
 
 from .conftest import EXECUTION
 from .test_api_defects import SHARED_ID, hosts_of, two_tenants  # noqa: F401 (a fixture)
-from .test_api_hardening import ADMIN, AUTH, KEYS, LINE_BREAKS, RESEARCH, characters_to_escape
+from .test_api_hardening import AUTH, KEYS, LINE_BREAKS, RESEARCH, characters_to_escape
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("promtool_available")]
 ROUND_TRIP_LABEL = "v"

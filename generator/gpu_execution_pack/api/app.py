@@ -31,7 +31,7 @@ from gpu_execution_pack.api.openapi import (
     openapi_document,
 )
 from gpu_execution_pack.api.responses import Document, HeaderLimit, answer, error
-from gpu_execution_pack.api.shedding import BASE_WEIGHT, Shedder, Ticket
+from gpu_execution_pack.api.shedding import BASE_WEIGHT, REPORT_WEIGHT, Shedder, Ticket
 from gpu_execution_pack.config import Config, ConfigError
 from gpu_execution_pack.query.execution import ExecutionMetrics
 from gpu_execution_pack.query.params import MAX_CLUSTER_LENGTH, RequestError, shown
@@ -165,6 +165,7 @@ class Routes:
         execution_id = request.path_params[ID]
 
         async def work(tenant: str | None, q: dict[str, str], ticket: Ticket) -> dict[str, Any]:
+            ticket.take(REPORT_WEIGHT)
             prometheus, cluster = self.started().prometheus, q.get(CLUSTER)
             return await document.execution_summary(
                 self.cfg, prometheus, execution_id, q.get("start"), q.get("end"), tenant=tenant, cluster=cluster
@@ -176,6 +177,7 @@ class Routes:
         """GET FLEET_PATH: the tenant's executions ranked by GPU-hours wasted."""
 
         async def work(tenant: str | None, q: dict[str, str], ticket: Ticket) -> dict[str, Any]:
+            ticket.take(REPORT_WEIGHT)
             top = q.get("top", "20")
             if not (top.isascii() and top.isdigit() and len(top) <= 4):
                 raise RequestError(
@@ -244,6 +246,11 @@ class Released(Response):
             self.release()
 
 
+def cut(path: str, limit: int = 200) -> str:
+    """A request's path as an error message echoes it: at most ``limit`` characters."""
+    return path if len(path) <= limit else f"{path[:limit]}... ({len(path)} characters)"
+
+
 async def healthz(request: Request) -> JSONResponse:
     """GET /healthz: the process is up (Prometheus is not asked)."""
     return JSONResponse({"status": "ok"})
@@ -252,10 +259,10 @@ async def healthz(request: Request) -> JSONResponse:
 async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
     """Starlette's 404 and 405 (and any other HTTP error) as JSON errors that say what was asked."""
     if exc.status_code == 404:
-        message = f"no such route: {shown(request.url.path, 200)}"
+        message = f"no such route: {cut(request.url.path)}"
     elif exc.status_code == 405:
         allowed = (exc.headers or {}).get("Allow", "")
-        message = f"method {request.method} not allowed on {shown(request.url.path, 200)}" + (
+        message = f"method {request.method} not allowed on {cut(request.url.path)}" + (
             f"; allowed: {allowed}" if allowed else ""
         )
     else:

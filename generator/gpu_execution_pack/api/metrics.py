@@ -44,7 +44,10 @@ async def respond(
     before any is read, and raises to refuse them (``shedding.Ticket.take``).
     """
     params, window = await metrics.request_window(execution_id, start, end, step, tenant, series, cluster)
-    admit(window.points * len(params.series))  # the load shedding's weight: raises a 429 or 503 past the limits
+    # The load shedding's weight (raises a 429 or 503 past the limits): the points held at once, all of an
+    # in-memory document's; a stream holds a few pieces at a time, but keeps Prometheus busy for long, so it
+    # counts as the largest in-memory document.
+    admit(min(window.points, STREAM_POINTS) * len(params.series))
     if window.points > STREAM_POINTS:
         stream = MetricsStream(metrics, execution_id, params, window, tenant)
         await stream.open(await metrics.entries(execution_id, window, tenant, params.series, params.cluster))

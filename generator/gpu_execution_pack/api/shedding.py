@@ -1,7 +1,8 @@
 """Load shedding: requests that ask Prometheus share a budget of points in flight, and the process a memory bound.
 
-Each such request takes ``BASE_WEIGHT`` points on arrival (the span lookup, a report's instant
-queries); a metrics request, once its window is known, takes its points per series times the series
+Each such request takes ``BASE_WEIGHT`` points on arrival (the span lookup), a report
+``REPORT_WEIGHT``; a metrics request, once its window is known, its points per series (at most
+``metrics.STREAM_POINTS``: a stream counts as the largest document built in memory) times the series
 it asks for. What does not fit is answered at once (429, ``Retry-After``) instead of queueing
 towards the deadline; while the process's resident memory is over ``api.max_memory_mb``, new work
 is refused (503) as long as some is in flight (alone, a request always runs, or nothing would).
@@ -21,6 +22,9 @@ import os
 from gpu_execution_pack.query.params import RequestError
 
 BASE_WEIGHT = 2_000  # points every request that asks Prometheus holds (about a day at 1 m, one series)
+# What a report (an execution's summary, the fleet view) holds: its *_over_time queries read whole spans,
+# as heavy for Prometheus as a long window's document (measured: bench/burst.py, docs/api-limits.md).
+REPORT_WEIGHT = 100_000
 TRIM_AFTER_POINTS = 200_000  # past this many points served since the last trim, trim when idle
 log = logging.getLogger("gpu_execution_pack.api")
 

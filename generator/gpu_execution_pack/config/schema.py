@@ -669,12 +669,14 @@ class Api:
         "Behind Thanos you prefer an answer that may lack some series to a 502 while a store is down.",
     )
     max_points_in_flight: float = opt(
-        2_000_000.0,
+        300_000.0,
         "Points (per series, times the series asked for) all requests of one serve process may have in flight; "
-        "every request that asks Prometheus holds 2,000 on arrival, a metrics request its window's once known, "
-        "at most this many. A request that does not fit is answered 429 at once with Retry-After, rather than "
-        "queueing towards the deadline (docs/api-limits.md: the burst that chose the default).",
-        "More memory and a faster Prometheus (raise it), or a smaller pod (lower it; memory grows with it).",
+        "every request that asks Prometheus holds 2,000 on arrival, a report 100,000, a metrics request its "
+        "window's once known (a streamed one: 10,000 per series), at most this many. A request that does not fit "
+        "is answered 429 at once with Retry-After, rather than queueing towards the deadline (docs/api-limits.md: "
+        "the burst that chose the default, and how to size it).",
+        "Your Prometheus answers more heavy queries in parallel (raise it), or 504s come under load (lower it); "
+        "with `serve --workers N` each worker has the whole budget.",
         kind="positive",
     )
     max_memory_mb: float = opt(
