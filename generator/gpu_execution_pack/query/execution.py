@@ -245,7 +245,8 @@ class ExecutionMetrics:
         ``timestamp()`` subquery is far slower), then the first and last hour with samples are
         read whole for the exact times. With a cluster label configured, they are counted per
         cluster: the one that holds the execution is the span's, and an id that several clusters
-        hold (within the tenant) is a 409 unless ``cluster`` names one.
+        hold (within the tenant) is a 409 unless ``cluster`` names one. Asked for every tenant (``tenant``
+        None), an id that two tenants hold (in that cluster) is a 409 naming them.
         """
         presence = self.scoped(catalog.GPU_PRESENCE, execution_id, tenant, lambda e: e, cluster=cluster)
         now = time.time()
@@ -259,15 +260,17 @@ class ExecutionMetrics:
         not_found = RequestError(404, f"execution {execution_id!r} not found")
         if not hours:
             raise not_found
-        tenants = sorted({c["metric"].get(self.api.tenant_label, "") for c in counts} - {""})
-        if len(tenants) > 1:  # one id, two tenants' executions: merging them would answer neither
-            raise held_by_tenants(execution_id, self.api.tenant_label, tenants)
         if label and cluster is None:
             clusters = sorted({c["metric"].get(label, "") for c in counts})
             if len(clusters) > 1:
                 raise ambiguous(execution_id, label, clusters)
             cluster = clusters[0]
             presence = self.scoped(catalog.GPU_PRESENCE, execution_id, tenant, lambda e: e, cluster=cluster)
+        # Within its cluster: one id, two tenants' executions would be merged, answering neither.
+        held = (c["metric"] for c in counts if not label or c["metric"].get(label, "") == cluster)
+        tenants = sorted({metric.get(self.api.tenant_label, "") for metric in held} - {""})
+        if len(tenants) > 1:
+            raise held_by_tenants(execution_id, self.api.tenant_label, tenants)
         samples = render(presence.range(seconds(bucket)))
         first = await self.prometheus.instant(samples, at=min(hours))
         last = await self.prometheus.instant(samples, at=max(hours))
