@@ -7,7 +7,7 @@ CLI := $(PY) -m gpu_execution_pack
 CONFIG ?=
 CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG),)
 
-.PHONY: all venv demo promtool chromium screenshot prometheus3 rules dashboards docs golden check lint test test-fast bench bench-api bench-host-map bench-host-identity bench-report clean
+.PHONY: all venv demo promtool chromium screenshot prometheus3 rules dashboards docs golden check lint test test-fast bench bench-api bench-host-map bench-host-identity bench-report bench-burst clean
 .DEFAULT_GOAL := all
 
 all: rules dashboards docs check
@@ -131,6 +131,10 @@ bench-host-identity: venv promtool $(VENV)/.bench-installed
 # docs/benchmarks.json, and docs/benchmarks.md is rewritten.
 bench-api: venv promtool $(VENV)/.bench-installed
 	$(PY) -m bench.api
+
+# Issue 37's burst against one serve process (about 10 minutes): statuses, latency, RSS (docs/api-limits.md).
+bench-burst: venv promtool
+	$(PY) -m bench.burst
 
 # The execution report's fleet view over 1,000 executions (about a minute); writes docs/benchmarks-report.md.
 bench-report: venv promtool

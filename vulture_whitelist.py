@@ -29,3 +29,8 @@ _Dumper.ignore_aliases
 exporters.ScrapeHandler.do_GET
 exporters.ScrapeHandler.log_message
 exporters.ExporterServer.daemon_threads
+
+# Starlette's Router reads redirect_slashes on every unmatched path (app.create_app turns it off).
+from starlette.routing import Router  # noqa: E402
+
+Router.redirect_slashes

@@ -299,7 +299,9 @@ def test_the_openapi_document_is_served_and_lists_the_contract(api):
     assert set(CONTRACT) <= set(series["properties"])  # the default answer's series; test_api_series.py: the rest
     [param] = [p for p in doc["paths"][PATH]["get"]["parameters"] if p["name"] == "series"]
     assert set(param["schema"]["default"]) == set(CONTRACT)
-    assert set(doc["paths"][PATH]["get"]["responses"]) == {"200", "400", "401", "404", "431", "502", "504"}
+    assert set(doc["paths"][PATH]["get"]["responses"]) == {
+        *("200", "400", "401", "404", "409", "429", "431", "502", "503", "504")
+    }
 
 
 # --- The command and concurrent clients ------------------------------------------------------

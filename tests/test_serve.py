@@ -121,8 +121,8 @@ def test_readyz_is_503_at_once_when_nothing_listens():
         response = client.get("/readyz")
         elapsed = time.monotonic() - began
     assert response.status_code == 503
-    body = response.json()
-    assert body["status"] == "not ready" and "unreachable" in body["error"], body
+    # /readyz needs no key: it says not ready and nothing else (not Prometheus' URL, nor its words).
+    assert response.json() == {"status": "not ready"}
     assert elapsed < READY_TIMEOUT_SECONDS
 
 
@@ -137,7 +137,7 @@ def test_readyz_is_503_within_its_timeout_when_prometheus_never_answers():
             response = client.get("/readyz")
             elapsed = time.monotonic() - began
     assert response.status_code == 503
-    assert response.json()["status"] == "not ready" and "in time" in response.json()["error"]
+    assert response.json() == {"status": "not ready"}
     assert elapsed < READY_TIMEOUT_SECONDS + 2, elapsed  # not the 30 s of api.timeout_seconds
 
 

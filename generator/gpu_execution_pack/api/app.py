@@ -3,32 +3,46 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 from starlette.applications import Starlette
-from starlette.datastructures import QueryParams
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from gpu_execution_pack.api.auth import ALL_TENANTS, INSECURE_FLAG, load_keys, no_keys_message, tenant_for
+from gpu_execution_pack.api.inputs import query_of
 from gpu_execution_pack.api.metrics import from_archive, respond
-from gpu_execution_pack.api.openapi import CLUSTER, FLEET_PATH, ID, PATH, SERIES, SUMMARY_PATH, openapi_document
+from gpu_execution_pack.api.openapi import (
+    CLUSTER,
+    FLEET_PATH,
+    ID,
+    PATH,
+    SERIES,
+    SUMMARY_PATH,
+    TENANT,
+    openapi_document,
+)
 from gpu_execution_pack.api.responses import Document, HeaderLimit, answer, error
+from gpu_execution_pack.api.shedding import BASE_WEIGHT, REPORT_WEIGHT, Shedder, Ticket
 from gpu_execution_pack.archive import reader
 from gpu_execution_pack.config import Config, ConfigError
 from gpu_execution_pack.query.execution import ExecutionMetrics
-from gpu_execution_pack.query.params import RequestError
+from gpu_execution_pack.query.params import MAX_CLUSTER_LENGTH, RequestError, shown
 from gpu_execution_pack.query.prometheus import READY_QUERY, PrometheusClient, PrometheusError
 from gpu_execution_pack.report import document, html
 
 READY_TIMEOUT_SECONDS = 2.0  # /readyz: how long Prometheus may take to answer READY_QUERY
 log = logging.getLogger("gpu_execution_pack.api")
+# What a route that asks Prometheus does: (the tenant served, the query parameters, its load ticket) -> its document.
+Work = Callable[[str | None, dict[str, str], Ticket], Awaitable[Document]]
 
 
 def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_auth: bool = False) -> Starlette:
@@ -44,7 +58,7 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_a
         ignored = f"; the {len(keys)} configured key(s) are ignored" if keys else ""
         log.warning("authentication is off (%s): every request sees every tenant%s", INSECURE_FLAG, ignored)
     routes = Routes(cfg, None if insecure_no_auth else keys)
-    return Starlette(
+    app = Starlette(
         routes=[
             Route(PATH, routes.metrics, methods=["GET"]),
             Route(SUMMARY_PATH, routes.execution_summary, methods=["GET"]),
@@ -57,6 +71,10 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_a
         middleware=[Middleware(HeaderLimit)],
         lifespan=routes.lifespan,
     )
+    # No trailing-slash redirects: Starlette's point at http://<the request's Host header>/..., a host the
+    # client chose (an open redirect). ``.../metrics/`` is a 404 like any other unknown path.
+    app.router.redirect_slashes = False
+    return app
 
 
 class Routes:
@@ -70,7 +88,11 @@ class Routes:
         self.keys = keys
         self.execution: ExecutionMetrics | None = None  # set while the app runs (``lifespan``)
         self.probe: PrometheusClient | None = None
+        api = cfg.api
         self.archive: Any = None  # the archive's store while the app runs, where one is configured
+        self.shedder = Shedder(
+            int(api.max_points_in_flight), int(api.max_memory_mb * 2**20), math.ceil(api.retry_after_seconds)
+        )
 
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -97,12 +119,25 @@ class Routes:
         tenant = tenant_for(request.headers.get("authorization"), self.keys)
         return tenant is not None, None if tenant in (None, ALL_TENANTS) else tenant
 
-    async def serve(self, request: Request, work: Callable[[str | None], Awaitable[Document]]) -> Response:
-        """A route that asks Prometheus: 401 without a key, else ``work(tenant)`` under the deadline."""
+    async def serve(self, request: Request, work: Work) -> Response:
+        """A route that asks Prometheus: 401 without a key, else ``work(tenant, params, ticket)`` under the
+        deadline, its parameters each given once (``inputs.query_of``) and its load admitted (``ticket``)."""
         known, tenant = self.authorized(request)
         if not known:
-            return error(401, "missing or unknown bearer token")
-        return await answer(request, lambda: work(tenant), self.cfg.api.timeout_seconds, self.cfg.api.prometheus_url)
+            return error(401, "missing or unknown bearer token", {"WWW-Authenticate": "Bearer"})
+        ticket = Ticket(self.shedder)
+
+        async def run() -> Document:
+            q = query_of(request)
+            ticket.take(BASE_WEIGHT)
+            return await work(tenant_asked(tenant, tenant is None, q), q, ticket)
+
+        try:
+            response = await answer(request, run, self.cfg.api.timeout_seconds, self.cfg.api.prometheus_url)
+        except BaseException:
+            ticket.release()
+            raise
+        return Released(response, ticket.release)
 
     def started(self) -> ExecutionMetrics:
         """The app's execution reader (the app has started: routes run only then)."""
@@ -112,14 +147,14 @@ class Routes:
 
     async def metrics(self, request: Request) -> Response:
         """GET PATH: the execution's series (``metrics.respond``: a document, or a stream for a long window)."""
-        q, execution_id = request.query_params, request.path_params[ID]
-        timeout = self.cfg.api.timeout_seconds
+        execution_id, timeout = request.path_params[ID], self.cfg.api.timeout_seconds
 
-        async def work(tenant: str | None) -> Document:
-            series, cluster = once(q, SERIES), once(q, CLUSTER)
-            asked = (q.get("start"), q.get("end"), q.get("step"))
+        async def work(tenant: str | None, q: dict[str, str], ticket: Ticket) -> Document:
+            series, cluster, asked = q.get(SERIES), q.get(CLUSTER), (q.get("start"), q.get("end"), q.get("step"))
             try:
-                return await respond(self.started(), execution_id, *asked, tenant, timeout, series, cluster)
+                return await respond(
+                    self.started(), execution_id, *asked, tenant, timeout, series, cluster, ticket.take
+                )
             except RequestError as err:  # past Prometheus' retention: the archived series, if any
                 kept = (
                     None
@@ -135,11 +170,12 @@ class Routes:
     async def execution_summary(self, request: Request) -> Response:
         """GET SUMMARY_PATH: the execution's report; as the report's page (``report.html``) where the client
         prefers text/html (a browser). Errors are JSON either way."""
-        q, execution_id = request.query_params, request.path_params[ID]
+        execution_id = request.path_params[ID]
         as_page = prefers_html(request.headers.get("accept", ""))
 
-        async def work(tenant: str | None) -> dict[str, Any] | HTMLResponse:
-            prometheus, cluster = self.started().prometheus, once(q, CLUSTER)
+        async def work(tenant: str | None, q: dict[str, str], ticket: Ticket) -> dict[str, Any] | HTMLResponse:
+            ticket.take(REPORT_WEIGHT)
+            prometheus, cluster = self.started().prometheus, q.get(CLUSTER)
             if as_page:  # the page reads Prometheus; an archived run is served as its JSON document
                 return HTMLResponse(
                     await html.execution_page(
@@ -154,9 +190,9 @@ class Routes:
 
     async def fleet_summary(self, request: Request) -> Response:
         """GET FLEET_PATH: the tenant's executions ranked by GPU-hours wasted."""
-        q = request.query_params
 
-        async def work(tenant: str | None) -> dict[str, Any]:
+        async def work(tenant: str | None, q: dict[str, str], ticket: Ticket) -> dict[str, Any]:
+            ticket.take(REPORT_WEIGHT)
             top = q.get("top", "20")
             if not (top.isascii() and top.isdigit() and len(top) <= 4):
                 raise RequestError(
@@ -170,25 +206,28 @@ class Routes:
                 q.get("since", "7d"),
                 int(top),
                 tenant,
-                once(q, CLUSTER),
+                q.get(CLUSTER),
             )
 
         return await self.serve(request, work)
 
     async def readyz(self, request: Request) -> JSONResponse:
-        """GET /readyz: 200 while Prometheus answers ``vector(1)`` in time, else 503 and why."""
+        """GET /readyz: 200 while Prometheus answers ``vector(1)`` in time, else 503. It needs no key, so it
+        says only ready or not ready; why not goes to the log."""
+        not_ready = JSONResponse({"status": "not ready"}, status_code=503)
         probe = self.probe
         if probe is None:
-            return JSONResponse({"status": "not ready", "error": "the app has not started"}, status_code=503)
+            return not_ready
         try:
             # httpx's timeout bounds each phase; this bounds the whole answer.
             with anyio.fail_after(READY_TIMEOUT_SECONDS + 1):
                 await probe.instant(READY_QUERY)
         except PrometheusError as err:
-            return JSONResponse({"status": "not ready", "error": str(err)}, status_code=503)
+            log.warning("not ready: %s", err)
+            return not_ready
         except TimeoutError:
-            message = f"Prometheus at {probe.url} did not answer in time"
-            return JSONResponse({"status": "not ready", "error": message}, status_code=503)
+            log.warning("not ready: Prometheus at %s did not answer in %g s", probe.url, READY_TIMEOUT_SECONDS + 1)
+            return not_ready
         return JSONResponse({"status": "ready"})
 
     async def openapi(self, request: Request) -> JSONResponse:
@@ -196,14 +235,21 @@ class Routes:
         return JSONResponse(openapi_document(self.cfg))
 
 
-def once(q: QueryParams, name: str) -> str | None:
-    """Query parameter ``name``'s value, None if absent; a 400 if it is given more than once, since which
-    one would count is a guess (``series``' names go in one value, separated by commas)."""
-    values = q.getlist(name)
-    if len(values) > 1:
-        accepted = "once, the names in one value separated by commas" if name == SERIES else "once"
-        raise RequestError(400, f"{name}: given {len(values)} times; accepted: {accepted}")
-    return values[0] if values else None
+def tenant_asked(tenant: str | None, every_tenant: bool, q: dict[str, str]) -> str | None:
+    """The tenant a request is served as: its key's, or with a key to every tenant the ``tenant`` parameter's
+    (None: every tenant). A key scoped to one tenant may name only its own."""
+    asked = q.get(TENANT)
+    if asked is None:
+        return tenant
+    if not every_tenant:
+        if asked != tenant:
+            raise RequestError(400, f"{TENANT}: accepted only from a key to every tenant, or naming the key's own")
+        return tenant
+    if not asked or len(asked) > MAX_CLUSTER_LENGTH:
+        raise RequestError(
+            400, f"{TENANT}: {shown(asked)}; accepted: a tenant's name, 1 to {MAX_CLUSTER_LENGTH} characters"
+        )
+    return asked
 
 
 def prefers_html(accept: str) -> bool:
@@ -221,6 +267,26 @@ def prefers_html(accept: str) -> bool:
     return ranks["text/html"] > max(ranks["application/json"], ranks["application/*"], ranks["*/*"])
 
 
+class Released(Response):
+    """A route's response that gives back its request's share of the load (``release``) once it has been sent
+    (a stream: once it ends, however it ends)."""
+
+    def __init__(self, inner: Response, release: Callable[[], None]):
+        self.inner, self.release = inner, release
+        self.status_code, self.raw_headers = inner.status_code, inner.raw_headers
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.inner(scope, receive, send)
+        finally:
+            self.release()
+
+
+def cut(path: str, limit: int = 200) -> str:
+    """A request's path as an error message echoes it: at most ``limit`` characters."""
+    return path if len(path) <= limit else f"{path[:limit]}... ({len(path)} characters)"
+
+
 async def healthz(request: Request) -> JSONResponse:
     """GET /healthz: the process is up (Prometheus is not asked)."""
     return JSONResponse({"status": "ok"})
@@ -229,10 +295,10 @@ async def healthz(request: Request) -> JSONResponse:
 async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
     """Starlette's 404 and 405 (and any other HTTP error) as JSON errors that say what was asked."""
     if exc.status_code == 404:
-        message = f"no such route: {request.url.path}"
+        message = f"no such route: {cut(request.url.path)}"
     elif exc.status_code == 405:
         allowed = (exc.headers or {}).get("Allow", "")
-        message = f"method {request.method} not allowed on {request.url.path}" + (
+        message = f"method {request.method} not allowed on {cut(request.url.path)}" + (
             f"; allowed: {allowed}" if allowed else ""
         )
     else:

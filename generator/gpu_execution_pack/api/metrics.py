@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -33,6 +34,7 @@ async def respond(
     timeout: float = math.inf,
     series: str | None = None,
     cluster: str | None = None,
+    admit: Callable[[int], None] = lambda points: None,
 ) -> bytes | MetricsStream:
     """What the endpoint answers: the document's JSON, or, for a window of more than STREAM_POINTS
     points, a :class:`MetricsStream` whose first piece has been fetched (the bytes are the same).
@@ -41,9 +43,14 @@ async def respond(
     stream's headers are sent, each later piece must arrive within ``timeout`` seconds of the
     stream waiting for it (api.timeout_seconds; the caller bounds everything before). ``series``
     is the request's parameter as given: comma-separated API names, None for the default answer;
-    ``cluster`` too (None: not given).
+    ``cluster`` too (None: not given). ``admit`` is given the window's points times the series asked for,
+    before any is read, and raises to refuse them (``shedding.Ticket.take``).
     """
     params, window = await metrics.request_window(execution_id, start, end, step, tenant, series, cluster)
+    # The load shedding's weight (raises a 429 or 503 past the limits): the points held at once, all of an
+    # in-memory document's; a stream holds a few pieces at a time, but keeps Prometheus busy for long, so it
+    # counts as the largest in-memory document.
+    admit(min(window.points, STREAM_POINTS) * len(params.series))
     if window.points > STREAM_POINTS:
         stream = MetricsStream(metrics, execution_id, params, window, tenant)
         await stream.open(await metrics.entries(execution_id, window, tenant, params.series, params.cluster))

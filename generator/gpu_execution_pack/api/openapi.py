@@ -29,6 +29,7 @@ from gpu_execution_pack.report.document import MAX_FLEET_TOP
 
 ID = "execution_id"  # the path parameter that carries the execution id, whose pattern the config sets
 SERIES = "series"  # the metrics route's query parameter that names the series to answer
+TENANT = "tenant"  # the query parameter that names a tenant (only with a key to every tenant)
 ONE_EXECUTION, FILTER = "execution", "filter"  # what ``cluster`` does on a route: pick the execution's, or filter
 PATH = f"/api/v2/external/execution/{{{ID}}}/metrics"
 SUMMARY_PATH = f"/api/v2/external/execution/{{{ID}}}/summary"
@@ -38,8 +39,23 @@ ERRORS = {  # what each error status means, on every route that answers it
     "400": "A parameter is not accepted; the message names it",
     "401": "Missing or unknown bearer token",
     "404": "No such execution for this key's tenant",
+    "429": "Busy: the points in flight would pass api.max_points_in_flight; retry after Retry-After seconds",
     "431": f"Request headers over {MAX_HEADER_BYTES} bytes",
     "502": "Prometheus unreachable, failing, or answering oddly",
+    "503": "Busy: the process's memory is over api.max_memory_mb; retry after Retry-After seconds",
+}
+RETRY_AFTER = {
+    "Retry-After": {"description": "Seconds to wait (api.retry_after_seconds)", "schema": {"type": "integer"}}
+}
+WWW_AUTHENTICATE = {"WWW-Authenticate": {"description": "Bearer", "schema": {"type": "string"}}}
+HEADERS = {"401": WWW_AUTHENTICATE, "429": RETRY_AFTER, "503": RETRY_AFTER}  # the headers an error answers with
+TENANT_PARAMETER = {
+    "name": TENANT,
+    "in": "query",
+    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_CLUSTER_LENGTH},
+    "description": "With a key to every tenant: only this tenant's executions (the value of api.tenant_label); "
+    "needed when an execution id is held by more than one tenant (else 409). A key scoped to one tenant may name "
+    "only its own",
 }
 PAST_DEADLINE = "Past the request's deadline (api.timeout_seconds)"
 REPORT_PAST_DEADLINE = "Prometheus too slow: api.timeout_seconds for the whole request"
@@ -75,6 +91,7 @@ class Operation:
     too_slow: str = PAST_DEADLINE
     public: bool = False  # answered without a bearer token
     cluster: str = ""  # with a cluster label configured: ONE_EXECUTION or FILTER (the ``cluster`` parameter)
+    one_execution: bool = False  # a route of one execution id: 409 when two tenants (or clusters) hold it
 
 
 ROUTES: dict[str, Operation] = {
@@ -115,9 +132,11 @@ ROUTES: dict[str, Operation] = {
                 "to end (when they differ); at most api.max_points points per series",
             },
             SERIES_PARAMETER,
+            TENANT_PARAMETER,
         ),
-        ("400", "401", "404", "431", "502", "504"),
+        ("400", "401", "404", "429", "431", "502", "503", "504"),
         cluster=ONE_EXECUTION,
+        one_execution=True,
     ),
     SUMMARY_PATH: Operation(
         "An execution's report: utilisation, memory, power, energy, cost, alerts and verdicts",
@@ -137,10 +156,12 @@ ROUTES: dict[str, Operation] = {
                 "description": "ISO 8601; default: the execution's first sample",
             },
             {"name": "end", "in": "query", "schema": DATE_TIME, "description": "ISO 8601; default: its last sample"},
+            TENANT_PARAMETER,
         ),
-        ("400", "401", "431", "502", "504", "404"),
+        ("400", "401", "404", "429", "431", "502", "503", "504"),
         REPORT_PAST_DEADLINE,
         cluster=ONE_EXECUTION,
+        one_execution=True,
     ),
     FLEET_PATH: Operation(
         "The key's executions of the last `since`, ranked by GPU-hours wasted",
@@ -152,8 +173,9 @@ ROUTES: dict[str, Operation] = {
                 "in": "query",
                 "schema": {"type": "integer", "minimum": 1, "maximum": MAX_FLEET_TOP, "default": 20},
             },
+            TENANT_PARAMETER,
         ),
-        ("400", "401", "431", "502", "504"),
+        ("400", "401", "429", "431", "502", "503", "504"),
         REPORT_PAST_DEADLINE,
         cluster=FILTER,
     ),
@@ -202,7 +224,15 @@ SCHEMAS: dict[str, dict[str, Any]] = {  # the schemas after the metrics document
         "required": ["status"],
         "properties": {
             "status": {"type": "string", "enum": ["ok", "ready", "not ready"]},
-            "error": {"type": "string", "description": "Why it is not ready"},
+        },
+    },
+    "Ambiguous": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {"type": "string"},
+            "tenants": {"type": "array", "items": {"type": "string"}, "description": "The tenants, sorted"},
+            "clusters": {"type": "array", "items": {"type": "string"}, "description": "The clusters, sorted"},
         },
     },
 }
@@ -242,20 +272,11 @@ def openapi_document(cfg: Config | None = None) -> dict[str, Any]:
 
 
 def with_clusters(schemas: dict[str, Any]) -> None:
-    """The schemas where a cluster label is configured: the documents name the execution's cluster, and a 409
-    lists the clusters that hold an id."""
+    """The schemas where a cluster label is configured: the documents name the execution's cluster."""
     for name in ("Metrics", "Summary"):
         schemas[name]["required"].insert(1, CLUSTER)
     schemas["Metrics"]["properties"] = {"executionId": {"type": "string"}, CLUSTER: {"type": "string"}} | {
         k: v for k, v in schemas["Metrics"]["properties"].items() if k != "executionId"
-    }
-    schemas["Ambiguous"] = {
-        "type": "object",
-        "required": ["error", "clusters"],
-        "properties": {
-            "error": {"type": "string"},
-            "clusters": {"type": "array", "items": {"type": "string"}, "description": "The clusters, sorted"},
-        },
     }
 
 
@@ -313,9 +334,14 @@ def operation(route: Operation, cfg: Config) -> dict[str, Any]:
         **{status: response(description, schema) for status, (description, schema) in route.answers.items()},
         **{status: response(route.too_slow if status == "504" else ERRORS[status], "Error") for status in route.errors},
     }
-    if clustered == ONE_EXECUTION:
+    for status, headers in HEADERS.items():
+        if status in out["responses"]:
+            out["responses"][status]["headers"] = headers
+    if route.one_execution:
+        clusters = f", or exists in more than one cluster and no {CLUSTER} was given" if clustered else ""
         out["responses"]["409"] = response(
-            f"The execution id exists in more than one cluster and no {CLUSTER} was given: the clusters are listed",
+            f"The execution id is held by more than one tenant (a key to every tenant, no {TENANT} given){clusters}: "
+            "they are listed",
             "Ambiguous",
         )
     return out

@@ -104,9 +104,9 @@ def response_for(outcome: Document | RequestError | PrometheusError) -> Response
     if isinstance(outcome, PrometheusError):
         log.warning("prometheus: %s", outcome)
     if isinstance(outcome, RequestError):
-        return error(outcome.status, str(outcome), details=outcome.details)
+        return error(outcome.status, str(outcome), outcome.headers, outcome.details)
     if isinstance(outcome, PrometheusError):
-        return error(outcome.status, str(outcome))
+        return error(outcome.status, outcome.public)  # no URL, Prometheus' own text bounded
     if isinstance(outcome, Response):
         return outcome
     if isinstance(outcome, MetricsStream):

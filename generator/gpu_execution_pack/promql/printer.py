@@ -30,8 +30,8 @@ from gpu_execution_pack.promql.tree import (
 )
 
 WIDTH = 110  # longest line laid out on one
-# Stands for a template query's label reference while it is printed; a string value holding this
-# character would be taken for one, so template_query refuses it.
+# Stands for a template query's label reference while it is printed; ``quote`` prints it escaped in
+# a string value, so one found raw is always a reference (template_query checks the count anyway).
 _REF = "\x00"
 
 
@@ -66,8 +66,10 @@ def number(value: float) -> str:
 
 
 def indent(text: str, spaces: int = 2) -> str:
+    """``text`` indented; split on ``\\n`` only, the one line end the printer writes (``str.splitlines`` also
+    splits on ``\\r``, U+2028 and others, which must never break a line: ``quote`` escapes them anyway)."""
     pad = " " * spaces
-    return "\n".join(pad + line if line else line for line in text.splitlines())
+    return "\n".join(pad + line if line else line for line in text.split("\n"))
 
 
 def parenthesised(text: str) -> str:

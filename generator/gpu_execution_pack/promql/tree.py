@@ -12,6 +12,7 @@ must keep their Python meaning.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields, replace
 from typing import Union
@@ -273,10 +274,36 @@ def labelled(label: str) -> Matcher:
     return Matcher(label, "!=", "")
 
 
+# Go's one-letter escapes, which PromQL's lexer reads (prometheus/promql/parser/lex.go, lexEscape).
+_NAMED_ESCAPES = {"\\": "\\\\", '"': '\\"', "\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r"}
+_NAMED_ESCAPES |= {"\t": "\\t", "\v": "\\v"}
+# Characters printed as an escape: every control (C0, DEL, C1), line and paragraph separator, format
+# character (zero-width, bidi overrides), and U+FFFD, which Prometheus' lexer takes for an invalid
+# byte ("invalid UTF-8 rune") when it comes raw. Nothing left raw can end a literal or a line.
+_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+
+
+def _escape(char: str) -> str:
+    if char in _NAMED_ESCAPES:
+        return _NAMED_ESCAPES[char]
+    code = ord(char)
+    if 0xD800 <= code < 0xE000:  # a lone surrogate: no UTF-8 spelling, and Go refuses its escape
+        raise ValueError(f"a PromQL string cannot hold the lone surrogate U+{code:04X}")
+    if code == 0xFFFD or unicodedata.category(char) in _ESCAPED_CATEGORIES:
+        return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+    return char
+
+
 def quote(value: str) -> str:
-    """``value`` as a PromQL double-quoted string: nothing in it can end the string."""
-    escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
+    """``value`` as a PromQL double-quoted string: nothing in it can end the string or the line.
+
+    ``\\`` and ``"`` are escaped, and so is every character Python's ``str.splitlines`` or Go's
+    lexer could take for a line's or a string's end, or refuses raw (see ``_escape``), as Go's
+    ``\\n``-style or ``\\uXXXX`` escapes; Prometheus reads the same value back.
+    """
+    if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+        return f'"{value}"'  # the common case, label values of letters and digits, at no cost
+    return '"' + "".join(map(_escape, value)) + '"'
 
 
 def call(function: str, *args: Operand | str) -> Call:

@@ -70,9 +70,10 @@ def seconds(n: int) -> str:
     return f"{n}s"
 
 
-def presence_counts(presence: Expr, bucket: int) -> Expr:
-    """``sum(count_over_time(presence[bucket]))``: the execution's samples per bucket, every GPU together."""
-    return aggregate("sum", None, call("count_over_time", presence.range(seconds(bucket))))
+def presence_counts(presence: Expr, bucket: int, by: tuple[str, ...] = ()) -> Expr:
+    """``sum by (by) (count_over_time(presence[bucket]))``: the execution's samples per bucket, every GPU
+    together (per value of ``by``'s labels: the tenant's, when every tenant is asked for)."""
+    return aggregate("sum", by or None, call("count_over_time", presence.range(seconds(bucket))))
 
 
 def resolve_window(params: Params, span: Span, max_points: float, now: float) -> Window:
@@ -121,6 +122,16 @@ def ambiguous(execution_id: str, label: str, clusters: list[str]) -> RequestErro
         f"cluster: execution {execution_id!r} exists in {len(clusters)} clusters ({label}: {', '.join(clusters)}); "
         "accepted: a cluster parameter naming one of them",
         {"clusters": clusters},
+    )
+
+
+def held_by_tenants(execution_id: str, label: str, tenants: list[str]) -> RequestError:
+    """The 409 for an execution id that more than one tenant holds, asked for with a key to every tenant."""
+    return RequestError(
+        409,
+        f"tenant: execution {execution_id!r} is held by {len(tenants)} tenants ({label}: {', '.join(tenants)}); "
+        "accepted: a tenant parameter naming one of them",
+        {"tenants": tenants},
     )
 
 
@@ -234,13 +245,15 @@ class ExecutionMetrics:
         ``timestamp()`` subquery is far slower), then the first and last hour with samples are
         read whole for the exact times. With a cluster label configured, they are counted per
         cluster: the one that holds the execution is the span's, and an id that several clusters
-        hold (within the tenant) is a 409 unless ``cluster`` names one.
+        hold (within the tenant) is a 409 unless ``cluster`` names one. Asked for every tenant (``tenant``
+        None), an id that two tenants hold (in that cluster) is a 409 naming them.
         """
         presence = self.scoped(catalog.GPU_PRESENCE, execution_id, tenant, lambda e: e, cluster=cluster)
         now = time.time()
         lookback = parse_duration_seconds(self.api.lookback)
         bucket = max(SPAN_BUCKET_SECONDS, math.ceil(lookback / CHUNK_POINTS))
-        counting = self.clusters.partitioned(presence_counts(presence, bucket))
+        by_tenant = (self.api.tenant_label,) if tenant is None else ()
+        counting = self.clusters.partitioned(presence_counts(presence, bucket, by_tenant))
         counts = await self.prometheus.range(render(counting), now - lookback, now, bucket)
         hours = [t for c in counts for t, _ in c["values"]]
         not_found = RequestError(404, f"execution {execution_id!r} not found")
@@ -252,6 +265,11 @@ class ExecutionMetrics:
                 raise ambiguous(execution_id, self.clusters.label, clusters)
             cluster = clusters[0]
             presence = self.scoped(catalog.GPU_PRESENCE, execution_id, tenant, lambda e: e, cluster=cluster)
+        # Within its cluster: one id, two tenants' executions would be merged, answering neither.
+        held = (c["metric"] for c in counts if not self.clusters.enabled or self.clusters.of(c["metric"]) == cluster)
+        tenants = sorted({metric.get(self.api.tenant_label, "") for metric in held} - {""})
+        if len(tenants) > 1:
+            raise held_by_tenants(execution_id, self.api.tenant_label, tenants)
         samples = render(presence.range(seconds(bucket)))
         first = await self.prometheus.instant(samples, at=min(hours))
         last = await self.prometheus.instant(samples, at=max(hours))

@@ -29,10 +29,17 @@ MAX_CLUSTER_LENGTH = 256  # a cluster name's most characters (any string is a la
 class RequestError(Exception):
     """The request cannot be answered: ``status`` is the HTTP status, the message says why."""
 
-    def __init__(self, status: int, message: str, details: dict[str, object] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        details: dict[str, object] | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.details = details or {}  # more keys of the JSON error body, beside ``error``
+        self.headers = headers  # HTTP headers of the answer (``Retry-After`` on a 429)
 
 
 def bad(message: str) -> RequestError:
@@ -122,6 +129,8 @@ def parse_step(value: str | None) -> float:
     """A ``step`` in seconds: a Prometheus duration from MIN_STEP to MAX_STEP (default DEFAULT_STEP)."""
     step = DEFAULT_STEP if value is None else value
     accepted = f"accepted: {MIN_STEP} to {MAX_STEP}"
+    if not step:
+        raise bad(f"step: empty; {accepted}, or no step parameter for {DEFAULT_STEP}")
     try:
         seconds = parse_duration_seconds(step)
     except ValueError:

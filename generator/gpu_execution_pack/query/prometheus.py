@@ -54,20 +54,40 @@ def parse_json(content: bytes) -> Any:
         return json.loads(content)
 
 
-class PrometheusError(Exception):
-    """Prometheus could not answer: ``status`` is 502 (unreachable, refused, failed) or 504 (too slow)."""
+# The most characters of Prometheus' own words (an error, an odd resultType) an answer passes on: an
+# upstream error can be kilobytes long (a whole query echoed back), and the client needs only its gist.
+MAX_UPSTREAM_TEXT = 240
 
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
+
+def bounded(text: str, limit: int = MAX_UPSTREAM_TEXT) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was cut."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+class PrometheusError(Exception):
+    """Prometheus could not answer: ``status`` is 502 (unreachable, refused, failed) or 504 (too slow).
+
+    ``public`` is what an HTTP answer may say: no URL (where Prometheus lives is the operator's
+    business, not the client's) and at most MAX_UPSTREAM_TEXT characters of Prometheus' own text.
+    ``str()`` adds the URL, for the log and the CLI.
+    """
+
+    def __init__(self, status: int, message: str, url: str = "", upstream: str = ""):
+        self.public = f"{message}: {bounded(upstream)}" if upstream else message
+        full = f"{message}: {upstream}" if upstream else message
+        super().__init__(f"{full} (Prometheus at {url})" if url else full)
         self.status = status
+        self.url = url
 
 
 class PrometheusUnreachable(PrometheusError):
     """No connection to Prometheus at all (refused, no such host): a 502 whose message says why in words."""
 
     def __init__(self, url: str, err: httpx.ConnectError):
-        where = httpx.URL(url).netloc.decode() or url
-        super().__init__(502, f"Prometheus is unreachable: {self.reason(err)} at {where}")
+        super().__init__(502, f"Prometheus is unreachable: {self.reason(err)}")
+        self.url = url
+        # str() (the CLI, the log) says where, in words a reader acts on; ``public`` (an HTTP answer) does not.
+        self.args = (f"{self.public} at {httpx.URL(url).netloc.decode() or url}",)
 
     @staticmethod
     def reason(err: BaseException) -> str:
@@ -94,7 +114,7 @@ def deadline(seconds: float, url: str) -> Iterator[None]:
             yield
     except TimeoutError:
         raise PrometheusError(
-            504, f"Prometheus at {url} did not answer in time (deadline {seconds:g} s: api.timeout_seconds)"
+            504, f"Prometheus did not answer in time (deadline {seconds:g} s: api.timeout_seconds)", url
         ) from None
 
 
@@ -157,9 +177,9 @@ class PrometheusClient:
             body = response.json()
             return str(body["data"]["yaml"])
         except httpx.TimeoutException:
-            raise PrometheusError(504, f"Prometheus at {self.url} did not answer in time") from None
+            raise PrometheusError(504, "Prometheus did not answer in time", self.url) from None
         except (httpx.HTTPError, ValueError, KeyError, TypeError):
-            raise PrometheusError(502, f"Prometheus at {self.url} did not serve its configuration") from None
+            raise PrometheusError(502, "Prometheus did not serve its configuration", self.url) from None
 
     async def api_data(self, path: str, params: dict[str, Any] | None = None) -> Any:
         """Any API answer's ``data`` (rule groups, targets, label values, runtime info); a 502 otherwise."""
@@ -195,27 +215,27 @@ class PrometheusClient:
         try:
             return await self.client.get(path, params={**params, **self.params})
         except httpx.TimeoutException:
-            raise PrometheusError(504, f"Prometheus at {self.url} did not answer in time") from None
+            raise PrometheusError(504, "Prometheus did not answer in time", self.url) from None
         except httpx.ConnectError as err:
             raise PrometheusUnreachable(self.url, err) from None
         except httpx.HTTPError as err:
-            raise PrometheusError(502, f"Prometheus at {self.url} is unreachable: {type(err).__name__}") from None
+            raise PrometheusError(502, f"Prometheus is unreachable: {type(err).__name__}", self.url) from None
 
     def decode(self, response: httpx.Response) -> list[dict[str, Any]]:
         """The result items of ``response``, or the PrometheusError (502) its body deserves."""
         try:
             body = parse_json(response.content)
         except ValueError:
-            raise PrometheusError(
-                502, f"Prometheus at {self.url} answered {response.status_code} without JSON"
-            ) from None
+            raise PrometheusError(502, f"Prometheus answered {response.status_code} without JSON", self.url) from None
         if isinstance(body, dict) and body.get("status") == "error":
-            raise PrometheusError(502, f"Prometheus refused the query: {body.get('error', 'unknown error')}")
+            raise PrometheusError(
+                502, "Prometheus refused the query", self.url, str(body.get("error", "unknown error"))
+            )
         try:
             return result_of(body)
         except ValueError as err:
             raise PrometheusError(
-                502, f"Prometheus at {self.url} answered {response.status_code} with an unexpected body: {err}"
+                502, f"Prometheus answered {response.status_code} with an unexpected body", self.url, str(err)
             ) from None
 
 

@@ -16,6 +16,7 @@ from gpu_execution_pack.config import CLUSTER, Config, cluster_scope
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.query.execution import ExecutionMetrics
 from gpu_execution_pack.query.params import RequestError, check_execution_id, iso, parse_cluster, parse_time
+from gpu_execution_pack.query.params import shown as echoed
 from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.report import figures as fig
 from gpu_execution_pack.report.verdicts import judge
@@ -331,10 +332,12 @@ async def fleet_summary(
     try:
         window = parse_duration_seconds(since)
     except ValueError:
-        raise RequestError(400, f"since: {since!r} is not a Prometheus duration such as 1d or 7d") from None
+        raise RequestError(400, f"since: {echoed(since)} is not a Prometheus duration such as 1d or 7d") from None
     lookback = parse_duration_seconds(cfg.api.lookback)
     if not 0 < window <= lookback:
-        raise RequestError(400, f"since: {since!r} is not accepted; accepted: above 0 and at most {cfg.api.lookback}")
+        raise RequestError(
+            400, f"since: {echoed(since)} is not accepted; accepted: above 0 and at most {cfg.api.lookback}"
+        )
     if not 1 <= top <= MAX_FLEET_TOP:
         raise RequestError(400, f"top: {top} is not accepted; accepted: 1 to {MAX_FLEET_TOP}")
     cluster = parse_cluster(cluster, cluster_scope(cfg))

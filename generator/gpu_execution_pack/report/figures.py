@@ -303,8 +303,9 @@ async def configured_intervals(cfg: Config, prometheus: PrometheusClient) -> tup
             except PrometheusError as err:
                 raise PrometheusError(
                     502,
-                    f"{err}; set rule_interval and derived_rule_interval in the config where the query API "
+                    f"{err.public}; set rule_interval and derived_rule_interval in the config where the query API "
                     "(Thanos, Mimir) does not serve Prometheus' configuration",
+                    err.url,
                 ) from None
         return found
 

@@ -79,3 +79,27 @@ class Api:
         "silently missing GPUs. Prometheus and Mimir ignore the parameter.",
         "Behind Thanos you prefer an answer that may lack some series to a 502 while a store is down.",
     )
+    max_points_in_flight: float = opt(
+        300_000.0,
+        "Points (per series, times the series asked for) all requests of one serve process may have in flight; "
+        "every request that asks Prometheus holds 2,000 on arrival, a report 100,000, a metrics request its "
+        "window's once known (a streamed one: 10,000 per series), at most this many. A request that does not fit "
+        "is answered 429 at once with Retry-After, rather than queueing towards the deadline (docs/api-limits.md: "
+        "the burst that chose the default, and how to size it).",
+        "Your Prometheus answers more heavy queries in parallel (raise it), or 504s come under load (lower it); "
+        "with `serve --workers N` each worker has the whole budget.",
+        kind="positive",
+    )
+    max_memory_mb: float = opt(
+        600.0,
+        "Resident memory (MB) of one serve process above which new requests are answered 503 with Retry-After "
+        "while others are in flight (a request alone always runs). Idle, a process holds about 100 MB.",
+        "Set it below your container's memory limit, with room for one request's peak (docs/api-limits.md).",
+        kind="positive",
+    )
+    retry_after_seconds: float = opt(
+        2.0,
+        "The Retry-After (seconds) of a 429 or 503 the load shedding answers.",
+        "Your clients retry too eagerly, or requests are short and a shorter wait is enough.",
+        kind="positive",
+    )
