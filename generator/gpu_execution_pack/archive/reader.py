@@ -31,6 +31,7 @@ from gpu_execution_pack.query.params import (
     iso,
     parse_cluster,
     parse_params,
+    shown,
 )
 from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.report import document
@@ -172,7 +173,7 @@ async def fleet_summary(
     try:
         window = parse_duration_seconds(since)
     except ValueError:
-        raise RequestError(400, f"since: {since!r} is not a Prometheus duration such as 1d or 7d") from None
+        raise RequestError(400, f"since: {shown(since)} is not a Prometheus duration such as 1d or 7d") from None
     lookback = parse_duration_seconds(cfg.api.lookback)
     if store is None or not 0 < window <= lookback:
         answer = await document.fleet_summary(cfg, prometheus, since, top, tenant, cluster=cluster)

@@ -21,7 +21,6 @@ import re
 from collections.abc import Iterable
 from functools import lru_cache
 
-from gpu_execution_pack.promql.printer import render_matchers
 from gpu_execution_pack.promql.tree import LABEL_NAME, Matcher
 
 _SPACE = re.compile(r"\s*")
@@ -50,8 +49,16 @@ def parse_matchers(text: str) -> tuple[Matcher, ...]:
 
 def alertmanager_matchers(matchers: Iterable[Matcher]) -> list[str]:
     """Matchers as an Alertmanager route's or inhibit rule's ``matchers`` list them, one string each
-    (``alertname=~"GpuExecution.*"``): printed as a selector prints them."""
-    return [render_matchers((m,)) for m in matchers]
+    (``alertname=~"GpuExecution.*"``), each value quoted by ``alertmanager_quote``."""
+    return [f"{m.label}{m.op}{alertmanager_quote(str(m.value))}" for m in matchers]
+
+
+def alertmanager_quote(value: str) -> str:
+    """``value`` double-quoted so that both of Alertmanager's matcher parsers read it back: the classic one
+    knows only the ``\\``, ``\"`` and ``\n`` escapes (any other backslash stands for itself), so only those
+    are written, and every other character as it is, which the UTF-8 parser (Go's ``strconv.Unquote``) reads
+    alike. PromQL's printer escapes more (``\t``, ``\u2028``): the classic parser would keep those as written."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def _rest(text: str, pos: int) -> str:
