@@ -192,6 +192,24 @@ def test_points_past_the_limit_are_a_429_with_retry_after_and_any_request_alone_
     assert shedder.in_flight == 0
 
 
+def test_the_oldest_request_holding_points_is_admitted_more_so_a_burst_finishes_one():
+    """Two requests admitted together on their base weight, each then asking for its window: were both refused
+    because of the other, a burst would answer nothing but 429 (seen on Prometheus 3, whose span lookup is
+    quicker). The older goes on; the younger is refused."""
+    shedder = Shedder(max_points=4_000, max_memory_bytes=2**40, retry_after_seconds=1)
+    older, younger = Ticket(shedder), Ticket(shedder)
+    older.take(2_000)
+    younger.take(2_000)
+    with pytest.raises(RequestError) as refused:
+        younger.take(30_000)
+    assert refused.value.status == 429
+    older.take(30_000)  # capped at the capacity: it runs
+    assert older.weight == 4_000
+    younger.release()
+    older.release()
+    assert shedder.in_flight == 0 and not shedder.holding
+
+
 def test_memory_over_the_limit_is_a_503_while_others_are_in_flight():
     shedder = Shedder(max_points=10_000, max_memory_bytes=1, retry_after_seconds=2)  # always over
     first, second = Ticket(shedder), Ticket(shedder)

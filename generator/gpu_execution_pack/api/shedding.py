@@ -5,7 +5,9 @@ Each such request takes ``BASE_WEIGHT`` points on arrival (the span lookup), a r
 ``metrics.STREAM_POINTS``: a stream counts as the largest document built in memory) times the series
 it asks for. What does not fit is answered at once (429, ``Retry-After``) instead of queueing
 towards the deadline; while the process's resident memory is over ``api.max_memory_mb``, new work
-is refused (503) as long as some is in flight (alone, a request always runs, or nothing would).
+is refused (503) as long as some is in flight. Alone, a request always runs, and so does the oldest
+request holding points when it asks for more: otherwise two requests admitted together could each be
+refused their window because of the other, and a burst would answer nothing but 429.
 When the last request in flight ends after a large one, freed memory is handed back to the system
 (``gc`` and glibc's ``malloc_trim``), since glibc otherwise keeps a burst's peak resident.
 """
@@ -54,17 +56,29 @@ class Shedder:
         self.retry_after = str(retry_after_seconds)
         self.in_flight = 0
         self.served_since_trim = 0
+        self.holding: dict[int, None] = {}  # the tickets holding points, oldest first (insertion order)
+        self.tickets = 0  # tickets handed out, for their numbers
 
     def refuse(self, status: int, why: str) -> RequestError:
         return RequestError(
             status, f"{why}; retry after {self.retry_after} s", headers={"Retry-After": self.retry_after}
         )
 
-    def take(self, points: int, held: int = 0) -> int:
-        """Admit ``points`` more for a request already holding ``held``; what was taken (capped so that no
-        request holds more than the capacity: any one request can run alone). Else the 429 or 503 saying why."""
+    def number(self) -> int:
+        """A new ticket's number: later tickets, higher numbers."""
+        self.tickets += 1
+        return self.tickets
+
+    def oldest(self, ticket: int) -> bool:
+        """Whether ``ticket`` has held points longest of those holding any."""
+        return next(iter(self.holding), None) == ticket
+
+    def take(self, points: int, held: int = 0, ticket: int = 0) -> int:
+        """Admit ``points`` more for request ``ticket``, already holding ``held``; what was taken (capped so that
+        no request holds more than the capacity: any one request can run alone). Else the 429 or 503 saying why.
+        The oldest request holding points is always admitted more, so a burst always finishes one request."""
         weight = max(0, min(points, self.capacity - held))
-        if self.in_flight > held:  # others are in flight
+        if self.in_flight > held and not (held and self.oldest(ticket)):  # others are in flight
             if self.in_flight + weight > self.capacity:
                 raise self.refuse(
                     429, f"busy: {self.in_flight} of {self.capacity} points in flight (api.max_points_in_flight)"
@@ -73,10 +87,13 @@ class Shedder:
             if resident is not None and resident > self.max_memory_bytes:
                 raise self.refuse(503, f"busy: memory over {self.max_memory_bytes // 2**20} MB (api.max_memory_mb)")
         self.in_flight += weight
+        if weight:
+            self.holding.setdefault(ticket)
         return weight
 
-    def give_back(self, weight: int) -> None:
+    def give_back(self, weight: int, ticket: int = 0) -> None:
         """Release ``weight`` points; the last request out trims memory after enough was served."""
+        self.holding.pop(ticket, None)
         self.in_flight -= weight
         self.served_since_trim += weight
         if self.in_flight == 0 and self.served_since_trim >= TRIM_AFTER_POINTS:
@@ -91,13 +108,14 @@ class Ticket:
     def __init__(self, shedder: Shedder):
         self.shedder = shedder
         self.weight = 0
+        self.number = shedder.number()
 
     def take(self, points: int) -> None:
         """Hold ``points`` in all (only what is more than already held is taken)."""
         if points > self.weight:
-            self.weight += self.shedder.take(points - self.weight, self.weight)
+            self.weight += self.shedder.take(points - self.weight, self.weight, self.number)
 
     def release(self) -> None:
         weight, self.weight = self.weight, 0
         if weight:
-            self.shedder.give_back(weight)
+            self.shedder.give_back(weight, self.number)
