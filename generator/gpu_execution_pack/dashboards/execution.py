@@ -74,11 +74,20 @@ def peak(function: str, op: str, series: Series, by: Iterable[str] | None = None
 
 
 def overview(cfg: Config) -> Section:
-    """The top row: memory against the OOM threshold, energy, throttling, GPU-hours held, utilisation against
-    engine activity, then efficiency and cost."""
+    """The top row: first what identifies the run (duration, GPUs, hosts, model), then memory against the OOM
+    threshold, energy, throttling, GPU-hours held, utilisation against engine activity, efficiency and cost.
+    Each line's widths add up to the grid's 24 columns; the model is a name, so it gets half a line."""
     section = Section("Overview")
-    for panel in (*health_stats(cfg.alerts), *usage_stats(), *work_stats(cfg.alerts), *value_stats(cfg)):
-        section.add(panel, width=4, height=4)
+    lines: tuple[tuple[list[core.Stat], tuple[int, ...]], ...] = (
+        (identity_stats(), (4, 4, 4, 12)),
+        ([*health_stats(cfg.alerts), *usage_stats()], (4, 4, 4, 4, 4, 4)),
+        ([*work_stats(cfg.alerts), *value_stats(cfg)], (4, 4, 4, 6, 6)),
+    )
+    for panels, widths in lines:
+        if len(panels) != len(widths) or sum(widths) != house.GRID_WIDTH:
+            raise ValueError(f"overview line {[p.title for p in panels]}: widths {widths} do not tile the grid")
+        for panel, width in zip(panels, widths, strict=True):
+            section.add(panel, width=width, height=4)
     return section
 
 
@@ -152,23 +161,11 @@ def work_stats(a: Alerts) -> list[core.Stat]:
     ]
 
 
-def usage_stats() -> list[core.Stat]:
-    """GPU-hours worked against billed, and what it held."""
+def identity_stats() -> list[core.Stat]:
+    """What identifies the run: how long it held GPUs, how many, on how many hosts, and their model (the
+    ``modelName`` label dcgm-exporter puts on every series, kept on the per-model GPU count)."""
     gpus = selected(catalog.EXECUTION_GPU_COUNT)
     return [
-        figure(
-            "GPU-hours billed",
-            "none",
-            gpu_hours(selected(catalog.MODEL_GPU_COUNT)),
-            "GPUs held, integrated over time; a GPU held with N-1 other executions at once (time-slicing, MPS) "
-            "counts 1/N.",
-        ),
-        figure(
-            "GPU-hours of work",
-            "none",
-            gpu_hours(selected(catalog.MODEL_GPU_UTILIZATION_SUM)),
-            "Utilisation summed over its GPUs, integrated over time.",
-        ),
         figure(
             "Duration",
             "s",
@@ -188,6 +185,25 @@ def usage_stats() -> list[core.Stat]:
             peak("max_over_time", "group", catalog.MODEL_GPU_COUNT, [catalog.MODEL_LABEL]),
             "The GPU models it held.",
             text_mode="name",
+        ),
+    ]
+
+
+def usage_stats() -> list[core.Stat]:
+    """GPU-hours worked against billed."""
+    return [
+        figure(
+            "GPU-hours billed",
+            "none",
+            gpu_hours(selected(catalog.MODEL_GPU_COUNT)),
+            "GPUs held, integrated over time; a GPU held with N-1 other executions at once (time-slicing, MPS) "
+            "counts 1/N.",
+        ),
+        figure(
+            "GPU-hours of work",
+            "none",
+            gpu_hours(selected(catalog.MODEL_GPU_UTILIZATION_SUM)),
+            "Utilisation summed over its GPUs, integrated over time.",
         ),
     ]
 

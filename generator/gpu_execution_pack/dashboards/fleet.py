@@ -103,7 +103,7 @@ def waste(cfg: Config) -> Section:
 
 
 def health(cfg: Config) -> Section:
-    """GPUs at the alerts' thresholds now, energy and utilisation per GPU model."""
+    """GPUs at the alerts' thresholds now beside utilisation per GPU model, then energy per GPU model."""
     a = cfg.alerts
     return (
         Section("Throttling and OOM risk")
@@ -120,19 +120,6 @@ def health(cfg: Config) -> Section:
             ),
         )
         .add(
-            stat(
-                "Energy by GPU model",
-                "kwatth",
-                [query(energy_kwh([catalog.MODEL_LABEL]), MODEL_LEGEND)],
-                "Energy of the GPUs executions held in the time range, per model: the energy counter's rise where "
-                "exported, else board power integrated per minute; each physical GPU counted once, a GPU several "
-                "executions share split between them.",
-                text_mode="value_and_name",
-            ),
-            24,
-            4,
-        )
-        .add(
             timeseries(
                 "Utilisation by GPU model",
                 "percentunit",
@@ -147,6 +134,19 @@ def health(cfg: Config) -> Section:
                 "Mean utilisation of the GPUs executions hold, per model, a shared GPU counted once.",
                 max_value=1,
             ),
+        )
+        .add(
+            stat(
+                "Energy by GPU model",
+                "kwatth",
+                [query(energy_kwh([catalog.MODEL_LABEL]), MODEL_LEGEND)],
+                "Energy of the GPUs executions held in the time range, per model: the energy counter's rise where "
+                "exported, else board power integrated per minute; each physical GPU counted once, a GPU several "
+                "executions share split between them.",
+                text_mode="value_and_name",
+            ),
+            24,
+            4,
         )
     )
 

@@ -203,22 +203,41 @@ def _table_options(sort_by: tuple[str, bool] | None) -> dict[str, Any]:
     return options
 
 
+def lines_of(section: Section) -> list[list[tuple[Any, int, int]]]:
+    """The section's panels wrapped into lines of at most 24 columns, left to right."""
+    lines: list[list[tuple[Any, int, int]]] = []
+    used = GRID_WIDTH
+    for panel, width, height in section.panels:
+        if not 0 < width <= GRID_WIDTH:
+            raise ValueError(f"panel {panel.title!r}: width {width} is not 1 to {GRID_WIDTH} columns")
+        if used + width > GRID_WIDTH:
+            lines.append([])
+            used = 0
+        lines[-1].append((panel, width, height))
+        used += width
+    return lines
+
+
 def layout(sections: list[Section]) -> list[Any]:
-    """Each section's row followed by its panels, with grid positions and ids (1, 2, ... in order)."""
+    """Each section's row followed by its panels, with grid positions and ids (1, 2, ... in order).
+
+    Each line of panels fills the grid without holes: its panels take the line's tallest height, and the
+    last panel of a line that falls short of 24 columns widens to the edge (a panel added at the end of a
+    row, as a new served series' is, would otherwise leave a gap beside it)."""
     out: list[Any] = []
     y = 0
     for section in sections:
         out.append(core.RowPanel(title=section.title, gridPos=core.GridPos(h=1, w=GRID_WIDTH, x=0, y=y)))
         y += 1
-        x = row_height = 0
-        for panel, width, height in section.panels:
-            if x + width > GRID_WIDTH:  # wrap onto a new line of panels
-                x, y, row_height = 0, y + row_height, 0
-            panel.gridPos = core.GridPos(h=height, w=width, x=x, y=y)
-            out.append(panel)
-            x += width
-            row_height = max(row_height, height)
-        y += row_height
+        for line in lines_of(section):
+            line_height = max(height for _, _, height in line)
+            x = 0
+            for i, (panel, width, _) in enumerate(line):
+                filled = GRID_WIDTH - x if i == len(line) - 1 else width
+                panel.gridPos = core.GridPos(h=line_height, w=filled, x=x, y=y)
+                out.append(panel)
+                x += filled
+            y += line_height
     for i, panel in enumerate(out, start=1):
         panel.id = i
     return out
