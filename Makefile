@@ -42,8 +42,8 @@ chromium:
 	    echo "chromium is missing: run 'sudo apt-get install chromium'" >&2; exit 1; \
 	  fi; }
 
-# docs/report.png (the README's picture): the report suite backfilled into a Prometheus on 127.0.0.1, its
-# training job's page written by `report ID --html`, photographed by headless Chromium (about a minute).
+# docs/report.png (the README's picture): the demo's training job, placed as the demo places it, backfilled into
+# a Prometheus on 127.0.0.1, its page written by `report ID --html`, photographed by headless Chromium.
 screenshot: venv promtool chromium
 	$(PY) -m tests.screenshot docs/report.png
 

@@ -95,12 +95,15 @@ def alerts_of(scenario: Scenario, cfg: Config) -> list[RenderedSeries]:
     ]
 
 
+def placed(scenario: Scenario, ends_before: int, cfg: Config, now: int) -> Placed:
+    """``scenario``'s series and alerts, ending ``ends_before`` minutes before ``now``."""
+    start = now - (ends_before + scenario.window_minutes) * 60
+    return Placed(Renderer(scenario, cfg).all_series() + alerts_of(scenario, cfg), start)
+
+
 def history(cfg: Config, now: int) -> list[Placed]:
     """Every backfilled rendering, each placed in the day before ``now`` (a whole minute)."""
-    out = []
-    for scenario, ends_before in nvidia_history():
-        start = now - (ends_before + scenario.window_minutes) * 60
-        out.append(Placed(Renderer(scenario, cfg).all_series() + alerts_of(scenario, cfg), start))
+    out = [placed(scenario, ends_before, cfg, now) for scenario, ends_before in nvidia_history()]
     fleet = amd_fleet(cfg)
     amd_start = now - (AMD_END_MINUTES + fleet.minutes) * 60
     out.append(Placed(fleet.series() + amd.fleet_node_series(fleet), amd_start))
