@@ -18,8 +18,10 @@ from pathlib import Path
 import httpx
 import pytest
 from gpu_execution_pack import catalog
+from gpu_execution_pack.demo.run import EXAMPLE_ID
 from gpu_execution_pack.report.verdicts import CODES
 
+from harness import browser
 from harness.prometheus import free_port
 
 from .conftest import REPO
@@ -156,6 +158,23 @@ def test_the_fleet_report_over_the_last_day_holds_every_verdict_and_the_running_
         [*command, "--since", "1d"], capture_output=True, text=True, timeout=120, check=True
     ).stdout  # the config names the demo's Prometheus
     assert all(code in text for code in CODES)
+
+
+def test_the_example_executions_page_opens_in_chromium_with_every_chart_drawn(demo, tmp_path: Path):
+    # The second command the ready line gives, with --html: the page a new user opens.
+    running, ready = demo
+    page = tmp_path / "report.html"
+    command = [sys.executable, "-m", "gpu_execution_pack", "report", "--config", str(running.folder / "demo.yml")]
+    subprocess.run(
+        [*command, "--prometheus", ready["prometheus"], EXAMPLE_ID, "--html", str(page)],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    drawn = browser.open_page(page)
+    assert drawn.errors == 0, drawn.error_text
+    assert drawn.charts == drawn.drawn == len(drawn.each) > 0
+    assert [c.title for c in drawn.each if not (c.lines and c.points)] == []
 
 
 def test_the_running_job_is_scraped_live_and_served_with_the_demo_key(demo):
