@@ -1,13 +1,16 @@
-"""README.md's reference tables say what the code generates: every rule file's groups and every alert,
-no more and no fewer. They are written by hand (each row says what a group or alert is for), so this
-test is what keeps them from going stale when a group or an alert is added."""
+"""README.md's reference tables say what the code has: every rule file's groups and every alert, no more and
+no fewer, and every make target and subcommand. They are written by hand (each row says what a group, alert
+or command is for), so this test is what keeps them from going stale when one is added. Its first screen is
+the pitch, the picture and the quick start."""
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
 import yaml
+from gpu_execution_pack import cli
 from gpu_execution_pack.build import rule_outputs
 from gpu_execution_pack.config import Config
 
@@ -52,3 +55,52 @@ def test_the_alert_table_lists_every_alert_the_default_config_generates():
     }
     listed = [name for name, _ in table_after("| alert | fires when |")]
     assert sorted(listed) == sorted(alerts)
+
+
+def first_screen() -> str:
+    """The README up to the end of its quick start's command block."""
+    text = README.read_text()
+    quick = text.index("\n## Quick start\n")
+    return text[: text.index("```\n", text.index("```", quick) + 3) + 4]
+
+
+def test_the_first_screen_is_the_pitch_the_picture_and_the_quick_start():
+    screen = first_screen()
+    assert screen.count("\n") <= 30, "the pitch, the picture and the quick start no longer fit a screen"
+    title, pitch = screen.split("\n\n", 2)[:2]
+    assert title == "# gpu-execution-pack"
+    # The pitch says what it answers, per execution, before anything about installing.
+    assert "Per-execution answers" in pitch and "GPUs it was billed for" in pitch and "out of memory" in pitch
+    assert not re.search(r"apt-get|unstable|Debian|pip install", screen)
+    [picture] = re.findall(r"^!\[[^\]]+\]\(([^)]+)\)$", screen, re.MULTILINE)
+    assert screen.index(picture) < screen.index("## Quick start")
+    assert (README.parent / picture).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    block = screen[screen.index("```sh\n") + 6 : -4]
+    assert [line.split("#")[0].strip() for line in block.splitlines()] == ["make", "make demo", "make test"]
+
+
+def commands_named() -> tuple[set[str], set[str]]:
+    """The Makefile targets and the CLI's subcommands the Commands table's first column names."""
+    make: set[str] = set()
+    cli: set[str] = set()
+    text = README.read_text()
+    start = text.index("| command | what it does |")
+    for row in text[start : text.find("\n\n", start)].splitlines()[2:]:
+        cell = row.split(" | ")[0]
+        spans = re.findall(r"`([^`]+)`", cell)
+        named = make
+        for span in spans:  # `make x` / `y`: y is a target too; `gpu-execution-pack x` / `y`: y a subcommand
+            if span.startswith(("make", "gpu-execution-pack")):
+                named = make if span.startswith("make") else cli
+            words = span.removeprefix("make").removeprefix("gpu-execution-pack").split()
+            named.add(words[0] if words else "all")  # a bare `make` is its default target
+    return make, cli
+
+
+def test_the_commands_table_names_every_make_target_and_every_subcommand():
+    makefile = (README.parent / "Makefile").read_text()
+    [phony] = re.findall(r"^\.PHONY: (.+)$", makefile, re.MULTILINE)
+    subcommands = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    make, named_cli = commands_named()
+    assert set(phony.split()) - make == set()
+    assert set(subcommands) - named_cli == set()
