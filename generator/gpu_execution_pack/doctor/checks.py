@@ -229,7 +229,12 @@ def check_missed_iterations(cfg: Config, d: Deployment) -> Item:
         return Item("missed iterations", "info", "no pack group's iteration counters found (not evaluated yet?)")
     missed = sorted(((m, name, scheduled) for name, (m, scheduled) in counted.items() if m), reverse=True)
     if missed:
-        listed = ", ".join(f"{name} {m:g} of {scheduled:g}" for m, name, scheduled in missed[:3])
+        shares = {g.name: g.evaluation_seconds / g.interval_seconds for g in d.groups if g.interval_seconds}
+        listed = ", ".join(
+            f"{name} {m:g} of {scheduled:g}"
+            + (f" (evaluation {shares[name] * 100:.0f} % of its interval)" if name in shares else "")
+            for m, name, scheduled in missed[:3]
+        )
         return Item(
             "missed iterations",
             "fail",
