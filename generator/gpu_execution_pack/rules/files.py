@@ -10,7 +10,7 @@ from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.output import command, yaml_document
 from gpu_execution_pack.promql import Expr, call
 from gpu_execution_pack.rules.alerts import alert_group
-from gpu_execution_pack.rules.groups import AlertRule, RecordingRule, RuleGroup
+from gpu_execution_pack.rules.groups import MAX_RULES_PER_GROUP, AlertRule, RecordingRule, RuleGroup
 from gpu_execution_pack.rules.recording import recording_groups
 
 RULE_FILE_SUFFIX = ".rules.yml"
@@ -90,11 +90,16 @@ def rule_files(
 def with_version(file: str, groups: list[RuleGroup]) -> list[RuleGroup]:
     """``groups`` with the file's version rule (``catalog.PACK_RULES_INFO``) at the end of its last recording
     group: the header's version where Prometheus shows it (a rule's labels), for ``doctor`` to compare with the
-    pack. A file of alerts only carries none (its groups stay alerts only, as routing and the lint read them)."""
+    pack. A file of alerts only carries none (its groups stay alerts only, as routing and the lint read them), nor
+    one whose recording groups are full (MAX_RULES_PER_GROUP): doctor then says its version is unknown."""
     info = RecordingRule(
         catalog.PACK_RULES_INFO.name, call("vector", 1), (("version", __version__), ("rule_file", file))
     )
-    recording = [i for i, g in enumerate(groups) if any(isinstance(r, RecordingRule) for r in g.rules)]
+    recording = [
+        i
+        for i, g in enumerate(groups)
+        if any(isinstance(r, RecordingRule) for r in g.rules) and len(g.rules) < MAX_RULES_PER_GROUP
+    ]
     if not recording:
         return groups
     last = recording[-1]
