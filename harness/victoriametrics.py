@@ -9,7 +9,8 @@ have and writes the recorded series back through remote write. Replay needs (doc
 - the groups in dependency order (a group reads only what earlier groups recorded), and a delay between
   rules long enough for what one wrote to be searchable by the next (``-replay.rulesDelay``, at least the
   remote write's flush interval; VictoriaMetrics makes new samples searchable within about a second);
-- no ``query`` template in an annotation: replay mode stops at one, so only recording groups are replayed.
+- no ``query`` template in an alert's annotations: replay has no ``query`` function and stops at one once the
+  alert's condition holds, so only recording groups are replayed.
 """
 
 from __future__ import annotations
