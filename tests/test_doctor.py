@@ -19,12 +19,15 @@ import yaml
 from gpu_execution_pack import __version__
 from gpu_execution_pack.build import rule_outputs
 from gpu_execution_pack.config import config_from_mapping
+from gpu_execution_pack.doctor import probe
 from gpu_execution_pack.output import write_all
+from gpu_execution_pack.promql import Range, call, render, selector
 from gpu_execution_pack.rules.files import all_groups
 from gpu_execution_pack.scenario import library
 from gpu_execution_pack.scenario.render import Renderer
 
 from harness.prometheus import Prometheus, free_port
+from harness.upstreams import Proxy, Seen
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("promtool_available")]
 
@@ -149,6 +152,34 @@ def test_a_deployment_that_matches_its_config_passes(matching, tmp_path: Path):
         assert checks[name]["status"] == "pass", checks[name]
     assert checks["attribution"]["found"].startswith("4 of ")  # the training job's four GPUs
     assert f"from gpu-execution-pack {__version__}" in checks["rules version"]["found"]
+
+
+def no_metrics_page(seen: Seen, status: int, body: bytes) -> tuple[int, bytes]:
+    """A query frontend's answers (Thanos Query, Mimir): the API, and no /metrics of the server behind it."""
+    return (404, b"404 page not found") if seen.path.endswith("/metrics") else (status, body)
+
+
+def test_without_the_servers_metrics_page_the_missed_iterations_are_read_from_its_stored_counters(
+    matching, tmp_path: Path
+):
+    # The server scrapes itself every 15s; increase() needs two samples of each counter.
+    samples = render(call("count_over_time", Range(selector(probe.ITERATIONS), "5m")))
+    deadline = time.monotonic() + 60
+    while min((float(r["value"][1]) for r in matching.query(samples, time.time())), default=0) < 2:
+        assert time.monotonic() < deadline, "the server stored no two samples of its own iteration counters"
+        time.sleep(2)
+    with Proxy(matching.url, no_metrics_page) as frontend:
+        run = subprocess.run(
+            [sys.executable, "-m", "gpu_execution_pack", "doctor", "--prometheus", frontend.url, "--json"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+        asked = {seen.path for seen in frontend.seen}
+    assert "/metrics" in asked  # tried first, and answered 404
+    item = checks_of(run)["missed iterations"]
+    assert item["status"] == "pass" and item["found"].startswith("no missed iteration in "), item
 
 
 def test_the_defaults_against_a_one_generation_nvidia_fleet_say_what_to_pin(matching, tmp_path: Path):
