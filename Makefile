@@ -25,11 +25,11 @@ venv: $(VENV)/.installed
 # archive's tests; installed along, never required by make) from postgresql;
 # install it where we may.
 promtool:
-	@{ command -v promtool && command -v prometheus && command -v prometheus-alertmanager && command -v amtool; } >/dev/null 2>&1 || { \
+	@{ command -v promtool && command -v prometheus && command -v prometheus-alertmanager && command -v amtool && command -v vmalert; } >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager postgresql >/dev/null; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager victoria-metrics postgresql >/dev/null; \
 	  else \
-	    echo "promtool, prometheus, prometheus-alertmanager or amtool is missing: run 'sudo apt-get install prometheus prometheus-alertmanager' (and postgresql for the archive's tests)" >&2; exit 1; \
+	    echo "promtool, prometheus, prometheus-alertmanager, amtool or vmalert is missing: run 'sudo apt-get install prometheus prometheus-alertmanager victoria-metrics' (and postgresql for the archive's tests)" >&2; exit 1; \
 	  fi; }
 
 # Debian's chromium: the end-to-end tests open the report's HTML pages in it, headless, and `make screenshot`

@@ -1,12 +1,14 @@
 """``doctor`` against real Prometheus servers loaded with the scenario library: one deployment that
 matches its config (nothing fails) and one that diverges from it in every way the checklist names
 (several clusters without ``cluster_label``, a host name two machines claim, a scrape too slow for the
-rate windows, rule groups not loaded), each found with its fix; and ``--write-config`` writing the
+rate windows, rule groups not loaded, rule files of another pack version, groups missing iterations, a
+cluster whose GPU-time no execution holds), each found with its fix; and ``--write-config`` writing the
 config the first deployment should have."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -14,14 +16,18 @@ from pathlib import Path
 
 import pytest
 import yaml
+from gpu_execution_pack import __version__
 from gpu_execution_pack.build import rule_outputs
 from gpu_execution_pack.config import config_from_mapping
+from gpu_execution_pack.doctor import probe
 from gpu_execution_pack.output import write_all
+from gpu_execution_pack.promql import Range, call, render, selector
 from gpu_execution_pack.rules.files import all_groups
 from gpu_execution_pack.scenario import library
 from gpu_execution_pack.scenario.render import Renderer
 
 from harness.prometheus import Prometheus, free_port
+from harness.upstreams import Proxy, Seen
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("promtool_available")]
 
@@ -31,34 +37,54 @@ MATCHING = {"vendors": ["nvidia"], "dcgm": {"generations": ["4.8"]}}
 CLUSTERED = {"vendors": ["nvidia"], "dcgm": {"generations": ["4.8"]}, "cluster_label": "cluster"}
 
 
-def serve(workdir: Path, cfg_data: dict, scenarios: list, scrape: str, rules: bool) -> Prometheus:
+def serve(
+    workdir: Path,
+    cfg_data: dict,
+    scenarios: list,
+    scrape: str,
+    rules: str = "*",
+    evaluation: str = "15s",
+    version: str = "",
+    render_as: dict[str, dict] | None = None,
+) -> Prometheus:
     """A Prometheus holding ``scenarios`` up to a minute ago (so their GPUs report now), scraping itself every
-    ``scrape`` with the target label hostname, with ``cfg_data``'s rule files loaded where ``rules``."""
+    ``scrape`` with the target label hostname, with ``cfg_data``'s rule files matching the glob ``rules`` loaded
+    (none where empty) and evaluated every ``evaluation`` where their group sets no interval, their version
+    label rewritten to ``version`` where given; a scenario of a cluster named in ``render_as`` is published as
+    that config (its attribution, say) has it, not as ``cfg_data``'s rules read it."""
     cfg = config_from_mapping({**cfg_data, "output": {"rules_dir": str(workdir / "rules")}})
     end = int(time.time()) - 60
     start = end - max(s.window_minutes for s in scenarios) * 60
-    series = [s for scenario in scenarios for s in Renderer(scenario, cfg).all_series()]
+    published = {c: config_from_mapping({**cfg_data, **extra}) for c, extra in (render_as or {}).items()}
+    series = [
+        s for scenario in scenarios for s in Renderer(scenario, published.get(scenario.cluster, cfg)).all_series()
+    ]
     server = Prometheus(workdir, port=free_port())
     server.load(series, all_groups(cfg), start, end)
-    write_all({p: text for p, text in rule_outputs(cfg).items() if p.name.endswith(".rules.yml")})
+    files = {p: text for p, text in rule_outputs(cfg).items() if p.name.endswith(".rules.yml")}
+    if version:  # the files as an older pack wrote them: its version in the header and on the rules_info rule
+        files = {p: text.replace(f"version: {__version__}", f"version: {version}") for p, text in files.items()}
+    write_all(files)
     server.config_text = (
-        f"global: {{scrape_interval: {scrape}, evaluation_interval: 15s}}\n"
-        + (f"rule_files: ['{workdir / 'rules'}/*.rules.yml']\n" if rules else "")
+        f"global: {{scrape_interval: {scrape}, evaluation_interval: {evaluation}}}\n"
+        + (f"rule_files: ['{workdir / 'rules'}/{rules}.rules.yml']\n" if rules else "")
         + "scrape_configs:\n- job_name: self\n  static_configs:\n"
         + f"  - targets: ['127.0.0.1:{server.port}']\n    labels: {{hostname: prometheus-host}}\n"
     )
     server.reload()
-    reloaded(server, rules)
+    reloaded(server, bool(rules))
     return server
 
 
 def reloaded(server: Prometheus, rules: bool, seconds: float = 30) -> None:
-    """Wait until the server scrapes its target (and has loaded the rule files), as a reload is asynchronous."""
+    """Wait until the server scrapes its target (and has loaded and evaluated the rule files), as a reload is
+    asynchronous."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         targets = server._data("targets", {"state": "active"}, 10)["activeTargets"]
         groups = server._data("rules", {}, 10)["groups"]
-        if targets and (groups or not rules):
+        # a group evaluated (lastEvaluation is the zero time before): its iteration counters have counted
+        if targets and (not rules or any(not g["lastEvaluation"].startswith("0001") for g in groups)):
             return
         time.sleep(0.5)
     raise AssertionError("the reloaded configuration did not take effect")
@@ -79,7 +105,7 @@ def checks_of(run: subprocess.CompletedProcess) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def matching(tmp_path_factory: pytest.TempPathFactory):
-    server = serve(tmp_path_factory.mktemp("matching"), MATCHING, [library.training_in("4.8")], "15s", rules=True)
+    server = serve(tmp_path_factory.mktemp("matching"), MATCHING, [library.training_in("4.8")], "15s")
     try:
         yield server
     finally:
@@ -89,7 +115,18 @@ def matching(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture(scope="module")
 def divergent(tmp_path_factory: pytest.TempPathFactory):
     scenarios = [*library.two_clusters(), *library.name_collision_installs()[:1]]
-    server = serve(tmp_path_factory.mktemp("divergent"), CLUSTERED, scenarios, "5m", rules=False)
+    # The per-GPU file only, written by an older pack and evaluated every 2 ms (its groups take longer: missed
+    # iterations); us-1's exporters publish the execution id as a mapping metric the rules do not read.
+    server = serve(
+        tmp_path_factory.mktemp("divergent"),
+        CLUSTERED,
+        scenarios,
+        "5m",
+        rules="execution-gpu",
+        evaluation="2ms",
+        version="0.1.0",
+        render_as={"us-1": {"attribution": {"mode": "mapping"}}},
+    )
     try:
         yield server
     finally:
@@ -101,9 +138,48 @@ def test_a_deployment_that_matches_its_config_passes(matching, tmp_path: Path):
     assert run.returncode == 0, run.stdout + run.stderr
     checks = checks_of(run)
     assert {c["status"] for c in checks.values()} <= {"pass", "info"}, checks
-    for name in ("vendors", "dcgm generations", "rule groups", "attribution", "clusters", "scrape intervals"):
+    for name in (
+        "vendors",
+        "dcgm generations",
+        "rule groups",
+        "rules version",
+        "missed iterations",
+        "attribution",
+        "attributed GPU-time",
+        "clusters",
+        "scrape intervals",
+    ):
         assert checks[name]["status"] == "pass", checks[name]
     assert checks["attribution"]["found"].startswith("4 of ")  # the training job's four GPUs
+    assert f"from gpu-execution-pack {__version__}" in checks["rules version"]["found"]
+
+
+def no_metrics_page(seen: Seen, status: int, body: bytes) -> tuple[int, bytes]:
+    """A query frontend's answers (Thanos Query, Mimir): the API, and no /metrics of the server behind it."""
+    return (404, b"404 page not found") if seen.path.endswith("/metrics") else (status, body)
+
+
+def test_without_the_servers_metrics_page_the_missed_iterations_are_read_from_its_stored_counters(
+    matching, tmp_path: Path
+):
+    # The server scrapes itself every 15s; increase() needs two samples of each counter.
+    samples = render(call("count_over_time", Range(selector(probe.ITERATIONS), "5m")))
+    deadline = time.monotonic() + 60
+    while min((float(r["value"][1]) for r in matching.query(samples, time.time())), default=0) < 2:
+        assert time.monotonic() < deadline, "the server stored no two samples of its own iteration counters"
+        time.sleep(2)
+    with Proxy(matching.url, no_metrics_page) as frontend:
+        run = subprocess.run(
+            [sys.executable, "-m", "gpu_execution_pack", "doctor", "--prometheus", frontend.url, "--json"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+        asked = {seen.path for seen in frontend.seen}
+    assert "/metrics" in asked  # tried first, and answered 404
+    item = checks_of(run)["missed iterations"]
+    assert item["status"] == "pass" and item["found"].startswith("no missed iteration in "), item
 
 
 def test_the_defaults_against_a_one_generation_nvidia_fleet_say_what_to_pin(matching, tmp_path: Path):
@@ -130,13 +206,21 @@ def test_every_divergence_is_named_with_its_fix(divergent, tmp_path: Path):
     text = run.stdout
     assert "FAIL  clusters" in text and "-> set cluster_label: cluster" in text
     assert "FAIL  scrape intervals" in text and "every 300s" in text and "rate_window_fallback" in text
-    assert "FAIL  rule groups" in text and "not loaded: gpu-execution-pack.hosts" in text
+    assert "FAIL  rule groups" in text and "not loaded: gpu-execution-pack.execution_node" in text
+    assert "WARN  rules version" in text and "execution-gpu.rules.yml (0.1.0)" in text
+    assert f"-> generate the rules with this pack ({__version__})" in text
+    missed = next(line for line in text.splitlines() if "FAIL  missed iterations" in line)
+    assert re.search(r"gpu-execution-pack\.\w+ \d+ of \d+ \(evaluation \d+ % of its interval\)", missed), missed
     assert "WARN  host names" in text and "gpu-01" in text
 
 
 def test_with_the_cluster_label_set_the_clusters_pass(divergent, tmp_path: Path):
     checks = checks_of(doctor(divergent, CLUSTERED, tmp_path, "--json"))
     assert checks["clusters"]["status"] == "pass" and "eu-1" in checks["clusters"]["found"]
+    # us-1's GPUs reported all day and none carried an execution id the rules read; eu-1's did.
+    coverage = checks["attributed GPU-time"]
+    assert coverage["status"] == "warn" and "us-1 0 %" in coverage["found"], coverage
+    assert re.search(r"eu-1 [1-9]\d* %", coverage["found"]) and coverage["fix"].startswith("in us-1: "), coverage
 
 
 def test_write_config_pins_what_the_fleet_has_and_keeps_the_users_keys(matching, tmp_path: Path):

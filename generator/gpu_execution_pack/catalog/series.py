@@ -692,6 +692,18 @@ SHARD_UP = Series(
 )
 SHARDING_SERIES: tuple[Series, ...] = (SHARD_UP,)
 
+# Recorded once in each rule file (its last group), its labels written on the rule: the version of the pack that
+# generated the file, as its header says, and the file's name. Prometheus shows a rule's labels in
+# /api/v1/rules (2.x and 3.x alike), so `doctor` reads which version each loaded file came from.
+PACK_RULES_INFO = Series(
+    "gpu_execution_pack:rules_info",
+    "info",
+    ("version", "rule_file"),
+    (),
+    "1 from each rule file the pack generated, labelled with the pack's version and the file's name: what "
+    "`doctor` compares with the installed pack.",
+)
+
 # Every series the rules record on one Prometheus (SHARDING_SERIES only where scraping is sharded).
 ALL_SERIES: tuple[Series, ...] = (
     *HOST_SERIES,

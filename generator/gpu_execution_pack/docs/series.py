@@ -132,6 +132,9 @@ def render() -> str:
     for s in catalog.SHARDING_SERIES:
         where = "each shard's `sharded/shard-<i>/heartbeat.rules.yml`, only where `sharding.shards` is set"
         out.append(f"| `{s.name}` | {s.unit} | {s.doc} | {where} |\n")
+    info = catalog.PACK_RULES_INFO
+    one = promql.render(promql.call("vector", 1))
+    out.append(f"| `{info.name}` | {info.unit} | {info.doc} | `{one}`, labelled by the rule |\n")
     out.append("\n## Signals: one measurement, its raw metric in each exporter generation\n\n")
     out.append("| signal | exporter | base unit | raw metric | unit | type | generations | collected by default |\n")
     out.append("|---|---|---|---|---|---|---|---|\n")

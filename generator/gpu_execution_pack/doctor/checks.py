@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpu_execution_pack import catalog
+from gpu_execution_pack import __version__, catalog
 from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql.durations import parse_duration_seconds
 from gpu_execution_pack.rules.files import all_groups
@@ -175,6 +175,29 @@ def check_groups(cfg: Config, d: Deployment) -> Item:
     return Item("rule groups", "pass", f"all {len(expected)} groups loaded at the config's intervals")
 
 
+def check_rules_version(cfg: Config, d: Deployment) -> Item:
+    """The version each loaded rule file came from (its rules_info rule), against the installed pack; a file of
+    alerts only carries none."""
+    files: dict[str, set[str]] = {}
+    for g in d.groups:
+        if g.name.startswith(GROUP_PREFIX) and g.records:
+            files.setdefault(g.file, set()).update(g.versions)
+    if not files:
+        return Item("rules version", "info", "no pack rule file loaded: nothing to compare")
+    fix = f"generate the rules with this pack ({__version__}) and the config, deploy them and reload"
+    unversioned = sorted(file for file, versions in files.items() if not versions)
+    other = sorted(f"{file} ({', '.join(sorted(v))})" for file, v in files.items() if v and v != {__version__})
+    if other or unversioned:
+        found = "; ".join(
+            ([f"from another version: {', '.join(other)}"] if other else [])
+            + ([f"of a version before the rules carried theirs: {', '.join(unversioned)}"] if unversioned else [])
+        )
+        return Item("rules version", "warn", f"installed pack {__version__}; rule files {found}", fix)
+    return Item(
+        "rules version", "pass", f"all {len(files)} rule files from gpu-execution-pack {__version__}, as installed"
+    )
+
+
 def check_evaluation(cfg: Config, d: Deployment) -> Item:
     shares = sorted(
         (
@@ -198,6 +221,28 @@ def check_evaluation(cfg: Config, d: Deployment) -> Item:
     if share >= EVALUATION_WARN_SHARE:
         return Item("evaluation time", "warn", found, "doctor --write-config pins what the fleet has")
     return Item("evaluation time", "pass", found)
+
+
+def check_missed_iterations(cfg: Config, d: Deployment) -> Item:
+    counted = {name: pair for name, pair in d.iterations.items() if name.startswith(GROUP_PREFIX) and pair[1]}
+    if not counted:
+        return Item("missed iterations", "info", "no pack group's iteration counters found (not evaluated yet?)")
+    missed = sorted(((m, name, scheduled) for name, (m, scheduled) in counted.items() if m), reverse=True)
+    if missed:
+        shares = {g.name: g.evaluation_seconds / g.interval_seconds for g in d.groups if g.interval_seconds}
+        listed = ", ".join(
+            f"{name} {m:g} of {scheduled:g}"
+            + (f" (evaluation {shares[name] * 100:.0f} % of its interval)" if name in shares else "")
+            for m, name, scheduled in missed[:3]
+        )
+        return Item(
+            "missed iterations",
+            "fail",
+            f"evaluations missed: {listed} (their series have gaps; alerts and reports read them)",
+            "doctor --write-config pins what the fleet has; or lengthen the group's interval, or shard "
+            "(docs/scaling.md)",
+        )
+    return Item("missed iterations", "pass", f"no missed iteration in {len(counted)} pack groups")
 
 
 def check_scrape_intervals(cfg: Config, d: Deployment) -> Item:
@@ -237,6 +282,27 @@ def check_attribution(cfg: Config, d: Deployment) -> Item:
             "it reads: with jobs running, no GPU carrying an execution id means the series go unattributed",
         )
     return Item("attribution", "pass", found)
+
+
+def check_attributed_gpu_time(cfg: Config, d: Deployment) -> Item:
+    """The share of GPU-time over the last day that an execution held, per cluster: a cluster whose GPUs
+    report and never carry an execution id is one whose attribution does not reach the rules."""
+    if not any(total for total, _ in d.gpu_time.values()):
+        return Item("attributed GPU-time", "info", "no GPU reported over the last day")
+    shares = {cluster or "the store": held / total for cluster, (total, held) in sorted(d.gpu_time.items()) if total}
+    found = "over the last day, GPU-time held by an execution: " + ", ".join(
+        f"{cluster} {share * 100:.0f} %" for cluster, share in shares.items()
+    )
+    unattributed = [cluster for cluster, share in shares.items() if not share]
+    if unattributed:
+        return Item(
+            "attributed GPU-time",
+            "warn",
+            found,
+            f"in {', '.join(unattributed)}: check that its exporters carry what attribution.mode "
+            f"({cfg.attribution.mode}) reads; its GPU-time is counted to no execution",
+        )
+    return Item("attributed GPU-time", "pass", found)
 
 
 def check_host_names(cfg: Config, d: Deployment) -> Item:
@@ -283,9 +349,12 @@ CHECKS: tuple[Callable[[Config, Deployment], Item], ...] = (
     check_generations,
     check_optional_fields,
     check_groups,
+    check_rules_version,
     check_evaluation,
+    check_missed_iterations,
     check_scrape_intervals,
     check_attribution,
+    check_attributed_gpu_time,
     check_host_names,
     check_clusters,
     check_retention,

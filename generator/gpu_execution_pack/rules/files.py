@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
+from gpu_execution_pack import __version__, catalog
 from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.output import command, yaml_document
-from gpu_execution_pack.promql import Expr
+from gpu_execution_pack.promql import Expr, call
 from gpu_execution_pack.rules.alerts import alert_group
-from gpu_execution_pack.rules.groups import AlertRule, RecordingRule, RuleGroup
+from gpu_execution_pack.rules.groups import MAX_RULES_PER_GROUP, AlertRule, RecordingRule, RuleGroup
 from gpu_execution_pack.rules.recording import recording_groups
 
 RULE_FILE_SUFFIX = ".rules.yml"
@@ -37,7 +39,7 @@ PLACEMENT: dict[str, str] = {
 
 def rule_document(rule: RecordingRule | AlertRule) -> dict:
     if isinstance(rule, RecordingRule):
-        return {"record": rule.record, "expr": rule.expr}
+        return {"record": rule.record, "expr": rule.expr} | ({"labels": dict(rule.labels)} if rule.labels else {})
     doc: dict = {"alert": rule.alert, "expr": rule.expr}
     if rule.for_:
         doc["for"] = rule.for_
@@ -71,15 +73,37 @@ def rule_files(
     by_file: dict[str, list[RuleGroup]] = {}
     for group in all_groups(cfg):
         if not placement or placement_of(group) == placement:
-            # The guard is partitioned like the rule it guards (partitioning twice changes nothing).
-            guarded = group if guard is None else group.guarded(guard).partitioned(cluster_scope(cfg).label)
-            by_file.setdefault(group.file, []).append(guarded)
+            by_file.setdefault(group.file, []).append(group)
+    # The guard is partitioned like the rule it guards (partitioning twice changes nothing).
+    guarded = {
+        name: [g if guard is None else g.guarded(guard).partitioned(cluster_scope(cfg).label) for g in groups]
+        for name, groups in ((name, with_version(name, groups)) for name, groups in by_file.items())
+    }
     return {
         rules_dir / f"{name}{RULE_FILE_SUFFIX}": yaml_document(
             {"groups": [group_document(g) for g in groups]}, SOURCE, regenerate
         )
-        for name, groups in by_file.items()
+        for name, groups in guarded.items()
     }
+
+
+def with_version(file: str, groups: list[RuleGroup]) -> list[RuleGroup]:
+    """``groups`` with the file's version rule (``catalog.PACK_RULES_INFO``) at the end of its last recording
+    group: the header's version where Prometheus shows it (a rule's labels), for ``doctor`` to compare with the
+    pack. A file of alerts only carries none (its groups stay alerts only, as routing and the lint read them), nor
+    one whose recording groups are full (MAX_RULES_PER_GROUP): doctor then says its version is unknown."""
+    info = RecordingRule(
+        catalog.PACK_RULES_INFO.name, call("vector", 1), (("version", __version__), ("rule_file", file))
+    )
+    recording = [
+        i
+        for i, g in enumerate(groups)
+        if any(isinstance(r, RecordingRule) for r in g.rules) and len(g.rules) < MAX_RULES_PER_GROUP
+    ]
+    if not recording:
+        return groups
+    last = recording[-1]
+    return [*groups[:last], replace(groups[last], rules=(*groups[last].rules, info)), *groups[last + 1 :]]
 
 
 def all_groups(cfg: Config) -> list[RuleGroup]:

@@ -26,10 +26,11 @@ class _Expression:
 
 @dataclass(frozen=True)
 class RecordingRule(_Expression):
-    """A recording rule: the series it records and its expression."""
+    """A recording rule: the series it records, its expression and the labels the rule sets on it."""
 
     record: str
     tree: Expr
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
