@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from gpu_execution_pack.api.app import PATH, SUMMARY_PATH, create_app
-from gpu_execution_pack.archive import reader
+from gpu_execution_pack.archive import archiver, reader
 from gpu_execution_pack.archive.store import Store, records
 from gpu_execution_pack.config import config_from_mapping, load_config
 from gpu_execution_pack.output import to_yaml
@@ -193,6 +193,34 @@ def summaries(cfg, prometheus_url: str, store: Store) -> dict[str, dict]:
             await client.close()
 
     return asyncio.run(run())
+
+
+def test_a_follow_pass_after_a_complete_one_reads_no_ended_execution_again(loaded, tmp_path):
+    server, _cfg, _start = loaded
+    cfg = config_from_mapping({**CONFIG, "archive": {"url": str(tmp_path / "a.sqlite"), "ended_after": ENDED_AFTER}})
+    store = Store.open(cfg.archive.url)
+    assert store is not None
+    since = (SCENARIO.window_minutes + 60) * 60
+
+    async def one_pass(seconds: float, at: float) -> archiver.Tally:
+        client = PrometheusClient(server.url, 60)
+        try:
+            return await archiver.archive_window(cfg, client, store, seconds, at)
+        finally:
+            await client.close()
+
+    try:
+        at = time.time()
+        first = asyncio.run(one_pass(archiver.follow_window(cfg, since, None, at), at))
+        assert first.archived == len(EXPECTED)
+        mark, at = archiver.watermark_after(cfg, at), time.time()
+        # The suite ended 15 minutes ago, before the mark: a follow pass lists none of it; a pass over
+        # all of --since would read every span again to find every record unchanged.
+        again = asyncio.run(one_pass(archiver.follow_window(cfg, since, mark, at), at))
+        assert (again.archived, again.unchanged, again.running, again.gone) == (0, 0, 0, 0)
+        assert asyncio.run(one_pass(since, at)).unchanged == len(EXPECTED)
+    finally:
+        store.close()
 
 
 def test_with_prometheus_data_gone_the_report_answers_the_same_from_the_archive(loaded, tmp_path, postgres):

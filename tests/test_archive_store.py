@@ -89,3 +89,22 @@ def test_the_generated_unit_and_deployment_run_a_command_the_cli_accepts(tmp_pat
     )
     (manifest,) = [text for path, text in on_postgres.items() if path.suffix == ".yaml"]
     assert [d["kind"] for d in yaml.safe_load_all(manifest)] == ["Deployment"]
+
+
+def test_a_follow_pass_reads_only_the_time_after_the_last_complete_pass():
+    from gpu_execution_pack.archive.archiver import follow_window, watermark_after
+    from gpu_execution_pack.config import config_from_mapping
+
+    cfg = config_from_mapping({"archive": {"ended_after": "15m"}})
+    since, first_at = 2 * 3600.0, 1_000_000.0
+    assert follow_window(cfg, since, None, first_at) == since  # the first pass reads all of --since
+    mark = watermark_after(cfg, first_at)
+    assert mark == first_at - 15 * 60  # ended_after before the pass: later executions were still running then
+    at = first_at + 300  # the next pass, 5 minutes on
+    window = follow_window(cfg, since, mark, at)
+    assert window == 20 * 60  # 5 minutes since the pass, and the 15 the pass left to later
+    # Any execution with a sample after the mark (ended since, still running, or back under its id) is listed.
+    last_sample = mark + 1
+    assert at - window < last_sample
+    # Passes that stopped for long read no more than --since.
+    assert follow_window(cfg, since, mark, first_at + 86400) == since

@@ -107,6 +107,24 @@ async def archive_one(cfg: Config, metrics: ExecutionMetrics, store: Store, foun
     tally.archived += 1
 
 
+def follow_window(cfg: Config, since_seconds: float, watermark: float | None, now: float) -> float:
+    """The seconds a ``--follow`` pass at ``now`` lists executions over: ``since_seconds`` on the first pass, then
+    only the time after ``watermark`` (``watermark_after`` of the last complete pass), at most ``since_seconds``.
+
+    Every execution whose last sample is after the watermark has a sample in that window, so it is listed: one
+    that ended since, one still running, and one that reappeared (its record is updated, its span having moved).
+    One that ended before the watermark was archived by that pass, and is neither listed nor read again."""
+    if watermark is None:
+        return since_seconds
+    return min(since_seconds, max(now - watermark, 1.0))
+
+
+def watermark_after(cfg: Config, at: float) -> float:
+    """The watermark a complete pass at ``at`` leaves: every execution whose last sample is at or before it had
+    ended (``archive.ended_after``) and was archived; a later one was left for the next pass."""
+    return at - parse_duration_seconds(cfg.archive.ended_after)
+
+
 async def archive_window(
     cfg: Config, prometheus: PrometheusClient, store: Store, window_seconds: float, at: float | None = None
 ) -> Tally:
