@@ -195,32 +195,69 @@ def summaries(cfg, prometheus_url: str, store: Store) -> dict[str, dict]:
     return asyncio.run(run())
 
 
+def one_pass(
+    prometheus_url: str, cfg, store: Store, seconds: float, at: float | None = None, batch_size: int = archiver.BATCH
+) -> archiver.Tally:
+    """One archive pass in this process, as the CLI runs it."""
+
+    async def run() -> archiver.Tally:
+        client = PrometheusClient(prometheus_url, 60)
+        try:
+            return await archiver.archive_window(cfg, client, store, seconds, at, batch_size)
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
 def test_a_follow_pass_after_a_complete_one_reads_no_ended_execution_again(loaded, tmp_path):
     server, _cfg, _start = loaded
     cfg = config_from_mapping({**CONFIG, "archive": {"url": str(tmp_path / "a.sqlite"), "ended_after": ENDED_AFTER}})
     store = Store.open(cfg.archive.url)
     assert store is not None
     since = (SCENARIO.window_minutes + 60) * 60
-
-    async def one_pass(seconds: float, at: float) -> archiver.Tally:
-        client = PrometheusClient(server.url, 60)
-        try:
-            return await archiver.archive_window(cfg, client, store, seconds, at)
-        finally:
-            await client.close()
-
     try:
         at = time.time()
-        first = asyncio.run(one_pass(archiver.follow_window(cfg, since, None, at), at))
+        first = one_pass(server.url, cfg, store, archiver.follow_window(cfg, since, None, at), at)
         assert first.archived == len(EXPECTED)
         mark, at = archiver.watermark_after(cfg, at), time.time()
         # The suite ended 15 minutes ago, before the mark: a follow pass lists none of it; a pass over
         # all of --since would read every span again to find every record unchanged.
-        again = asyncio.run(one_pass(archiver.follow_window(cfg, since, mark, at), at))
+        again = one_pass(server.url, cfg, store, archiver.follow_window(cfg, since, mark, at), at)
         assert (again.archived, again.unchanged, again.running, again.gone) == (0, 0, 0, 0)
-        assert asyncio.run(one_pass(since, at)).unchanged == len(EXPECTED)
+        assert one_pass(server.url, cfg, store, since, at).unchanged == len(EXPECTED)
     finally:
         store.close()
+
+
+def every_record(store: Store) -> dict[tuple, tuple]:
+    """Each record's content but when it was written and by which version, by key."""
+    found = {}
+    for e in SCENARIO.executions:
+        for r in store.find(e.id, e.namespace):
+            found[(r.cluster, r.tenant, r.execution_id, r.start)] = (r.end, r.step_seconds, r.document, r.series)
+    return found
+
+
+@pytest.mark.parametrize("size", [archiver.BATCH, 4])
+def test_the_batched_archiver_writes_the_records_the_per_execution_one_does(loaded, tmp_path, size):
+    server, _cfg, _start = loaded
+    since = (SCENARIO.window_minutes + 60) * 60
+    kept: dict[int, dict] = {}
+    for batch_size in (1, size):
+        url = str(tmp_path / f"batch-{batch_size}.sqlite")
+        cfg = config_from_mapping({**CONFIG, "archive": {"url": url, "ended_after": ENDED_AFTER}})
+        store = Store.open(url)
+        assert store is not None
+        try:
+            assert one_pass(server.url, cfg, store, since, batch_size=batch_size).archived == len(EXPECTED)
+            kept[batch_size] = every_record(store)
+        finally:
+            store.close()
+    assert len(kept[1]) == len(EXPECTED)
+    assert kept[size].keys() == kept[1].keys()
+    for key, record in kept[1].items():
+        assert kept[size][key] == record, f"{key}: the batched record differs"
 
 
 def test_with_prometheus_data_gone_the_report_answers_the_same_from_the_archive(loaded, tmp_path, postgres):
