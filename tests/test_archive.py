@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from gpu_execution_pack.rules.files import all_groups
 from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
 from starlette.testclient import TestClient
 
+from harness import browser
 from harness.postgres import Postgres
 from harness.prometheus import Prometheus
 
@@ -367,3 +369,49 @@ def test_the_endpoint_answers_from_the_archive_for_its_tenant_only(loaded, tmp_p
             assert client.get(SUMMARY_PATH.replace("{execution_id}", execution.id), headers=other).status_code == 404
     finally:
         empty.stop()
+
+
+def page_charts(text: str) -> dict[str, int]:
+    """The charts a page sets out to draw (its ``<script type="application/json">``): lines by title."""
+    data = json.loads(re.search(r'<script type="application/json" id="page-data">(.*?)</script>', text, re.S)[1])
+    return {c["title"]: len(c["lines"]) for c in data["charts"]}
+
+
+def test_with_prometheus_data_gone_the_page_still_draws_its_charts(loaded, tmp_path):
+    """The report's page (CLI --html, and the summary route to a browser) of an execution Prometheus no longer has:
+    drawn from its record, with the charts the page from Prometheus had, in Chromium without an error."""
+    browser.chromium()  # the install hint first
+    server, _cfg, _start = loaded
+    url = str(tmp_path / "archive.sqlite")
+    config = config_file(tmp_path, url)
+    assert subprocess.run(archive_command(server, tmp_path, url), capture_output=True, cwd=REPO).returncode == 0
+    execution = next(e for e in SCENARIO.executions if e.id == "train-0001")
+
+    def cli_page(prometheus_url: str, out: Path) -> str:
+        cli = [sys.executable, "-m", "gpu_execution_pack", "report", "-c", str(config), "--prometheus",
+               prometheus_url, execution.id, "--html", str(out)]  # fmt: skip
+        done = subprocess.run(cli, capture_output=True, text=True, cwd=REPO, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return out.read_text()
+
+    before = page_charts(cli_page(server.url, tmp_path / "before.html"))
+    empty = Prometheus(tmp_path / "empty")
+    empty.start()
+    try:
+        after = cli_page(empty.url, tmp_path / "after.html")
+        cfg = config_from_mapping({**CONFIG, "archive": {"url": url}, "api": {"prometheus_url": empty.url}})
+        key = "own-key-0123456789"
+        with TestClient(create_app(cfg, {key: execution.namespace})) as client:
+            served = client.get(
+                SUMMARY_PATH.replace("{execution_id}", execution.id),
+                headers={"Authorization": f"Bearer {key}", "Accept": "text/html"},
+            )
+    finally:
+        empty.stop()
+    assert before and page_charts(after) == before
+    assert served.status_code == 200 and served.headers["content-type"].startswith("text/html")
+    assert page_charts(served.text) == before
+    drawn = browser.open_page(tmp_path / "after.html")
+    assert drawn.errors == 0, drawn.error_text
+    assert drawn.charts == drawn.drawn == len(before)
+    assert not [c.title for c in drawn.each if c.lines == 0 or c.points == 0]

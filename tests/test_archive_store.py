@@ -108,3 +108,28 @@ def test_a_follow_pass_reads_only_the_time_after_the_last_complete_pass():
     assert at - window < last_sample
     # Passes that stopped for long read no more than --since.
     assert follow_window(cfg, since, mark, first_at + 86400) == since
+
+
+def test_batches_hold_each_execution_once_and_an_id_once_per_batch():
+    from gpu_execution_pack.archive.batch import Item, batches
+    from gpu_execution_pack.archive.listing import Found
+    from gpu_execution_pack.query.execution import Span
+
+    # 30 executions of 3 tenants, ids 0-9 reused by every tenant, ending in turn.
+    items = [
+        Item(Found("", f"team-{t}", f"job-{i}"), Span(1000.0 * i, 1000.0 * i + 600 + t, False), 0.0)
+        for t in range(3)
+        for i in range(10)
+    ]
+    grouped = batches(items, 4)
+    assert sorted(b.found for batch in grouped for b in batch) == sorted(i.found for i in items)
+    for batch in grouped:
+        assert 1 <= len(batch) <= 4
+        ids = [b.found.execution_id for b in batch]
+        assert len(ids) == len(set(ids)), f"an id twice in one batch: {ids}"
+    # As few batches as the size allows (30 in fours), each of one tenant or two where one's run ends.
+    assert len(grouped) == 8
+    assert all(len({b.found.tenant for b in batch}) <= 2 for batch in grouped)
+    # An id of one tenant next to the same id of another starts a new batch.
+    clash = [Item(Found("", t, "job-0"), Span(0.0, 600.0, False), 0.0) for t in ("a", "b")]
+    assert [len(b) for b in batches(clash, 4)] == [1, 1]

@@ -246,8 +246,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     elif args.html is not None:
         body = ask_prometheus(
             args,
-            lambda cfg, client: html.execution_page(
-                cfg, client, args.execution_id, args.start, args.end, cluster=args.cluster
+            lambda cfg, client: with_archive(
+                cfg,
+                lambda store: reader.execution_page(
+                    cfg, client, store, args.execution_id, args.start, args.end, cluster=args.cluster
+                ),
             ),
         )
     else:
