@@ -60,22 +60,18 @@ def series_window(cfg: Config, span: Span, step: str) -> tuple[tuple[catalog.Ser
 
 
 async def record_of(
-    cfg: Config,
-    metrics: ExecutionMetrics,
-    found: Found,
-    span: Span,
-    document: dict[str, Any] | None = None,
-    answers: list[list[dict[str, Any]]] | None = None,
+    cfg: Config, metrics: ExecutionMetrics, found: Found, span: Span, document: dict[str, Any] | None = None
 ) -> Record:
-    """The record of an ended execution: the report's document and its series at ``archive.step`` (each read
-    here unless given: the batched path's)."""
+    """The record of an ended execution: the report's document (read here unless given: the batched path's) and
+    its series at ``archive.step``."""
     tenant = found.tenant or None  # series without the tenant label: the report of every tenant, as `report` gives
     cluster = found.cluster or None
     if document is None:
         document = await execution_summary(cfg, metrics.prometheus, found.execution_id, tenant=tenant, cluster=cluster)
     series, window = series_window(cfg, span, cfg.archive.step)
-    if answers is None:
-        answers = await metrics.answers(found.execution_id, window, tenant, series, span.cluster)
+    # Per execution even when batched: a range query over a batch's covering grid evaluates every step for
+    # every execution's series, costlier than each execution's own short grid where runs are sparse.
+    answers = await metrics.answers(found.execution_id, window, tenant, series, span.cluster)
     kept = {
         "start": window.start,
         "end": window.end,
@@ -120,13 +116,13 @@ async def write(
     metrics: ExecutionMetrics,
     store: Store,
     ended: tuple[Found, Span],
-    read: tuple[dict[str, Any] | None, list[list[dict[str, Any]]] | None],
+    document: dict[str, Any] | None,
     tally: Tally,
 ) -> None:
-    """Write one ended execution's record (its document and series read here unless given: ``read``)."""
+    """Write one ended execution's record (its document read here unless given)."""
     found, span = ended
     try:
-        record = await record_of(cfg, metrics, found, span, *read)
+        record = await record_of(cfg, metrics, found, span, document)
     except RequestError as err:
         if err.status != 404:
             raise
@@ -180,12 +176,12 @@ async def archive_window(
 
     await asyncio.gather(*(check(f) for f in found))
 
-    async def one(pair: tuple[Found, Span], read: tuple[dict[str, Any] | None, Any]) -> None:
+    async def one(pair: tuple[Found, Span], document: dict[str, Any] | None) -> None:
         async with limit:
-            await write(cfg, metrics, store, pair, read, tally)
+            await write(cfg, metrics, store, pair, document, tally)
 
     if batch_size <= 1:
-        await asyncio.gather(*(one(pair, (None, None)) for pair in sorted(ended)))
+        await asyncio.gather(*(one(pair, None) for pair in sorted(ended)))
         return tally
     known = await fig.intervals(cfg, prometheus)
     spans = dict(ended)
@@ -193,19 +189,5 @@ async def archive_window(
     for group in batch.batches(items, batch_size):  # one batch at a time: each asks its queries at once
         documents = await batch.summaries(cfg, prometheus, known, group, limit)
         tally.gone += sum(1 for document in documents.values() if document is None)
-        kept = await batch_series(cfg, metrics, [(f, spans[f]) for f, d in documents.items() if d is not None])
-        await asyncio.gather(*(one((f, spans[f]), (d, kept.get(f))) for f, d in documents.items() if d is not None))
+        await asyncio.gather(*(one((f, spans[f]), d) for f, d in documents.items() if d is not None))
     return tally
-
-
-async def batch_series(
-    cfg: Config, metrics: ExecutionMetrics, ended: list[tuple[Found, Span]]
-) -> dict[Found, list[list[dict[str, Any]]]]:
-    """The kept series of a batch's executions whose grid lies on the step's multiples (every one longer than a
-    step), read together (``batch.kept_answers``); the others' are read on their own."""
-    grids, series = [], catalog.SERVABLE_SERIES
-    for found, span in ended:
-        series, window = series_window(cfg, span, cfg.archive.step)
-        if window.end > window.start and window.start % window.step == 0:
-            grids.append((found, span, window))
-    return await batch.kept_answers(metrics, grids, series) if grids else {}

@@ -16,19 +16,15 @@ execution as the report asks it. The figures then go through the report's own re
 from __future__ import annotations
 
 import asyncio
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gpu_execution_pack import catalog
 from gpu_execution_pack.archive.listing import Found
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.promql import Expr, any_of, call, match, parse_duration_seconds, pinned, render, selector
-from gpu_execution_pack.query import execution
-from gpu_execution_pack.query.execution import ExecutionMetrics, Span
-from gpu_execution_pack.query.params import Window
+from gpu_execution_pack.promql import Expr, any_of, call, parse_duration_seconds, pinned, render
+from gpu_execution_pack.query.execution import Span
 from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.report import document
 from gpu_execution_pack.report import figures as fig
@@ -223,59 +219,3 @@ def figures_of(
     fig.read_hosts(results, host, executions, scope)
     fig.read_executions(results, executions, scope)
     return dict(sorted(executions.items()))
-
-
-Kept = tuple[Found, Span, Window]  # an execution, its span and the grid its record keeps its series on
-
-
-async def kept_answers(
-    metrics: ExecutionMetrics, kept: list[Kept], series: tuple[catalog.Series, ...]
-) -> dict[Found, list[Rows]]:
-    """``metrics.answers`` of each execution of ``kept`` over its own grid, read once per cluster and tenant
-    over a grid covering them all: a range query's value at a time is the same whatever its start, so each
-    execution's rows are cut from it, chunk by chunk as ``answers`` asks them. Grids must lie on the multiples
-    of their (one) step, as ``archiver.series_window`` puts every execution longer than a step."""
-    groups: dict[tuple[str | None, str | None], list[Kept]] = defaultdict(list)
-    for one in kept:
-        groups[(one[1].cluster, one[0].tenant or None)].append(one)
-    out: dict[Found, list[Rows]] = {}
-    for (cluster, tenant), group in groups.items():
-        step = group[0][2].step
-        start, end = min(w.start for _, _, w in group), max(w.end for _, _, w in group)
-        whole = Window(start, start + (end - start) // step * step, step)
-        ids = sorted({f.execution_id for f, _, _ in group})
-        levels = []
-        for level in (catalog.GPU_LABELS, catalog.NODE_LABELS):
-            names = [s.name for s in series if s.labels == level]
-            if names:  # as ``ExecutionMetrics.by_name``, for the group's executions
-                own = (fig.any_execution(ids), *metrics.clusters.matchers(cluster))
-                picked = selector("", match("__name__", "|".join(re.escape(n) for n in names), "=~"), *own)
-                query = render(metrics.within_tenant(picked, level == catalog.GPU_LABELS, own, tenant))
-                levels.append(await read_whole(metrics, query, whole))
-        for found, _, window in group:
-            key = (cluster or "", found.execution_id)
-            out[found] = [
-                cut(rows, key, a, b, metrics) for rows in levels for a, b in window.chunks(execution.CHUNK_POINTS)
-            ]
-    return out
-
-
-async def read_whole(metrics: ExecutionMetrics, query: str, whole: Window) -> list[dict[str, Any]]:
-    """A range query's rows over ``whole``, read chunk by chunk and joined by series."""
-    rows: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
-    for a, b in whole.chunks(execution.CHUNK_POINTS):
-        for r in await metrics.prometheus.range(query, a, b, whole.step):
-            labels = tuple(sorted(r["metric"].items()))
-            rows.setdefault(labels, {"metric": r["metric"], "values": []})["values"].extend(r["values"])
-    return list(rows.values())
-
-
-def cut(rows: list[dict[str, Any]], key: fig.Key, a: float, b: float, metrics: ExecutionMetrics) -> Rows:
-    """The rows of execution ``key`` with their points from ``a`` to ``b``, in Prometheus' order (by labels)."""
-    out = []
-    for r in rows:
-        if (metrics.clusters.of(r["metric"]), r["metric"].get(catalog.EXECUTION_LABEL, "")) != key:
-            continue
-        if values := [v for v in r["values"] if a <= v[0] <= b]:
-            out.append({"metric": r["metric"], "values": values})
-    return sorted(out, key=lambda r: tuple(sorted(r["metric"].items())))
