@@ -411,7 +411,7 @@ def pinned(expr: Expr, at: float) -> Expr:
     time as it would at ``at``, so several such expressions, each at its own time, can be asked in one query."""
 
     def change(node: Expr) -> Expr | None:
-        return At(node, at) if isinstance(node, Selector | Range) else None
+        return At(node, float(at)) if isinstance(node, Selector | Range) else None
 
     return transform(expr, change)
 
