@@ -7,7 +7,7 @@ CLI := $(PY) -m gpu_execution_pack
 CONFIG ?=
 CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG),)
 
-.PHONY: all venv demo promtool chromium screenshot prometheus3 rules dashboards docs golden check lint test test-fast bench bench-api bench-host-map bench-host-identity bench-report bench-burst clean
+.PHONY: all venv demo promtool chromium screenshot prometheus3 rules dashboards docs golden check lint test test-fast bench bench-api bench-host-map bench-host-identity bench-report bench-burst bench-archive clean
 .DEFAULT_GOAL := all
 
 all: rules dashboards docs check
@@ -135,6 +135,11 @@ bench-api: venv promtool $(VENV)/.bench-installed
 # Issue 37's burst against one serve process (about 10 minutes): statuses, latency, RSS (docs/api-limits.md).
 bench-burst: venv promtool
 	$(PY) -m bench.burst
+
+# The archiver over 1,000 executions (bench/archive.py: time per execution, batched and not, and the archive's
+# size; about 10 minutes); adds its figures to docs/benchmarks.json and rewrites docs/benchmarks.md.
+bench-archive: venv promtool $(VENV)/.bench-installed
+	$(PY) -m bench.archive
 
 # The execution report's fleet view over 1,000 executions (about a minute); writes docs/benchmarks-report.md.
 bench-report: venv promtool

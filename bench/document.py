@@ -69,6 +69,7 @@ def report(results: dict) -> str:
     ]
     lines += endpoint_section(api)
     lines += fleet_section(fleet, results.get("host_map_ab"), results.get("host_identity"))
+    lines += archive_section(results.get("archive"))
     lines += [
         "",
         "## Generating",
@@ -639,3 +640,49 @@ def plot(fleet: list[tuple[int, dict]]) -> None:
     fig.tight_layout()
     fig.savefig(PLOT, metadata={"Software": None})
     plt.close(fig)
+
+
+ARCHIVE_PER_DAY = 10_000  # the issue's fleet: executions ended per day
+ARCHIVE_MINUTES_TARGET = 5.0  # "a few minutes a day" for them
+
+
+def archive_section(archive: dict | None) -> list[str]:
+    """``make bench-archive``'s figures (bench/archive.py): the archiver's time per execution and the archive's
+    size, judged at 10,000 executions a day."""
+    if archive is None:
+        return []
+    batched = sorted(archive["batched_seconds"])[len(archive["batched_seconds"]) // 2]
+    each = batched / max(archive["archived"], 1)
+    single = archive["per_execution_seconds"] / max(archive["per_execution_records"], 1)
+    minutes, single_minutes = each * ARCHIVE_PER_DAY / 60, single * ARCHIVE_PER_DAY / 60
+    size = archive["sqlite_bytes"] / max(archive["archived"], 1)
+    verdict = "met" if minutes <= ARCHIVE_MINUTES_TARGET else "not met"
+    lines = [
+        "",
+        "## Archive",
+        "",
+        f"`make bench-archive` (bench/archive.py): a real Prometheus holding `bench.report`'s recorded series of "
+        f"{archive['executions']:,} executions of 2 GPUs, 30 minutes each, over 7 days; load average "
+        f"{archive['load_average']} at the end. The floor is bare queries reading every recorded sample of the "
+        "window once (one per series name, at once); the batched archiver reads the documents "
+        f"{archive['batch']} executions at a time (docs/archive.md); the per-execution path is the report's own "
+        "`execution_summary` per execution, over the last day only. Each pass writes a new SQLite file.",
+        "",
+        "| | measured |",
+        "|---|---|",
+        f"| floor | {archive['floor_seconds']:.2f} s (median of {archive['runs']}) |",
+        f"| batched archive | {archive['archived']:,} records in {batched:.1f} s (median of {archive['runs']}): "
+        f"{each * 1000:.0f} ms per execution, {batched / archive['floor_seconds']:.0f}x the floor |",
+        f"| per-execution path | {archive['per_execution_records']:,} records in {archive['per_execution_seconds']:.1f}"
+        f" s: {single * 1000:.0f} ms per execution |",
+        f"| {ARCHIVE_PER_DAY:,} executions a day | batched: {minutes:.1f} minutes of archiving a day; "
+        f"per execution: {single_minutes:.0f} minutes |",
+        f"| size | {size / 1000:.1f} kB per execution in the SQLite file: {size * ARCHIVE_PER_DAY / 1e6:.0f} MB a day, "
+        f"{size * ARCHIVE_PER_DAY * 365 / 1e9:.0f} GB a year at {ARCHIVE_PER_DAY:,} a day |",
+        "",
+        f"Target: {ARCHIVE_PER_DAY:,} executions a day archived within {ARCHIVE_MINUTES_TARGET:.0f} minutes a day on "
+        f"this machine: {verdict} ({minutes:.1f} minutes).",
+    ]
+    if "postgresql_seconds" in archive:
+        lines.insert(-2, f"| batched into PostgreSQL | {archive['postgresql_seconds']:.1f} s, one pass |")
+    return lines

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from gpu_execution_pack.api.app import PATH, SUMMARY_PATH, create_app
-from gpu_execution_pack.archive import reader
+from gpu_execution_pack.archive import archiver, reader
 from gpu_execution_pack.archive.store import Store, records
 from gpu_execution_pack.config import config_from_mapping, load_config
 from gpu_execution_pack.output import to_yaml
@@ -27,6 +28,7 @@ from gpu_execution_pack.rules.files import all_groups
 from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
 from starlette.testclient import TestClient
 
+from harness import browser
 from harness.postgres import Postgres
 from harness.prometheus import Prometheus
 
@@ -195,6 +197,71 @@ def summaries(cfg, prometheus_url: str, store: Store) -> dict[str, dict]:
     return asyncio.run(run())
 
 
+def one_pass(
+    prometheus_url: str, cfg, store: Store, seconds: float, at: float | None = None, batch_size: int = archiver.BATCH
+) -> archiver.Tally:
+    """One archive pass in this process, as the CLI runs it."""
+
+    async def run() -> archiver.Tally:
+        client = PrometheusClient(prometheus_url, 60)
+        try:
+            return await archiver.archive_window(cfg, client, store, seconds, at, batch_size)
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
+def test_a_follow_pass_after_a_complete_one_reads_no_ended_execution_again(loaded, tmp_path):
+    server, _cfg, _start = loaded
+    cfg = config_from_mapping({**CONFIG, "archive": {"url": str(tmp_path / "a.sqlite"), "ended_after": ENDED_AFTER}})
+    store = Store.open(cfg.archive.url)
+    assert store is not None
+    since = (SCENARIO.window_minutes + 60) * 60
+    try:
+        at = time.time()
+        first = one_pass(server.url, cfg, store, archiver.follow_window(cfg, since, None, at), at)
+        assert first.archived == len(EXPECTED)
+        mark, at = archiver.watermark_after(cfg, at), time.time()
+        # The suite ended 15 minutes ago, before the mark: a follow pass lists none of it; a pass over
+        # all of --since would read every span again to find every record unchanged.
+        again = one_pass(server.url, cfg, store, archiver.follow_window(cfg, since, mark, at), at)
+        assert (again.archived, again.unchanged, again.running, again.gone) == (0, 0, 0, 0)
+        assert one_pass(server.url, cfg, store, since, at).unchanged == len(EXPECTED)
+    finally:
+        store.close()
+
+
+def every_record(store: Store) -> dict[tuple, tuple]:
+    """Each record's content but when it was written and by which version, by key."""
+    found = {}
+    for e in SCENARIO.executions:
+        for r in store.find(e.id, e.namespace):
+            found[(r.cluster, r.tenant, r.execution_id, r.start)] = (r.end, r.step_seconds, r.document, r.series)
+    return found
+
+
+@pytest.mark.parametrize("size", [archiver.BATCH, 4])
+def test_the_batched_archiver_writes_the_records_the_per_execution_one_does(loaded, tmp_path, size):
+    server, _cfg, _start = loaded
+    since = (SCENARIO.window_minutes + 60) * 60
+    kept: dict[int, dict] = {}
+    for batch_size in (1, size):
+        url = str(tmp_path / f"batch-{batch_size}.sqlite")
+        cfg = config_from_mapping({**CONFIG, "archive": {"url": url, "ended_after": ENDED_AFTER}})
+        store = Store.open(url)
+        assert store is not None
+        try:
+            assert one_pass(server.url, cfg, store, since, batch_size=batch_size).archived == len(EXPECTED)
+            kept[batch_size] = every_record(store)
+        finally:
+            store.close()
+    assert len(kept[1]) == len(EXPECTED)
+    assert kept[size].keys() == kept[1].keys()
+    for key, record in kept[1].items():
+        assert kept[size][key] == record, f"{key}: the batched record differs"
+
+
 def test_with_prometheus_data_gone_the_report_answers_the_same_from_the_archive(loaded, tmp_path, postgres):
     server, _cfg, _start = loaded
     url = postgres.database("after_retention")
@@ -302,3 +369,49 @@ def test_the_endpoint_answers_from_the_archive_for_its_tenant_only(loaded, tmp_p
             assert client.get(SUMMARY_PATH.replace("{execution_id}", execution.id), headers=other).status_code == 404
     finally:
         empty.stop()
+
+
+def page_charts(text: str) -> dict[str, int]:
+    """The charts a page sets out to draw (its ``<script type="application/json">``): lines by title."""
+    data = json.loads(re.search(r'<script type="application/json" id="page-data">(.*?)</script>', text, re.S)[1])
+    return {c["title"]: len(c["lines"]) for c in data["charts"]}
+
+
+def test_with_prometheus_data_gone_the_page_still_draws_its_charts(loaded, tmp_path):
+    """The report's page (CLI --html, and the summary route to a browser) of an execution Prometheus no longer has:
+    drawn from its record, with the charts the page from Prometheus had, in Chromium without an error."""
+    browser.chromium()  # the install hint first
+    server, _cfg, _start = loaded
+    url = str(tmp_path / "archive.sqlite")
+    config = config_file(tmp_path, url)
+    assert subprocess.run(archive_command(server, tmp_path, url), capture_output=True, cwd=REPO).returncode == 0
+    execution = next(e for e in SCENARIO.executions if e.id == "train-0001")
+
+    def cli_page(prometheus_url: str, out: Path) -> str:
+        cli = [sys.executable, "-m", "gpu_execution_pack", "report", "-c", str(config), "--prometheus",
+               prometheus_url, execution.id, "--html", str(out)]  # fmt: skip
+        done = subprocess.run(cli, capture_output=True, text=True, cwd=REPO, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return out.read_text()
+
+    before = page_charts(cli_page(server.url, tmp_path / "before.html"))
+    empty = Prometheus(tmp_path / "empty")
+    empty.start()
+    try:
+        after = cli_page(empty.url, tmp_path / "after.html")
+        cfg = config_from_mapping({**CONFIG, "archive": {"url": url}, "api": {"prometheus_url": empty.url}})
+        key = "own-key-0123456789"
+        with TestClient(create_app(cfg, {key: execution.namespace})) as client:
+            served = client.get(
+                SUMMARY_PATH.replace("{execution_id}", execution.id),
+                headers={"Authorization": f"Bearer {key}", "Accept": "text/html"},
+            )
+    finally:
+        empty.stop()
+    assert before and page_charts(after) == before
+    assert served.status_code == 200 and served.headers["content-type"].startswith("text/html")
+    assert page_charts(served.text) == before
+    drawn = browser.open_page(tmp_path / "after.html")
+    assert drawn.errors == 0, drawn.error_text
+    assert drawn.charts == drawn.drawn == len(before)
+    assert not [c.title for c in drawn.each if c.lines == 0 or c.points == 0]

@@ -89,3 +89,47 @@ def test_the_generated_unit_and_deployment_run_a_command_the_cli_accepts(tmp_pat
     )
     (manifest,) = [text for path, text in on_postgres.items() if path.suffix == ".yaml"]
     assert [d["kind"] for d in yaml.safe_load_all(manifest)] == ["Deployment"]
+
+
+def test_a_follow_pass_reads_only_the_time_after_the_last_complete_pass():
+    from gpu_execution_pack.archive.archiver import follow_window, watermark_after
+    from gpu_execution_pack.config import config_from_mapping
+
+    cfg = config_from_mapping({"archive": {"ended_after": "15m"}})
+    since, first_at = 2 * 3600.0, 1_000_000.0
+    assert follow_window(cfg, since, None, first_at) == since  # the first pass reads all of --since
+    mark = watermark_after(cfg, first_at)
+    assert mark == first_at - 15 * 60  # ended_after before the pass: later executions were still running then
+    at = first_at + 300  # the next pass, 5 minutes on
+    window = follow_window(cfg, since, mark, at)
+    assert window == 20 * 60  # 5 minutes since the pass, and the 15 the pass left to later
+    # Any execution with a sample after the mark (ended since, still running, or back under its id) is listed.
+    last_sample = mark + 1
+    assert at - window < last_sample
+    # Passes that stopped for long read no more than --since.
+    assert follow_window(cfg, since, mark, first_at + 86400) == since
+
+
+def test_batches_hold_each_execution_once_and_an_id_once_per_batch():
+    from gpu_execution_pack.archive.batch import Item, batches
+    from gpu_execution_pack.archive.listing import Found
+    from gpu_execution_pack.query.execution import Span
+
+    # 30 executions of 3 tenants, ids 0-9 reused by every tenant, ending in turn.
+    items = [
+        Item(Found("", f"team-{t}", f"job-{i}"), Span(1000.0 * i, 1000.0 * i + 600 + t, False), 0.0)
+        for t in range(3)
+        for i in range(10)
+    ]
+    grouped = batches(items, 4)
+    assert sorted(b.found for batch in grouped for b in batch) == sorted(i.found for i in items)
+    for batch in grouped:
+        assert 1 <= len(batch) <= 4
+        ids = [b.found.execution_id for b in batch]
+        assert len(ids) == len(set(ids)), f"an id twice in one batch: {ids}"
+    # As few batches as the size allows (30 in fours), each of one tenant or two where one's run ends.
+    assert len(grouped) == 8
+    assert all(len({b.found.tenant for b in batch}) <= 2 for batch in grouped)
+    # An id of one tenant next to the same id of another starts a new batch.
+    clash = [Item(Found("", t, "job-0"), Span(0.0, 600.0, False), 0.0) for t in ("a", "b")]
+    assert [len(b) for b in batches(clash, 4)] == [1, 1]

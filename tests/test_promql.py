@@ -9,6 +9,7 @@ from gpu_execution_pack.promql import (
     Binary,
     LabelRef,
     Matcher,
+    Range,
     Selector,
     aggregate,
     alertmanager_matchers,
@@ -19,6 +20,7 @@ from gpu_execution_pack.promql import (
     on,
     parse_matchers,
     partitioned,
+    pinned,
     render,
     render_matchers,
     selector,
@@ -176,3 +178,17 @@ def test_partitioning_keeps_ignoring_all_label_matches_and_shared_nodes():
     for expr in (ignored, x.unless(y), shared):
         assert partitioned(expr, "cluster") == expr
     assert partitioned(aggregate("sum", ["a"], x), "") == aggregate("sum", ["a"], x)
+
+
+def test_a_pinned_expression_evaluates_each_selector_and_range_at_its_time():
+    util = selector("u", match("execution_id", "a"))
+    expr = aggregate("sum", ("execution_id",), call("avg_over_time", util.range("5m"))).and_(
+        selector("p"), on(("execution_id",))
+    )
+    assert render(pinned(expr, 1700000000.25)) == (
+        'sum by (execution_id) (avg_over_time(u{execution_id="a"}[5m] @ 1700000000.25)) '
+        "and on (execution_id) p @ 1700000000.25"
+    )
+    # A subquery is pinned whole: its inner selector is evaluated on the subquery's own steps.
+    sub = Range(call("rate", util.range("1m")), "1h", "1m")
+    assert render(pinned(sub, 1700000000)) == 'rate(u{execution_id="a"}[1m])[1h:1m] @ 1700000000'

@@ -246,8 +246,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     elif args.html is not None:
         body = ask_prometheus(
             args,
-            lambda cfg, client: html.execution_page(
-                cfg, client, args.execution_id, args.start, args.end, cluster=args.cluster
+            lambda cfg, client: with_archive(
+                cfg,
+                lambda store: reader.execution_page(
+                    cfg, client, store, args.execution_id, args.start, args.end, cluster=args.cluster
+                ),
             ),
         )
     else:
@@ -325,18 +328,20 @@ def cmd_archive(args: argparse.Namespace) -> int:
     if store is None:
         raise ConfigError("archive.url: empty; accepted: a SQLite file path or a postgresql:// URL")
 
-    async def one_pass() -> archiver.Tally:
+    async def one_pass(seconds: float, at: float) -> archiver.Tally:
         client = prometheus.PrometheusClient.for_config(cfg.api, url=args.prometheus)
         try:
-            return await archiver.archive_window(cfg, client, store, window)
+            return await archiver.archive_window(cfg, client, store, seconds, at)
         finally:
             await client.close()
 
+    watermark: float | None = None  # --follow: after a complete pass, later passes read only the time since
     try:
         for _ in range(MAX_FOLLOW_PASSES):
-            started = time.monotonic()
+            started, at = time.monotonic(), time.time()
             try:
-                tally = asyncio.run(one_pass())
+                tally = asyncio.run(one_pass(archiver.follow_window(cfg, window, watermark, at), at))
+                watermark = archiver.watermark_after(cfg, at)
                 print(f"archive: {tally.line()} ({time.monotonic() - started:.1f} s)", flush=True)
             except (params.RequestError, prometheus.PrometheusError) as err:
                 print(f"error: {err}", file=sys.stderr, flush=True)

@@ -37,7 +37,7 @@ from gpu_execution_pack.config import Config, ConfigError
 from gpu_execution_pack.query.execution import ExecutionMetrics
 from gpu_execution_pack.query.params import MAX_CLUSTER_LENGTH, RequestError, shown
 from gpu_execution_pack.query.prometheus import READY_QUERY, PrometheusClient, PrometheusError
-from gpu_execution_pack.report import document, html
+from gpu_execution_pack.report import document
 
 READY_TIMEOUT_SECONDS = 2.0  # /readyz: how long Prometheus may take to answer READY_QUERY
 log = logging.getLogger("gpu_execution_pack.api")
@@ -176,10 +176,10 @@ class Routes:
         async def work(tenant: str | None, q: dict[str, str], ticket: Ticket) -> dict[str, Any] | HTMLResponse:
             ticket.take(REPORT_WEIGHT)
             prometheus, cluster = self.started().prometheus, q.get(CLUSTER)
-            if as_page:  # the page reads Prometheus; an archived run is served as its JSON document
+            if as_page:  # from Prometheus, or from the archive where Prometheus no longer has the run
                 return HTMLResponse(
-                    await html.execution_page(
-                        self.cfg, prometheus, execution_id, q.get("start"), q.get("end"), tenant, cluster
+                    await reader.execution_page(
+                        self.cfg, prometheus, self.archive, execution_id, q.get("start"), q.get("end"), tenant, cluster
                     )
                 )
             return await reader.execution_summary(

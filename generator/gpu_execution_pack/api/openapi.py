@@ -14,6 +14,7 @@ from typing import Any
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.api.responses import MAX_HEADER_BYTES
+from gpu_execution_pack.archive.reader import ARCHIVE, PROMETHEUS
 from gpu_execution_pack.config import CLUSTER, Config, cluster_scope
 from gpu_execution_pack.promql.durations import DURATION_PATTERN
 from gpu_execution_pack.query.params import (
@@ -192,6 +193,18 @@ ROUTES: dict[str, Operation] = {
     ),
 }
 
+# Where an answer came from (archive.reader): Prometheus, or the archive where Prometheus no longer has the run.
+SOURCE = {
+    "type": "string",
+    "enum": [PROMETHEUS, ARCHIVE],
+    "description": f"Where the answer was read: {PROMETHEUS}, or the {ARCHIVE} (docs/archive.md) where Prometheus "
+    "no longer has the execution or the start of its run",
+}
+ARCHIVED_STEP = {
+    "type": "string",
+    "description": f"Only when source is {ARCHIVE}: the step the archive kept the execution's series at "
+    "(archive.step), a Prometheus duration",
+}
 SCHEMAS: dict[str, dict[str, Any]] = {  # the schemas after the metrics document's
     "Error": {"type": "object", "required": ["error"], "properties": {"error": {"type": "string"}}},
     "Summary": {
@@ -213,11 +226,15 @@ SCHEMAS: dict[str, dict[str, Any]] = {  # the schemas after the metrics document
             "verdicts",
             "notes",
         ],
+        "properties": {"source": SOURCE, "step": ARCHIVED_STEP},
     },
     "FleetSummary": {
         "type": "object",
         "description": "Executions ranked by GPU-hours wasted, with their verdict codes",
         "required": ["since", "end", "executions", "top"],
+        "properties": {
+            "top": {"type": "array", "items": {"type": "object", "properties": {"source": SOURCE}}},
+        },
     },
     "Status": {
         "type": "object",
@@ -294,6 +311,10 @@ def metrics_schema() -> dict[str, Any]:
             "start": DATE_TIME,
             "end": DATE_TIME,
             "step": {"type": "string"},
+            "source": {
+                "const": ARCHIVE,
+                "description": f"Only when read from the {ARCHIVE} (docs/archive.md): Prometheus no longer has the run",
+            },
             "series": {
                 "type": "object",
                 "description": f"Without the {SERIES} parameter, each of the {len(DEFAULT_NAMES)} default series (and "

@@ -13,8 +13,10 @@ import asyncio
 import math
 import time
 from dataclasses import dataclass, replace
+from typing import Any
 
 from gpu_execution_pack import __version__, catalog
+from gpu_execution_pack.archive import batch
 from gpu_execution_pack.archive.listing import Found, executions_in
 from gpu_execution_pack.archive.store import Record, Store
 from gpu_execution_pack.config import Config, cluster_scope
@@ -22,9 +24,13 @@ from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.query.execution import ExecutionMetrics, Span, resolve_window
 from gpu_execution_pack.query.params import RequestError, Window, parse_params
 from gpu_execution_pack.query.prometheus import PrometheusClient
+from gpu_execution_pack.report import figures as fig
 from gpu_execution_pack.report.document import execution_summary
 
 CONCURRENCY = 4  # executions read from Prometheus at once (each reads with its own queries in parallel)
+# Executions whose documents are read together (archive.batch): each batch query holds an expression per
+# execution, so a larger batch asks fewer, longer queries.
+BATCH = 25
 
 
 @dataclass
@@ -53,12 +59,18 @@ def series_window(cfg: Config, span: Span, step: str) -> tuple[tuple[catalog.Ser
         return params.series, Window(span.first, span.first, params.step)
 
 
-async def record_of(cfg: Config, metrics: ExecutionMetrics, found: Found, span: Span) -> Record:
-    """The record of an ended execution: the report's document and its series at ``archive.step``."""
+async def record_of(
+    cfg: Config, metrics: ExecutionMetrics, found: Found, span: Span, document: dict[str, Any] | None = None
+) -> Record:
+    """The record of an ended execution: the report's document (read here unless given: the batched path's) and
+    its series at ``archive.step``."""
     tenant = found.tenant or None  # series without the tenant label: the report of every tenant, as `report` gives
     cluster = found.cluster or None
-    document = await execution_summary(cfg, metrics.prometheus, found.execution_id, tenant=tenant, cluster=cluster)
+    if document is None:
+        document = await execution_summary(cfg, metrics.prometheus, found.execution_id, tenant=tenant, cluster=cluster)
     series, window = series_window(cfg, span, cfg.archive.step)
+    # Per execution even when batched: a range query over a batch's covering grid evaluates every step for
+    # every execution's series, costlier than each execution's own short grid where runs are sparse.
     answers = await metrics.answers(found.execution_id, window, tenant, series, span.cluster)
     kept = {
         "start": window.start,
@@ -80,24 +92,37 @@ async def record_of(cfg: Config, metrics: ExecutionMetrics, found: Found, span: 
     )
 
 
-async def archive_one(cfg: Config, metrics: ExecutionMetrics, store: Store, found: Found, tally: Tally) -> None:
-    """Archive one execution if it has ended and its record does not hold its span yet."""
+async def ended_span(cfg: Config, metrics: ExecutionMetrics, store: Store, found: Found, tally: Tally) -> Span | None:
+    """The span of an execution that has ended and whose record does not hold it yet; None (counted) otherwise."""
     try:
         span = await metrics.span(found.execution_id, found.tenant or None, found.cluster or None)
     except RequestError as err:
         if err.status != 404:
             raise
         tally.gone += 1
-        return
+        return None
     if span.running or time.time() - span.last < parse_duration_seconds(cfg.archive.ended_after):
         tally.running += 1
-        return
+        return None
     kept_end = await asyncio.to_thread(store.end_of, found.cluster, found.tenant, found.execution_id, span.first)
     if kept_end is not None and abs(kept_end - span.last) < 1e-3:
         tally.unchanged += 1
-        return
+        return None
+    return span
+
+
+async def write(
+    cfg: Config,
+    metrics: ExecutionMetrics,
+    store: Store,
+    ended: tuple[Found, Span],
+    document: dict[str, Any] | None,
+    tally: Tally,
+) -> None:
+    """Write one ended execution's record (its document read here unless given)."""
+    found, span = ended
     try:
-        record = await record_of(cfg, metrics, found, span)
+        record = await record_of(cfg, metrics, found, span, document)
     except RequestError as err:
         if err.status != 404:
             raise
@@ -107,19 +132,62 @@ async def archive_one(cfg: Config, metrics: ExecutionMetrics, store: Store, foun
     tally.archived += 1
 
 
+def follow_window(cfg: Config, since_seconds: float, watermark: float | None, now: float) -> float:
+    """The seconds a ``--follow`` pass at ``now`` lists executions over: ``since_seconds`` on the first pass, then
+    only the time after ``watermark`` (``watermark_after`` of the last complete pass), at most ``since_seconds``.
+
+    Every execution whose last sample is after the watermark has a sample in that window, so it is listed: one
+    that ended since, one still running, and one that reappeared (its record is updated, its span having moved).
+    One that ended before the watermark was archived by that pass, and is neither listed nor read again."""
+    if watermark is None:
+        return since_seconds
+    return min(since_seconds, max(now - watermark, 1.0))
+
+
+def watermark_after(cfg: Config, at: float) -> float:
+    """The watermark a complete pass at ``at`` leaves: every execution whose last sample is at or before it had
+    ended (``archive.ended_after``) and was archived; a later one was left for the next pass."""
+    return at - parse_duration_seconds(cfg.archive.ended_after)
+
+
 async def archive_window(
-    cfg: Config, prometheus: PrometheusClient, store: Store, window_seconds: float, at: float | None = None
+    cfg: Config,
+    prometheus: PrometheusClient,
+    store: Store,
+    window_seconds: float,
+    at: float | None = None,
+    batch_size: int = BATCH,
 ) -> Tally:
-    """One pass: every ended execution with samples in the ``window_seconds`` before ``at`` (default: now)."""
+    """One pass: every ended execution with samples in the ``window_seconds`` before ``at`` (default: now).
+
+    The documents are read ``batch_size`` executions at a time (``archive.batch``); 1: each on its own, as the
+    report reads it (the records are the same: ``tests/test_archive.py`` compares them)."""
     now = time.time() if at is None else at
     metrics = ExecutionMetrics(cfg, prometheus)
     found = await executions_in(cfg, prometheus, window_seconds, now)
     tally = Tally()
     limit = asyncio.Semaphore(CONCURRENCY)
+    ended: list[tuple[Found, Span]] = []
 
-    async def one(f: Found) -> None:
+    async def check(f: Found) -> None:
         async with limit:
-            await archive_one(cfg, metrics, store, f, tally)
+            if (span := await ended_span(cfg, metrics, store, f, tally)) is not None:
+                ended.append((f, span))
 
-    await asyncio.gather(*(one(f) for f in found))
+    await asyncio.gather(*(check(f) for f in found))
+
+    async def one(pair: tuple[Found, Span], document: dict[str, Any] | None) -> None:
+        async with limit:
+            await write(cfg, metrics, store, pair, document, tally)
+
+    if batch_size <= 1:
+        await asyncio.gather(*(one(pair, None) for pair in sorted(ended)))
+        return tally
+    known = await fig.intervals(cfg, prometheus)
+    spans = dict(ended)
+    items = [batch.item(cfg, f, span, time.time()) for f, span in ended]
+    for group in batch.batches(items, batch_size):  # one batch at a time: each asks its queries at once
+        documents = await batch.summaries(cfg, prometheus, known, group, limit)
+        tally.gone += sum(1 for document in documents.values() if document is None)
+        await asyncio.gather(*(one((f, spans[f]), d) for f, d in documents.items() if d is not None))
     return tally

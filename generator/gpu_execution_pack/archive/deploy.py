@@ -13,8 +13,9 @@ SOURCE = "gpu_execution_pack/archive/deploy.py"
 ARCHIVE_DIR = "archive"  # beside the rule files: the systemd unit
 UNIT = "gpu-execution-pack-archive.service"
 FOLLOW = "5m"  # a pass every 5 minutes
-# Each pass looks back this far: it covers ended_after and a few missed passes (a restart, an upgrade); a
-# record already holding an execution's span is not rewritten, so the overlap costs queries, not writes.
+# The first pass after a start looks back this far (later ones from the last complete pass's watermark): it
+# covers ended_after and the time the service was down (a restart, an upgrade); a record already holding an
+# execution's span is not rewritten, so the overlap costs queries, not writes.
 SINCE = "2h"
 CONFIG_PATH = "/etc/gpu-execution-pack/config.yml"
 STATE_DIR = "/var/lib/gpu-execution-pack"

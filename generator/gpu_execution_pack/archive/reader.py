@@ -34,7 +34,7 @@ from gpu_execution_pack.query.params import (
     shown,
 )
 from gpu_execution_pack.query.prometheus import PrometheusClient
-from gpu_execution_pack.report import document
+from gpu_execution_pack.report import document, html
 
 if TYPE_CHECKING:  # the store needs SQLAlchemy (the archive extra); the readers run without it
     from gpu_execution_pack.archive.store import Record, Store
@@ -110,6 +110,47 @@ async def execution_summary(
     if record is not None and start is None and record.start < seconds_of(answer["start"]) - record.step_seconds:
         return from_archive(record, start, end)  # the archive holds more of the run than Prometheus still has
     return {**answer, "source": PROMETHEUS}
+
+
+async def execution_page(
+    cfg: Config,
+    prometheus: PrometheusClient,
+    store: Store | None,
+    execution_id: str,
+    start: str | None = None,
+    end: str | None = None,
+    tenant: str | None = None,
+    cluster: str | None = None,
+) -> str:
+    """One execution's report as a page (``report.html``), from the source ``execution_summary`` answers from:
+    Prometheus' series, or the record's (at the archive's step, without the alerts' intervals, which a record does
+    not keep)."""
+    doc = await execution_summary(cfg, prometheus, store, execution_id, start, end, tenant, cluster)
+    if doc["source"] != ARCHIVE:
+        grid, found, alerts = await html.read_series(cfg, prometheus, doc, tenant)
+        return html.render_execution(cfg, doc, grid, found, alerts)
+    record = await asyncio.to_thread(archived, cfg, store, execution_id, tenant, doc.get("cluster") or cluster)
+    if record is None:  # the record went between the two reads
+        raise RequestError(404, f"execution {execution_id!r} not found")
+    grid, found = kept_lines(record)
+    return html.render_execution(cfg, doc, grid, found, [])
+
+
+def kept_lines(record: Record) -> tuple[list[float], dict[str, dict[str, list[list[float]]]]]:
+    """A record's series as the page draws them: the grid, and series name -> line -> samples, every
+    ``stride``-th point where the record holds more than a chart draws (``html.MAX_POINTS``)."""
+    kept = record.series
+    step = record.step_seconds
+    points = round((kept["end"] - kept["start"]) / step) + 1
+    stride = max(1, math.ceil(points / html.MAX_POINTS))
+    grid = [kept["start"] + k * step for k in range(0, points, stride)]
+    on_grid = set(grid)
+    found: dict[str, dict[str, list[list[float]]]] = {}
+    for answer in kept["answers"]:
+        for r in answer:
+            lines = found.setdefault(r["metric"]["__name__"], {})
+            lines.setdefault(html.line_name(r["metric"]), []).extend(v for v in r["values"] if v[0] in on_grid)
+    return grid, found
 
 
 def archived_series(

@@ -6,6 +6,7 @@ from gpu_execution_pack.promql.matchers import alertmanager_matchers, parse_matc
 from gpu_execution_pack.promql.printer import render, render_matchers, template_query
 from gpu_execution_pack.promql.tree import (
     Aggregate,
+    At,
     Binary,
     Call,
     Expr,
@@ -31,6 +32,7 @@ from gpu_execution_pack.promql.tree import (
     match,
     on,
     partitioned,
+    pinned,
     placeholders,
     quote,
     selector,
@@ -40,6 +42,7 @@ from gpu_execution_pack.promql.tree import (
 
 __all__ = [
     "Aggregate",
+    "At",
     "Binary",
     "Call",
     "Expr",
@@ -70,6 +73,7 @@ __all__ = [
     "parse_duration_seconds",
     "parse_matchers",
     "partitioned",
+    "pinned",
     "placeholders",
     "quote",
     "render",

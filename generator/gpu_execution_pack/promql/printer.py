@@ -14,6 +14,7 @@ from __future__ import annotations
 from gpu_execution_pack.promql.tree import (
     ATOM,
     Aggregate,
+    At,
     Binary,
     Call,
     Expr,
@@ -114,6 +115,8 @@ class _Printer:
             if not isinstance(expr.expr, Selector):
                 inner = parenthesised(inner) if expr.expr.precedence < ATOM else inner
             return f"{inner}[{expr.window}{':' + expr.step if expr.step is not None else ''}]"
+        if isinstance(expr, At):
+            return f"{self.render(expr.expr)} @ {number(expr.at)}"
         if isinstance(expr, Placeholder):
             raise ValueError(f"placeholder {{{expr.name}}} was not substituted before printing")
         raise TypeError(f"cannot print {type(expr).__name__}")

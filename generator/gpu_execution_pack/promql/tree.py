@@ -250,6 +250,14 @@ class Range(Expr):
 
 
 @dataclass(frozen=True)
+class At(Expr):
+    """``expr @ at``: a selector or range evaluated at unix time ``at`` whatever the query's time (``pinned``)."""
+
+    expr: Selector | Range
+    at: float
+
+
+@dataclass(frozen=True)
 class Placeholder(Expr):
     """A name a builder substitutes before printing, e.g. a catalog signal in a formula."""
 
@@ -396,6 +404,16 @@ def transform(expr: Expr, change: Callable[[Expr], Expr | None]) -> Expr:
         elif isinstance(value, tuple) and any(isinstance(v, Expr) for v in value):
             changes[f.name] = tuple(transform(v, change) if isinstance(v, Expr) else v for v in value)
     return replace(expr, **changes) if changes else expr  # type: ignore[type-var]
+
+
+def pinned(expr: Expr, at: float) -> Expr:
+    """``expr`` with every selector and range evaluated at ``at`` (the ``@`` modifier): it answers at any query
+    time as it would at ``at``, so several such expressions, each at its own time, can be asked in one query."""
+
+    def change(node: Expr) -> Expr | None:
+        return At(node, float(at)) if isinstance(node, Selector | Range) else None
+
+    return transform(expr, change)
 
 
 def partitioned(expr: Expr, label: str) -> Expr:

@@ -23,7 +23,6 @@ from gpu_execution_pack.promql import aggregate
 from gpu_execution_pack.query.execution import ExecutionMetrics
 from gpu_execution_pack.query.params import parse_time
 from gpu_execution_pack.query.prometheus import PrometheusClient
-from gpu_execution_pack.report import document
 from gpu_execution_pack.report import figures as fig
 from gpu_execution_pack.report.numbers import figure, percent_text
 from gpu_execution_pack.report.text import ACTIVITY_ROWS, device, duration
@@ -249,18 +248,3 @@ def render_fleet(doc: dict[str, Any]) -> str:
     }
     data = {"kind": "fleet", "charts": [chart] if rows else [], "heavyPhase": None, "alerts": []}
     return page("fleet.html.j2", doc=doc, data=script_json(data))
-
-
-async def execution_page(
-    cfg: Config,
-    prometheus: PrometheusClient,
-    execution_id: str,
-    start: str | None = None,
-    end: str | None = None,
-    tenant: str | None = None,
-    cluster: str | None = None,
-) -> str:
-    """One execution's report as a page (the arguments as ``document.execution_summary``'s)."""
-    doc = await document.execution_summary(cfg, prometheus, execution_id, start, end, tenant, cluster)
-    grid, found, alerts = await read_series(cfg, prometheus, doc, tenant)
-    return render_execution(cfg, doc, grid, found, alerts)

@@ -14,7 +14,11 @@ class Archive:
     url: str = opt(
         "gpu-execution-pack-archive.sqlite",
         "Where records are kept: a SQLite file path (embedded, nothing to run), or a `postgresql://user@host/db` "
-        "URL. Empty: no archive; the report and the endpoint read Prometheus only.",
+        "URL. Empty: no archive; the report and the endpoint read Prometheus only. A relative path (the default) "
+        "is resolved against the working directory of each command that opens it (`archive`, `serve`, `report`), "
+        "not the config file's directory: the generated systemd unit and Kubernetes Deployment run in their state "
+        "directory (docs/archive.md), so the file lands there; give an absolute path where `serve` or `report` run "
+        "from another directory.",
         "Several `serve` replicas share one archive, or it should live on a database you back up: use PostgreSQL.",
         empty_ok=True,
     )

@@ -1,0 +1,221 @@
+"""The report's documents of many ended executions at once: the archiver's batched path.
+
+``report.document.execution_summary`` asks some 40 instant queries per execution, each over the execution's
+span and at its last sample. Here every such query is asked once for a batch of executions: each execution's
+own expression, evaluated at its own time with the ``@`` modifier (``promql.pinned``), joined with ``or``, so
+Prometheus computes for each execution exactly what it would have for that execution alone, and the answer is
+split per execution in Python by its labels. The raw samples the time figures are counted from (matrices,
+which ``or`` cannot join) are read once per batch over a window covering every execution's span, and each
+execution keeps the samples its own range holds: the samples up to its last, as many as
+``count_over_time`` over its own range counts (asked in the batch like the figures), so the range's open or
+closed start is Prometheus' own. The rest (the heavy phase, the co-holders of a shared GPU) is asked per
+execution as the report asks it. The figures then go through the report's own readers and document.
+``tests/test_archive.py`` compares the records of both paths on the scenario library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpu_execution_pack.archive.listing import Found
+from gpu_execution_pack.config import Config
+from gpu_execution_pack.promql import Expr, any_of, call, parse_duration_seconds, pinned, render
+from gpu_execution_pack.query.execution import Span
+from gpu_execution_pack.query.prometheus import PrometheusClient
+from gpu_execution_pack.report import document
+from gpu_execution_pack.report import figures as fig
+
+ALERTS = "alerts"  # the name of the firing alerts' samples among a batch's answers (as in ``fig.collect``)
+Rows = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Item:
+    """One ended execution of a batch, read as ``execution_summary`` reads it over its whole span."""
+
+    found: Found
+    span: Span
+    alerts_after: float  # alerts are read this far beyond the last sample (``execution_summary``'s ``after``)
+
+    @property
+    def tenant(self) -> str | None:
+        return self.found.tenant or None  # series without the tenant label: every tenant's report
+
+    @property
+    def key(self) -> fig.Key:
+        return (self.span.cluster or "", self.found.execution_id)
+
+    def scope(self, cfg: Config, named: Iterable[str] = ()) -> fig.Scope:
+        own = None if named else self.found.execution_id
+        return fig.Scope(cfg, own, self.tenant, named, cluster=self.span.cluster)
+
+    @property
+    def window(self) -> fig.Window:
+        return fig.Window(fig.span_range(self.span.last - self.span.first))
+
+    @property
+    def alerts_window(self) -> str:
+        return fig.span_range(self.span.last - self.span.first + self.alerts_after)
+
+
+def item(cfg: Config, found: Found, span: Span, now: float) -> Item:
+    """``found`` with its span, and how far beyond it its alerts are read (as ``execution_summary`` says)."""
+    after = min(parse_duration_seconds(cfg.alerts.telemetry_missing.window), now - span.last)
+    return Item(found, span, max(after, 0.0))
+
+
+def batches(items: list[Item], size: int) -> list[list[Item]]:
+    """``items`` in batches of at most ``size``, by cluster and tenant (a batch reads its raw samples once per
+    cluster and tenant: ``ask``), then by end, with an execution id of a cluster at most once in a batch: two
+    tenants' executions of one id share their host series, which ``or`` would keep for one only."""
+    out: list[list[Item]] = []
+    held: set[fig.Key] = set()
+    for one in sorted(items, key=lambda i: (i.found.cluster, i.found.tenant, i.span.last, i.found)):
+        if not out or len(out[-1]) >= size or one.key in held:
+            out.append([])
+            held = set()
+        out[-1].append(one)
+        held.add(one.key)
+    return out
+
+
+def vectors(cfg: Config, one: Item) -> dict[str, Expr]:
+    """The execution's instant queries of ``fig.collect``, by name, each pinned at its last sample."""
+    scope, w = one.scope(cfg), one.window
+    queries = {
+        **fig.gpu_queries(cfg, scope, w),
+        **fig.presence_queries(scope, w),
+        **fig.host_queries(scope, w),
+        **fig.execution_queries(scope, w),
+    }
+    # How many raw samples each matrix holds over the execution's own range: ``split`` keeps that many.
+    for name, expr in matrices(cfg, one).items():
+        queries[f"count:{name}"] = call("count_over_time", expr)
+    at = {name: one.span.last + (one.alerts_after if name == f"count:{ALERTS}" else 0.0) for name in queries}
+    return {name: pinned(scope.clusters.partitioned(expr), at[name]) for name, expr in queries.items()}
+
+
+def matrices(cfg: Config, one: Item, named: Iterable[str] = ()) -> dict[str, Expr]:
+    """The raw samples ``fig.collect`` reads (``fig.timed_queries`` and the alerts), by name: over the execution's
+    own range, or (``named``) the executions of a batch, ranges to be set by the caller."""
+    scope, w = one.scope(cfg, named), one.window
+    return {**fig.timed_queries(scope, w), ALERTS: fig.alerts_query(scope, one.alerts_window)}
+
+
+async def ask(cfg: Config, prometheus: PrometheusClient, batch: list[Item]) -> dict[fig.Key, dict[str, Rows]]:
+    """Every answer ``fig.collect`` reads, for each execution of ``batch``: by execution, then by query name."""
+    pieces = [vectors(cfg, one) for one in batch]
+    at = max(one.span.last + one.alerts_after for one in batch)
+    names = list(pieces[0])
+    joined = [render(any_of([p[name] for p in pieces], stacked=False)) for name in names]
+    groups: dict[tuple[str | None, str | None], list[Item]] = defaultdict(list)
+    for one in batch:  # a matrix is read per tenant and cluster: its scope names them once
+        groups[(one.span.cluster, one.tenant)].append(one)
+    wide: list[tuple[str, str]] = []
+    for group in groups.values():
+        start = min(one.span.first for one in group)
+        covered = {
+            name: (expr, max(one.span.last + (one.alerts_after if name == ALERTS else 0.0) for one in group))
+            for name, expr in matrices(cfg, group[0], [one.found.execution_id for one in group]).items()
+        }
+        for name, (expr, end) in covered.items():
+            ranged = widened(expr, fig.span_range(end - start + 1))
+            wide.append((name, render(pinned(group[0].scope(cfg).clusters.partitioned(ranged), end))))
+    answers = await asyncio.gather(*(prometheus.instant(q, at=at) for q in [*joined, *(q for _, q in wide)]))
+    vector = dict(zip(names, answers[: len(joined)], strict=True))
+    return split(cfg, batch, vector, list(zip(wide, answers[len(joined) :], strict=True)))
+
+
+def widened(expr: Expr, window: str) -> Expr:
+    """A matrix query (a range selector) over ``window`` instead of its own range."""
+    return replace(expr, window=window)
+
+
+def split(
+    cfg: Config, batch: list[Item], vector: dict[str, Rows], wide: list[tuple[tuple[str, str], Rows]]
+) -> dict[fig.Key, dict[str, Rows]]:
+    """The batch's answers per execution: the vectors by the execution's labels; the matrices' samples up to its
+    own end, the last as many as its own range holds (``count:<name>``)."""
+    by_key = {one.key: one for one in batch}
+    scope = batch[0].scope(cfg)
+    out: dict[fig.Key, dict[str, Rows]] = {key: defaultdict(list) for key in by_key}
+    for name, rows in vector.items():
+        for r in rows:
+            if (key := scope.key(r["metric"])) in out:
+                out[key][name].append(r)
+    counts = {
+        (key, name.removeprefix("count:"), labels_of(r["metric"])): int(fig.value_of(r))
+        for key, answers in out.items()
+        for name, rows in answers.items()
+        if name.startswith("count:")
+        for r in rows
+    }
+    for (name, _), rows in wide:
+        for r in rows:
+            key = scope.key(r["metric"])
+            if key not in by_key:
+                continue
+            one = by_key[key]
+            end = one.span.last + (one.alerts_after if name == ALERTS else 0.0)
+            held = counts.get((key, name, labels_of(r["metric"])), 0)
+            values = [v for v in r["values"] if v[0] <= end + 1e-9][-held:] if held else []
+            if values:
+                out[key][name].append({"metric": r["metric"], "values": values})
+    return out
+
+
+def labels_of(metric: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """A series' labels but its name (``count_over_time`` drops the name; a range selector keeps it)."""
+    return tuple(sorted((k, v) for k, v in metric.items() if k != "__name__"))
+
+
+async def summaries(
+    cfg: Config, prometheus: PrometheusClient, known: fig.Intervals, batch: list[Item], limit: asyncio.Semaphore
+) -> dict[Found, dict[str, Any] | None]:
+    """The report's document of each execution of ``batch`` as ``execution_summary`` gives it over its whole span
+    (None: it left Prometheus between the listing and the read); ``limit``: the executions read at once for
+    what is asked per execution."""
+    answers = await ask(cfg, prometheus, batch)
+
+    async def one_document(one: Item) -> dict[str, Any] | None:
+        async with limit:
+            return await document_of(cfg, prometheus, known, one, answers[one.key])
+
+    documents = await asyncio.gather(*(one_document(one) for one in batch))
+    return {one.found: d for one, d in zip(batch, documents, strict=True)}
+
+
+async def document_of(
+    cfg: Config, prometheus: PrometheusClient, known: fig.Intervals, one: Item, results: dict[str, Rows]
+) -> dict[str, Any] | None:
+    """One execution's document from its share of the batch's answers, the rest asked as the report asks it."""
+    scope = one.scope(cfg)
+    first, last = one.span.first, one.span.last
+    found = figures_of(cfg, scope, results, known, (last, last + one.alerts_after))
+    if one.key not in found:
+        return None
+    figures = found[one.key]
+    step = max(figures.gpu_interval, (last - first) / document.MAX_HEAVY_PHASE_POINTS)
+    figures.heavy_phase_start, heavy = await fig.heavy_phase(cfg, prometheus, scope, first, last, step)
+    for g in figures.gpus:
+        g.util_heavy_mean = heavy.get(fig.key_of({**g.labels}, scope.gpu_key))
+    await fig.co_holders(prometheus, scope, last - first, last, figures)
+    notes = (known.note,) if known.note else ()
+    return document.summary(cfg, figures, first, last, one.span.running, last - first, notes)
+
+
+def figures_of(
+    cfg: Config, scope: fig.Scope, results: dict[str, Rows], known: fig.Intervals, ends: tuple[float, float]
+) -> dict[fig.Key, fig.ExecutionFigures]:
+    """``fig.collect``'s reading of its answers, for one execution's."""
+    gpu = fig.gpu_queries(cfg, scope, fig.Window("1s"))  # the names only
+    host = fig.host_queries(scope, fig.Window("1s"))
+    executions = fig.read_gpus(results, gpu, known.pair, scope)
+    fig.read_timed(results, executions, scope, cfg, ends)
+    fig.read_hosts(results, host, executions, scope)
+    fig.read_executions(results, executions, scope)
+    return dict(sorted(executions.items()))
