@@ -47,15 +47,16 @@ def promtool_available() -> None:
     promtool.find()  # raises with the install hint rather than skipping: CI must have it
 
 
-def suite_failures(variants: list, directory: Path, only: str = "") -> str:
-    """Build the promtool suites of ``variants`` into ``directory`` and run them.
+def suite_failures(variants: list, directory: Path, only: str = "", executions: frozenset[str] = frozenset()) -> str:
+    """Build the promtool suites of ``variants`` into ``directory`` and run them; with ``executions``, only
+    the scenarios holding one of them (a mutation test: the scenario it breaks).
 
     Returns promtool's failure text, or '' when every suite passes.
     """
     from gpu_execution_pack import promtool, testsuites
     from gpu_execution_pack.output import write_all
 
-    files = testsuites.suite_files(variants, directory, only=only)
+    files = testsuites.suite_files(variants, directory, only=only, executions=executions)
     write_all(files)
     try:
         promtool.test_rules(testsuites.suite_test_paths(files))

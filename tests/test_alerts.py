@@ -349,8 +349,11 @@ def test_the_waste_alert_says_whether_the_cpu_is_saturated():
     assert "Its host CPU is saturated (100%)" in descriptions["cpubound-0017"]
 
 
-def _run_alert_suite(tmp_path: Path) -> str:
-    out = suite_failures(testsuites.default_variants()[:1], tmp_path, only="default-alerts")
+def _run_alert_suite(tmp_path: Path, execution: str) -> str:
+    """The alert suite's failures on the scenario holding ``execution``, the one the mutation breaks."""
+    out = suite_failures(
+        testsuites.default_variants()[:1], tmp_path, only="default-alerts", executions=frozenset({execution})
+    )
     assert out, "the suite passed on broken alerts"
     return out
 
@@ -368,7 +371,7 @@ def test_predicting_exhaustion_without_the_level_guard_fails_the_tests(tmp_path:
         ), clause
 
     monkeypatch.setattr(AlertBuilder, "predicted_exhaustion", unguarded)
-    out = _run_alert_suite(tmp_path)
+    out = _run_alert_suite(tmp_path, "train-0002")
     # A fresh job's step from loading to its working set now reads as a leak.
     assert "alertname: GpuExecutionGpuMemoryFillingUp" in out and 'execution_id="train-0002"' in out
 
@@ -383,7 +386,7 @@ def test_alerting_on_the_sticky_xid_gauge_fails_the_tests(tmp_path: Path, monkey
         return dataclasses.replace(rule, tree=catalog.GPU_LAST_XID.select().gt(0))
 
     monkeypatch.setattr(AlertBuilder, "xid_errors", sticky)
-    out = _run_alert_suite(tmp_path)
+    out = _run_alert_suite(tmp_path, "xid-0021")
     assert "alertname: GpuExecutionXidError" in out and 'UUID="GPU-h16-0001"' in out  # the Xid from before the job
 
 
@@ -391,7 +394,7 @@ def test_alerting_on_the_sticky_xid_gauge_fails_the_tests(tmp_path: Path, monkey
 @pytest.mark.usefixtures("promtool_available")
 def test_power_at_the_limit_without_clock_confirmation_fails_the_tests(tmp_path: Path, monkeypatch):
     monkeypatch.setattr(alerts, "POWER_REASON_BITS", {})  # also drops the reasons-only fallback
-    out = _run_alert_suite(tmp_path)
+    out = _run_alert_suite(tmp_path, "nolimit-0013")
     assert "alertname: GpuExecutionPowerThrottling" in out and "nolimit-0013" in out
 
 
@@ -405,7 +408,7 @@ def test_a_gpu_reporting_without_framebuffer_fields_is_not_missing(tmp_path: Pat
         return aggregate("group", (catalog.UUID_LABEL,), any_of([selector(name) for name in raws], stacked=False))
 
     monkeypatch.setattr(AlertBuilder, "reporting", framebuffer_only)
-    out = _run_alert_suite(tmp_path)
+    out = _run_alert_suite(tmp_path, "h100mig1-job")
     assert "alertname: GpuExecutionTelemetryMissing" in out and 'execution_id="h100mig1-job"' in out
 
 
@@ -420,7 +423,7 @@ def test_a_stall_told_without_engine_activity_fails_the_tests(tmp_path: Path, mo
         return catalog.GPU_UTILIZATION.select().ge(a.util_threshold).unless(busy)
 
     monkeypatch.setattr(AlertBuilder, "stalled_condition", unless_busy)
-    out = _run_alert_suite(tmp_path)
+    out = _run_alert_suite(tmp_path, "locked-0033")
     assert "alertname: GpuExecutionGpuStalled" in out and 'execution_id="locked-0033"' in out
 
 
@@ -434,7 +437,7 @@ def test_a_stall_read_from_the_tensor_pipes_fails_the_tests(tmp_path: Path, monk
         return all_of([catalog.GPU_UTILIZATION.select().ge(a.util_threshold), idle])
 
     monkeypatch.setattr(AlertBuilder, "stalled_condition", tensor_idle)
-    out = _run_alert_suite(tmp_path)
+    out = _run_alert_suite(tmp_path, "fp32-0026")
     assert "alertname: GpuExecutionGpuStalled" in out and 'execution_id="fp32-0026"' in out
 
 

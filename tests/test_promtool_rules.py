@@ -63,9 +63,10 @@ def test_no_generated_suite_is_committed():
     assert committed == ["contract.test.yml"]
 
 
-def _run_default_suite(tmp_path: Path) -> str:
-    """Build the default variant's recording suite into tmp_path and return promtool's failure text."""
-    out = suite_failures(testsuites.default_variants()[:1], tmp_path, only="default")
+def _run_default_suite(tmp_path: Path, execution: str) -> str:
+    """Build the default variant's recording suite of the scenario holding ``execution`` (the one the
+    mutation breaks) into tmp_path and return promtool's failure text."""
+    out = suite_failures(testsuites.default_variants()[:1], tmp_path, only="default", executions=frozenset({execution}))
     assert out, "the suite passed on broken rules"
     return out
 
@@ -78,7 +79,7 @@ def _replace_gpu_series(monkeypatch: pytest.MonkeyPatch, series: catalog.Series,
 @pytest.mark.e2e
 def test_a_wrong_unit_conversion_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(catalog.UNITS, "MiB", Unit("MiB", "bytes", "*", 1_000_000))
-    out = _run_default_suite(tmp_path)
+    out = _run_default_suite(tmp_path, "train-0001")
     assert f'expr: "{catalog.GPU_MEMORY_USED.name}"' in out
 
 
@@ -90,7 +91,7 @@ def test_reading_gpu_util_on_mig_instances_fails_the_tests(tmp_path: Path, monke
         catalog.GPU_UTILIZATION,
         formulas=(Formula(signal("gpu_util")), Formula(signal("gr_engine_active"))),
     )
-    out = _run_default_suite(tmp_path)
+    out = _run_default_suite(tmp_path, "mig-0003")
     assert 'execution_id="mig-0003"' in out
 
 
@@ -107,7 +108,7 @@ def _sum_power_per_instance(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.e2e
 def test_counting_mig_power_per_instance_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     _sum_power_per_instance(monkeypatch)
-    out = _run_default_suite(tmp_path)
+    out = _run_default_suite(tmp_path, "mig-0003")
     assert f'expr: "{catalog.EXECUTION_GPU_POWER_SUM.name}"' in out and "mig-0003" in out
 
 

@@ -92,29 +92,45 @@ def _test_document(variant: Variant, rule_paths: list[Path], tests: list[dict[st
     }
 
 
-def suite_files(variants: list[Variant], build_dir: Path, only: str = "") -> dict[Path, str]:
+def suite_files(
+    variants: list[Variant], build_dir: Path, only: str = "", executions: frozenset[str] = frozenset()
+) -> dict[Path, str]:
     """Rule files (``<build_dir>/<variant>/``) and test files (``<build_dir>/<suite>.test.yml``), by path.
 
-    ``only`` keeps one suite: a variant's name, ``<variant>-alerts`` or ``<variant>-amd``.
+    ``only`` keeps one suite: a variant's name, ``<variant>-alerts`` or ``<variant>-amd``. ``executions``
+    keeps only the scenarios holding one of these execution ids (a mutation test reads the scenario it
+    breaks, not the whole library: promtool's time grows with every scenario's expression tests).
     """
     files: dict[Path, str] = {}
     for v in variants:
         rules = rule_files(v.config, build_dir / v.name, command("test"))
         relative = [p.relative_to(build_dir) for p in rules]
-        scenarios = library.as_configured(list(v.scenarios), v.config)
+        scenarios = library.as_configured(_holding(list(v.scenarios), executions), v.config)
         suites = {v.name: lambda v=v, s=scenarios: recording_suite(v.config, s, v.together)}
         if v.alerts:
-            alerting = library.as_configured(library.alert_suite(), v.config)
+            alerting = library.as_configured(_holding(library.alert_suite(), executions), v.config)
             suites[f"{v.name}-alerts"] = lambda v=v, s=alerting: alert_suite(v.config, s)
         if amd.renders(v.config):
             suites[f"{v.name}-amd"] = lambda v=v: amd.amd_suite(v.config)
         for name, tests in suites.items():
             if only and name != only:
                 continue
+            built = tests()
+            if executions and not built:
+                continue  # none of this suite's scenarios holds the executions asked for
             files |= rules
-            doc = _test_document(v, relative, tests())
+            doc = _test_document(v, relative, built)
             files[build_dir / f"{name}.test.yml"] = yaml_document(doc, SOURCE, command("test"))
+    if executions and not files:
+        raise ValueError(f"no scenario of the suites asked for holds any of the executions {sorted(executions)}")
     return files
+
+
+def _holding(scenarios: list[Scenario], executions: frozenset[str]) -> list[Scenario]:
+    """The scenarios holding one of ``executions`` (all of them where none is named)."""
+    if not executions:
+        return scenarios
+    return [s for s in scenarios if executions & {e.id for e in s.executions}]
 
 
 def suite_test_paths(files: dict[Path, str]) -> list[Path]:
