@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gpu_execution_pack import __version__, catalog
-from gpu_execution_pack.archive import batch
+from gpu_execution_pack.archive import batch, spans
 from gpu_execution_pack.archive.listing import Found, executions_in
 from gpu_execution_pack.archive.store import Record, Store
 from gpu_execution_pack.config import Config, cluster_scope
@@ -92,13 +92,10 @@ async def record_of(
     )
 
 
-async def ended_span(cfg: Config, metrics: ExecutionMetrics, store: Store, found: Found, tally: Tally) -> Span | None:
-    """The span of an execution that has ended and whose record does not hold it yet; None (counted) otherwise."""
-    try:
-        span = await metrics.span(found.execution_id, found.tenant or None, found.cluster or None)
-    except RequestError as err:
-        if err.status != 404:
-            raise
+async def ended_span(cfg: Config, store: Store, found: Found, span: Span | None, tally: Tally) -> Span | None:
+    """``span`` (None: not found) if the execution has ended and its record does not hold it yet; None (counted)
+    otherwise."""
+    if span is None:
         tally.gone += 1
         return None
     if span.running or time.time() - span.last < parse_duration_seconds(cfg.archive.ended_after):
@@ -169,9 +166,13 @@ async def archive_window(
     limit = asyncio.Semaphore(CONCURRENCY)
     ended: list[tuple[Found, Span]] = []
 
+    # Batched: the spans in a few queries per hour of the window; else each on its own, as the report reads it.
+    read = await spans.spans(metrics, found) if batch_size > 1 else None
+
     async def check(f: Found) -> None:
         async with limit:
-            if (span := await ended_span(cfg, metrics, store, f, tally)) is not None:
+            span = read[f] if read is not None else await spans.ended_or_none(metrics, f)
+            if (span := await ended_span(cfg, store, f, span, tally)) is not None:
                 ended.append((f, span))
 
     await asyncio.gather(*(check(f) for f in found))
@@ -184,10 +185,10 @@ async def archive_window(
         await asyncio.gather(*(one(pair, None) for pair in sorted(ended)))
         return tally
     known = await fig.intervals(cfg, prometheus)
-    spans = dict(ended)
+    ended_spans = dict(ended)
     items = [batch.item(cfg, f, span, time.time()) for f, span in ended]
     for group in batch.batches(items, batch_size):  # one batch at a time: each asks its queries at once
         documents = await batch.summaries(cfg, prometheus, known, group, limit)
         tally.gone += sum(1 for document in documents.values() if document is None)
-        await asyncio.gather(*(one((f, spans[f]), d) for f, d in documents.items() if d is not None))
+        await asyncio.gather(*(one((f, ended_spans[f]), d) for f, d in documents.items() if d is not None))
     return tally

@@ -8,8 +8,10 @@ split per execution in Python by its labels. The raw samples the time figures ar
 which ``or`` cannot join) are read once per batch over a window covering every execution's span, and each
 execution keeps the samples its own range holds: the samples up to its last, as many as
 ``count_over_time`` over its own range counts (asked in the batch like the figures), so the range's open or
-closed start is Prometheus' own. The rest (the heavy phase, the co-holders of a shared GPU) is asked per
-execution as the report asks it. The figures then go through the report's own readers and document.
+closed start is Prometheus' own. The heavy phase's start is found per execution (a range query on the
+execution's own grid, as the report finds it), and every GPU's mean utilisation in it is asked once for the
+batch, pinned like the figures; the co-holders of a shared GPU are asked per execution. The figures then go
+through the report's own readers and document. The spans come from ``archive.spans``.
 ``tests/test_archive.py`` compares the records of both paths on the scenario library.
 """
 
@@ -31,6 +33,9 @@ from gpu_execution_pack.report import figures as fig
 
 ALERTS = "alerts"  # the name of the firing alerts' samples among a batch's answers (as in ``fig.collect``)
 Rows = list[dict[str, Any]]
+# A batch's queries in flight at once: Prometheus answers no faster with more on two cores, and the HTTP
+# client's pool does work per request for every connection it holds (55 at once cost more than they saved).
+ASKED_AT_ONCE = 8
 
 
 @dataclass(frozen=True)
@@ -125,7 +130,13 @@ async def ask(cfg: Config, prometheus: PrometheusClient, batch: list[Item]) -> d
         for name, (expr, end) in covered.items():
             ranged = widened(expr, fig.span_range(end - start + 1))
             wide.append((name, render(pinned(group[0].scope(cfg).clusters.partitioned(ranged), end))))
-    answers = await asyncio.gather(*(prometheus.instant(q, at=at) for q in [*joined, *(q for _, q in wide)]))
+    limit = asyncio.Semaphore(ASKED_AT_ONCE)
+
+    async def asked(query: str) -> Rows:
+        async with limit:
+            return await prometheus.instant(query, at=at)
+
+    answers = await asyncio.gather(*map(asked, [*joined, *(q for _, q in wide)]))
     vector = dict(zip(names, answers[: len(joined)], strict=True))
     return split(cfg, batch, vector, list(zip(wide, answers[len(joined) :], strict=True)))
 
@@ -180,32 +191,56 @@ async def summaries(
     (None: it left Prometheus between the listing and the read); ``limit``: the executions read at once for
     what is asked per execution."""
     answers = await ask(cfg, prometheus, batch)
+    figures: dict[fig.Key, fig.ExecutionFigures] = {}
+    for one in batch:
+        ends = (one.span.last, one.span.last + one.alerts_after)
+        if (found := figures_of(cfg, one.scope(cfg), answers[one.key], known, ends).get(one.key)) is not None:
+            figures[one.key] = found
+    read = [one for one in batch if one.key in figures]
+    await heavy_phases(cfg, prometheus, read, figures, limit)
 
-    async def one_document(one: Item) -> dict[str, Any] | None:
+    async def one_document(one: Item) -> dict[str, Any]:
+        first, last, f = one.span.first, one.span.last, figures[one.key]
         async with limit:
-            return await document_of(cfg, prometheus, known, one, answers[one.key])
+            await fig.co_holders(prometheus, one.scope(cfg), last - first, last, f)
+        notes = (known.note,) if known.note else ()
+        return document.summary(cfg, f, first, last, one.span.running, last - first, notes)
 
-    documents = await asyncio.gather(*(one_document(one) for one in batch))
-    return {one.found: d for one, d in zip(batch, documents, strict=True)}
+    documents = dict(zip([one.key for one in read], await asyncio.gather(*map(one_document, read)), strict=True))
+    return {one.found: documents.get(one.key) for one in batch}
 
 
-async def document_of(
-    cfg: Config, prometheus: PrometheusClient, known: fig.Intervals, one: Item, results: dict[str, Rows]
-) -> dict[str, Any] | None:
-    """One execution's document from its share of the batch's answers, the rest asked as the report asks it."""
-    scope = one.scope(cfg)
-    first, last = one.span.first, one.span.last
-    found = figures_of(cfg, scope, results, known, (last, last + one.alerts_after))
-    if one.key not in found:
-        return None
-    figures = found[one.key]
-    step = max(figures.gpu_interval, (last - first) / document.MAX_HEAVY_PHASE_POINTS)
-    figures.heavy_phase_start, heavy = await fig.heavy_phase(cfg, prometheus, scope, first, last, step)
-    for g in figures.gpus:
-        g.util_heavy_mean = heavy.get(fig.key_of({**g.labels}, scope.gpu_key))
-    await fig.co_holders(prometheus, scope, last - first, last, figures)
-    notes = (known.note,) if known.note else ()
-    return document.summary(cfg, figures, first, last, one.span.running, last - first, notes)
+async def heavy_phases(
+    cfg: Config,
+    prometheus: PrometheusClient,
+    batch: list[Item],
+    figures: dict[fig.Key, fig.ExecutionFigures],
+    limit: asyncio.Semaphore,
+) -> None:
+    """Each execution's heavy phase into its ``figures``, as ``fig.heavy_phase`` finds it: its start per execution
+    (a range query on the execution's own grid), then every GPU's mean utilisation in it in one query for the
+    batch, each execution's pinned at its own end."""
+
+    async def start_of(one: Item) -> float | None:
+        first, last = one.span.first, one.span.last
+        step = max(figures[one.key].gpu_interval, (last - first) / document.MAX_HEAVY_PHASE_POINTS)
+        async with limit:
+            return await fig.heavy_phase_start(cfg, prometheus, one.scope(cfg), first, last, step)
+
+    starts = await asyncio.gather(*map(start_of, batch))
+    heavy = [(one, begin) for one, begin in zip(batch, starts, strict=True) if begin is not None]
+    rows: Rows = []
+    if heavy:
+        means = [pinned(one.scope(cfg).clusters.partitioned(fig.heavy_phase_mean(one.scope(cfg), begin, one.span.last)),
+                        one.span.last) for one, begin in heavy]  # fmt: skip
+        rows = await prometheus.instant(render(any_of(means, stacked=False)), at=max(one.span.last for one, _ in heavy))
+    for one, begin in zip(batch, starts, strict=True):
+        scope = one.scope(cfg)
+        mean = {fig.key_of(r["metric"], scope.gpu_key): float(r["values"][0][1]) for r in rows
+                if scope.key(r["metric"]) == one.key}  # fmt: skip
+        figures[one.key].heavy_phase_start = begin
+        for g in figures[one.key].gpus:
+            g.util_heavy_mean = mean.get(fig.key_of({**g.labels}, scope.gpu_key))
 
 
 def figures_of(

@@ -76,6 +76,11 @@ def presence_counts(presence: Expr, bucket: int, by: tuple[str, ...] = ()) -> Ex
     return aggregate("sum", by or None, call("count_over_time", presence.range(seconds(bucket))))
 
 
+def span_bucket(lookback: float) -> int:
+    """The seconds of each bucket ``ExecutionMetrics.span`` counts samples in over a ``lookback`` of that many."""
+    return max(SPAN_BUCKET_SECONDS, math.ceil(lookback / CHUNK_POINTS))
+
+
 def resolve_window(params: Params, span: Span, max_points: float, now: float) -> Window:
     """The step grid a request is answered on, from its parameters and the execution's span.
 
@@ -251,7 +256,7 @@ class ExecutionMetrics:
         presence = self.scoped(catalog.GPU_PRESENCE, execution_id, tenant, lambda e: e, cluster=cluster)
         now = time.time()
         lookback = parse_duration_seconds(self.api.lookback)
-        bucket = max(SPAN_BUCKET_SECONDS, math.ceil(lookback / CHUNK_POINTS))
+        bucket = span_bucket(lookback)
         by_tenant = (self.api.tenant_label,) if tenant is None else ()
         counting = self.clusters.partitioned(presence_counts(presence, bucket, by_tenant))
         counts = await self.prometheus.range(render(counting), now - lookback, now, bucket)

@@ -54,6 +54,11 @@ def parse_json(content: bytes) -> Any:
         return json.loads(content)
 
 
+# A longer query (the archiver's batched ones run to tens of kilobytes) goes as a POST form, which Prometheus' query
+# API (and Thanos', Mimir's, VictoriaMetrics') reads as it reads a GET's: a URL that long is refused by proxies
+# (nginx's limit is 8 KB), and httpx checks a URL a character at a time (2 ms for 10 KB, against 0.6 ms as a form).
+POST_QUERY_CHARS = 2048
+
 # The most characters of Prometheus' own words (an error, an odd resultType) an answer passes on: an
 # upstream error can be kilobytes long (a whole query echoed back), and the client needs only its gist.
 MAX_UPSTREAM_TEXT = 240
@@ -213,6 +218,8 @@ class PrometheusClient:
 
     async def _answer(self, path: str, params: dict[str, Any]) -> httpx.Response:
         try:
+            if len(params.get("query", "")) > POST_QUERY_CHARS:
+                return await self.client.post(path, data={**params, **self.params})
             return await self.client.get(path, params={**params, **self.params})
         except httpx.TimeoutException:
             raise PrometheusError(504, "Prometheus did not answer in time", self.url) from None

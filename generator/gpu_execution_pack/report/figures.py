@@ -749,15 +749,28 @@ async def heavy_phase(
 ) -> tuple[float | None, dict[tuple[str, ...], float]]:
     """When the heavy phase starts (the execution's GPU memory first at ``report.heavy_phase_memory_share``
     of its peak) and each GPU's mean utilisation from then to ``end``, by ``scope.gpu_key``."""
+    begin = await heavy_phase_start(cfg, prometheus, scope, start, end, step)
+    if begin is None:
+        return None, {}
+    result = await prometheus.instant(scope.query(heavy_phase_mean(scope, begin, end)), at=end)
+    return begin, {key_of(r["metric"], scope.gpu_key): float(r["values"][0][1]) for r in result}
+
+
+async def heavy_phase_start(
+    cfg: Config, prometheus: PrometheusClient, scope: Scope, start: float, end: float, step: float
+) -> float | None:
+    """``heavy_phase``'s start: the first point of the ``step`` grid from ``start`` to ``end`` where the execution's
+    GPU memory is at ``report.heavy_phase_memory_share`` of its peak over the grid (None: no memory samples)."""
     used = aggregate("sum", (EXECUTION_LABEL,), scope.gpu(catalog.GPU_MEMORY_USED))
     points = await prometheus.range(scope.query(used), start, end, step)
     values = [(float(t), float(v)) for r in points for t, v in r["values"] if math.isfinite(float(v))]
     if not values:
-        return None, {}
+        return None
     peak = max(v for _, v in values)
     share = cfg.report.heavy_phase_memory_share
-    begin = next(t for t, v in values if v >= share * peak)
-    window = format_duration(max(1.0, end - begin))
-    mean = over("avg_over_time", scope.gpu(catalog.GPU_UTILIZATION), window)
-    result = await prometheus.instant(scope.query(mean), at=end)
-    return begin, {key_of(r["metric"], scope.gpu_key): float(r["values"][0][1]) for r in result}
+    return next(t for t, v in values if v >= share * peak)
+
+
+def heavy_phase_mean(scope: Scope, begin: float, end: float) -> Expr:
+    """Each GPU's mean utilisation from the heavy phase's start ``begin`` to ``end`` (asked at ``end``)."""
+    return over("avg_over_time", scope.gpu(catalog.GPU_UTILIZATION), format_duration(max(1.0, end - begin)))
