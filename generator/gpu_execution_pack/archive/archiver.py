@@ -20,8 +20,8 @@ from gpu_execution_pack.archive import batch, spans
 from gpu_execution_pack.archive.listing import Found, executions_in
 from gpu_execution_pack.archive.store import Record, Store
 from gpu_execution_pack.config import Config, cluster_scope
-from gpu_execution_pack.promql import parse_duration_seconds
-from gpu_execution_pack.query.execution import ExecutionMetrics, Span, resolve_window
+from gpu_execution_pack.promql import any_of, parse_duration_seconds, render
+from gpu_execution_pack.query.execution import CHUNK_POINTS, ExecutionMetrics, Span, resolve_window
 from gpu_execution_pack.query.params import RequestError, Window, parse_params
 from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.report import figures as fig
@@ -59,11 +59,42 @@ def series_window(cfg: Config, span: Span, step: str) -> tuple[tuple[catalog.Ser
         return params.series, Window(span.first, span.first, params.step)
 
 
+async def kept_answers(
+    metrics: ExecutionMetrics,
+    execution_id: str,
+    window: Window,
+    tenant: str | None,
+    series: tuple[catalog.Series, ...],
+    cluster: str | None,
+) -> list[list[dict[str, Any]]]:
+    """``metrics.answers``' answers (per level, then chunk) from one range query per chunk: both levels' queries
+    joined with ``or`` (a GPU series carries its GPU's labels and a host series none, so neither hides the
+    other), the rows parted by name. Prometheus sorts a range query's rows by labels, so each level's come in
+    the order its own query gives them."""
+    levels = (catalog.GPU_LABELS, catalog.NODE_LABELS)
+    asked = [(level, q) for level in levels if (q := metrics.level_query(level, execution_id, tenant, series, cluster))]
+    query = render(any_of([q for _, q in asked], stacked=False))
+    gpu_names = {s.name for s in series if s.labels == catalog.GPU_LABELS}
+    chunks = await asyncio.gather(
+        *(metrics.prometheus.range(query, a, b, window.step) for a, b in window.chunks(CHUNK_POINTS))
+    )
+    return [
+        [r for r in rows if (r["metric"].get("__name__") in gpu_names) == (level == catalog.GPU_LABELS)]
+        for level, _ in asked
+        for rows in chunks
+    ]
+
+
 async def record_of(
-    cfg: Config, metrics: ExecutionMetrics, found: Found, span: Span, document: dict[str, Any] | None = None
+    cfg: Config,
+    metrics: ExecutionMetrics,
+    found: Found,
+    span: Span,
+    document: dict[str, Any] | None = None,
+    batched: bool = False,
 ) -> Record:
     """The record of an ended execution: the report's document (read here unless given: the batched path's) and
-    its series at ``archive.step``."""
+    its series at ``archive.step`` (``batched``: both levels in one query, ``kept_answers``)."""
     tenant = found.tenant or None  # series without the tenant label: the report of every tenant, as `report` gives
     cluster = found.cluster or None
     if document is None:
@@ -71,7 +102,10 @@ async def record_of(
     series, window = series_window(cfg, span, cfg.archive.step)
     # Per execution even when batched: a range query over a batch's covering grid evaluates every step for
     # every execution's series, costlier than each execution's own short grid where runs are sparse.
-    answers = await metrics.answers(found.execution_id, window, tenant, series, span.cluster)
+    if batched:
+        answers = await kept_answers(metrics, found.execution_id, window, tenant, series, span.cluster)
+    else:
+        answers = await metrics.answers(found.execution_id, window, tenant, series, span.cluster)
     kept = {
         "start": window.start,
         "end": window.end,
@@ -119,7 +153,7 @@ async def write(
     """Write one ended execution's record (its document read here unless given)."""
     found, span = ended
     try:
-        record = await record_of(cfg, metrics, found, span, document)
+        record = await record_of(cfg, metrics, found, span, document, batched=document is not None)
     except RequestError as err:
         if err.status != 404:
             raise

@@ -236,12 +236,24 @@ class ExecutionMetrics:
     ) -> str | None:
         """One query for the ``series`` of a level (``catalog.GPU_LABELS`` or ``NODE_LABELS``), by name;
         None when none of them is of that level (nothing to ask)."""
+        expr = self.level_query(level, execution_id, tenant, series, cluster)
+        return None if expr is None else render(expr)
+
+    def level_query(
+        self,
+        level: tuple[str, ...],
+        execution_id: str,
+        tenant: str | None,
+        series: tuple[catalog.Series, ...] = catalog.API_SERIES,
+        cluster: str | None = None,
+    ) -> Expr | None:
+        """``by_name``'s query as a tree."""
         names = [s.name for s in series if s.labels == level]
         if not names:
             return None
         execution = self.execution(execution_id, cluster)
         picked = selector("", match("__name__", "|".join(re.escape(n) for n in names), "=~"), *execution)
-        return render(self.within_tenant(picked, level == catalog.GPU_LABELS, execution, tenant))
+        return self.within_tenant(picked, level == catalog.GPU_LABELS, execution, tenant)
 
     async def span(self, execution_id: str, tenant: str | None, cluster: str | None = None) -> Span:
         """First and last sample of the execution's GPU series, and whether it still reports; 404 if none.
