@@ -76,6 +76,7 @@ def _replace_gpu_series(monkeypatch: pytest.MonkeyPatch, series: catalog.Series,
     monkeypatch.setattr(catalog, "GPU_SERIES", replaced)
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 def test_a_wrong_unit_conversion_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(catalog.UNITS, "MiB", Unit("MiB", "bytes", "*", 1_000_000))
@@ -83,6 +84,7 @@ def test_a_wrong_unit_conversion_fails_the_tests(tmp_path: Path, monkeypatch: py
     assert f'expr: "{catalog.GPU_MEMORY_USED.name}"' in out
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 def test_reading_gpu_util_on_mig_instances_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # Without GPU_I_ID="" the 0 that MIG instances report for GPU_UTIL wins over engine activity.
@@ -105,6 +107,7 @@ def _sum_power_per_instance(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(catalog, "EXECUTION_SERIES", rollups)
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 def test_counting_mig_power_per_instance_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     _sum_power_per_instance(monkeypatch)
@@ -112,6 +115,7 @@ def test_counting_mig_power_per_instance_fails_the_tests(tmp_path: Path, monkeyp
     assert f'expr: "{catalog.EXECUTION_GPU_POWER_SUM.name}"' in out and "mig-0003" in out
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 def test_counting_an_amd_gpus_power_per_partition_fails_the_amd_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # An MI300X in CPX mode gives its device power to each partition: summed per partition, amd-oom's two
@@ -121,6 +125,7 @@ def test_counting_an_amd_gpus_power_per_partition_fails_the_amd_suite(tmp_path: 
     assert f'expr: "{catalog.EXECUTION_GPU_POWER_SUM.name}{{execution_id=\\"amd-oom\\"}}"' in out, out
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 def test_a_users_config_is_tested_on_the_amd_fleet(tmp_path: Path):
     """Its own execution label, the Helm chart's prefix alone, Slurm's job id under another name and its own job."""
