@@ -73,6 +73,10 @@ class GpuFigures:
     mem_peak_bytes: float | None = None
     mem_peak_ratio: float | None = None
     mem_last_ratio: float | None = None
+    # The whole GPU's framebuffer, every holder's use counted: the execution's own unless the exporter
+    # publishes per-pod values of a shared GPU (KUBERNETES_VIRTUAL_GPUS).
+    device_mem_peak_bytes: float | None = None
+    device_mem_last_ratio: float | None = None
     oom_seconds: float = 0.0  # time at or above the OOM threshold
     power_mean: float | None = None
     power_limit_mean: float | None = None
@@ -107,6 +111,19 @@ class GpuFigures:
     def shared(self) -> bool:
         """Whether another execution held the GPU at the same moment at some sample."""
         return self.share_min is not None and self.share_min < 1
+
+    @property
+    def own_values(self) -> bool:
+        """Whether the exporter published the execution's own utilisation and memory on this shared GPU (the
+        GPU's memory in use, every holder's, exceeded the execution's): work and energy were then split in
+        proportion to the holders' utilisation, not equally."""
+        device, own = self.device_mem_peak_bytes, self.mem_peak_bytes
+        return self.shared and device is not None and own is not None and device > own
+
+    @property
+    def device_fill(self) -> float | None:
+        """The GPU's memory in use at the end over its capacity, every holder's use counted."""
+        return self.mem_last_ratio if self.device_mem_last_ratio is None else self.device_mem_last_ratio
 
     @property
     def billed_seconds(self) -> float:
@@ -186,6 +203,19 @@ class ExecutionFigures:
             return None
         # A GPU shared with other executions: the execution's share of the rise (GpuFigures.power_share).
         return rise * gpu.held_seconds / gpu.energy_span_seconds * gpu.power_share
+
+    @property
+    def own_values(self) -> bool:
+        """Whether the exporter published the execution's own utilisation and memory on this shared GPU (the
+        GPU's memory in use, every holder's, exceeded the execution's): work and energy were then split in
+        proportion to the holders' utilisation, not equally."""
+        device, own = self.device_mem_peak_bytes, self.mem_peak_bytes
+        return self.shared and device is not None and own is not None and device > own
+
+    @property
+    def device_fill(self) -> float | None:
+        """The GPU's memory in use at the end over its capacity, every holder's use counted."""
+        return self.mem_last_ratio if self.device_mem_last_ratio is None else self.device_mem_last_ratio
 
     @property
     def billed_seconds(self) -> float:
@@ -394,6 +424,8 @@ def gpu_queries(cfg: Config, scope: Scope, w: Window) -> dict[str, Expr]:
         "mem_peak_bytes": over("max_over_time", g(catalog.GPU_MEMORY_USED), window),
         "mem_peak_ratio": over("max_over_time", memory, window),
         "mem_last_ratio": over("last_over_time", memory, window),
+        "device_mem_peak_bytes": over("max_over_time", g(catalog.GPU_DEVICE_MEMORY_USED), window),
+        "device_mem_last_ratio": over("last_over_time", g(catalog.GPU_DEVICE_MEMORY_UTILIZATION), window),
         "power_mean": over("avg_over_time", g(catalog.GPU_POWER), window),
         "power_limit_mean": over("avg_over_time", g(catalog.GPU_POWER_LIMIT), window),
         "temp_max": over("max_over_time", g(catalog.GPU_TEMPERATURE), window),

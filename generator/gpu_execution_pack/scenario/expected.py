@@ -161,7 +161,8 @@ def conditions(scenario: Scenario, cfg: Config, minute: float) -> dict[str, list
             truth = oracle.gpu_truth(scenario, e, gpu, minute)
             assert truth is not None
             utils.append(truth[catalog.GPU_UTILIZATION])
-            memory = truth.get(catalog.GPU_MEMORY_UTILIZATION)  # a GPU without memory fields is never high
+            # The device's fill, every holder's use counted; a GPU without memory fields is never high.
+            memory = truth.get(catalog.GPU_DEVICE_MEMORY_UTILIZATION)
             high = memory is not None and memory >= memory_high
             out[catalog.GPU_MEMORY_HIGH.name].append(Sample(gpu_labels(e, gpu), float(high)))
         ex = {EXECUTION_LABEL: e.id, TENANT_LABEL: e.namespace}
