@@ -390,7 +390,9 @@ GPU_WORK_SHARE = _gpu(
             aggregate("sum", DEVICE_LABELS, GPU_UTILIZATION.select()).gt(0),
         )
     ),
-    Formula(GPU_SHARE.select(), note="every holder idle"),
+    # Times 1: arithmetic drops the metric name, so a range query over the rule (the backfill's) reads one
+    # series per GPU whichever formula held at each step.
+    Formula(GPU_SHARE.select() * 1, note="every holder idle"),
 )
 GPU_WORKED = _gpu(
     "execution_gpu:gpu_worked_ratio",
