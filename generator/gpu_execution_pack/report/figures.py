@@ -27,7 +27,6 @@ from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import (
     Expr,
     Matcher,
-    Range,
     aggregate,
     any_of,
     call,
@@ -753,27 +752,28 @@ async def co_holders(
     prometheus: PrometheusClient, scope: Scope, window_seconds: float, at: float, f: ExecutionFigures
 ) -> None:
     """Name, on each of ``f``'s shared GPUs, the other executions (within the scope's tenant and cluster) that
-    held it at the same moments as ``f`` did: those with a share under 1 while ``f``'s was."""
-    if not any(g.shared for g in f.gpus):
+    held it at the same moments as ``f`` did: those whose share was under 1 at a sample where ``f``'s was.
+
+    Read from the share's own samples, which one rule records for every holder at the same instants: no
+    subquery stepped at an interval, which a config disagreeing with the deployed rules would make miss
+    or invent an overlap."""
+    shared = [g for g in f.gpus if g.shared]
+    if not shared:
         return
-    within = (*scope.cluster, *scope.tenant)
-    own = catalog.GPU_SHARE.select(match(EXECUTION_LABEL, f.execution_id), *within).lt(1)
-    others = catalog.GPU_SHARE.select(*within).lt(1).and_(own, on(catalog.DEVICE_LABELS))
-    window = span_range(window_seconds)
-    step = format_duration(f.gpu_interval)
-    expr = aggregate(
-        "group", (EXECUTION_LABEL, *catalog.DEVICE_LABELS), call("count_over_time", Range(others, window, step))
-    )
-    result = await prometheus.instant(scope.query(expr), at=at)
-    for g in f.gpus:
-        if g.shared:
-            device = key_of(g.labels, catalog.DEVICE_LABELS)
-            g.co_holders = sorted(
-                eid
-                for r in result
-                if key_of(r["metric"], catalog.DEVICE_LABELS) == device
-                and (eid := r["metric"].get(EXECUTION_LABEL, "")) != f.execution_id
-            )
+    uuids = sorted({g.labels.get(UUID_LABEL, "") for g in shared})
+    devices = match(UUID_LABEL, "|".join(re.escape(uuid) for uuid in uuids), "=~")
+    samples = catalog.GPU_SHARE.select(devices, *scope.cluster, *scope.tenant).range(span_range(window_seconds))
+    result = await prometheus.instant(scope.query(samples), at=at)
+    moments: dict[tuple[tuple[str, ...], str], set[float]] = defaultdict(set)
+    for r in result:
+        held = moments[key_of(r["metric"], catalog.DEVICE_LABELS), r["metric"].get(EXECUTION_LABEL, "")]
+        held.update(float(t) for t, v in r["values"] if float(v) < 1)
+    for g in shared:
+        device = key_of(g.labels, catalog.DEVICE_LABELS)
+        own = moments.get((device, f.execution_id), set())
+        g.co_holders = sorted(
+            eid for (d, eid), times in moments.items() if d == device and eid and eid != f.execution_id and times & own
+        )
 
 
 async def heavy_phase(
