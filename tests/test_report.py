@@ -530,6 +530,16 @@ def test_a_virtual_gpu_pair_is_split_by_its_own_use_against_the_gpus_capacity(lo
     assert both[0] != pytest.approx(both[1], rel=0.1)  # not the equal split: vgpu-0035 worked more
 
 
+def test_a_shared_gpu_filled_by_its_holders_together_is_each_ones_oom_naming_the_other(loaded):
+    """Each pod holds under half of the A10, the two together 96 %: gpu_oom judges the GPU's fill, for both."""
+    server, cfg, start = loaded
+    for own, other in (("vgpufull-0037", "vgpufull-0038"), ("vgpufull-0038", "vgpufull-0037")):
+        got = summary_of(server, cfg, own, start)
+        assert got["gpus"]["devices"][0]["memoryPeakPercent"] < 50
+        oom = verdict(got, "gpu_oom")["summary"]
+        assert f"GPU 0 on h25 (shared with {other})" in oom and "any of them can run it out" in oom
+
+
 def fleet_at(server: Prometheus, cfg, at: float) -> dict[str, dict]:
     async def run() -> dict:
         client = PrometheusClient(server.url, 30)

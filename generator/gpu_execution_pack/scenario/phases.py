@@ -327,6 +327,21 @@ PHASES: dict[str, Phase] = {
             HostLoad(cpu_busy=0.125, ram_used_bytes=8 * 1024**3),
         ),
         Phase(
+            "sliced_fill",  # each pod under half the framebuffer, together nearly all of it
+            10,
+            GpuLoad(
+                util_percent=45,
+                mem_used_mib=39424,
+                power_watts=140,
+                temp_celsius=58,
+                sm_clock_mhz=1695,
+                mem_clock_mhz=6251,
+                pcie_rx_bytes_per_second=80_000_000,
+                pcie_tx_bytes_per_second=20_000_000,
+            ),
+            HostLoad(cpu_busy=0.25, ram_used_bytes=16 * 1024**3),
+        ),
+        Phase(
             "cpu_bound",  # pre-processing saturates the host CPU
             40,
             GpuLoad(
