@@ -11,8 +11,9 @@ import pytest
 import yaml
 from gpu_execution_pack import catalog, cli, promtool, testsuites
 from gpu_execution_pack.catalog import Formula, Unit, signal
-from gpu_execution_pack.config import config_from_mapping
+from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.promql import aggregate
+from gpu_execution_pack.scenario import expected, library
 
 from .conftest import REPO, env_without_promtool, suite_failures
 
@@ -95,6 +96,39 @@ def test_reading_gpu_util_on_mig_instances_fails_the_tests(tmp_path: Path, monke
     )
     out = _run_default_suite(tmp_path, "mig-0003")
     assert 'execution_id="mig-0003"' in out
+
+
+def _virtual_gpu_suites() -> list[testsuites.Variant]:
+    """The virtual-GPU pair (per-pod values beside the device's) under the defaults and in kubernetes mode."""
+    pair = (library.virtual_gpus(),)
+    kubernetes = config_from_mapping({"attribution": {"mode": "kubernetes"}}, "kubernetes")
+    return [testsuites.Variant("default", Config(), pair), testsuites.Variant("kubernetes", kubernetes, pair)]
+
+
+@pytest.mark.e2e
+def test_the_virtual_gpu_pair_sees_the_gpus_capacity_and_own_plus_free_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Both pods on the A10 have its 22 GiB as capacity; the execution's own use plus the GPU's free memory
+    (the old expression) gives each a different, smaller one, and the suites say so."""
+    pair = library.virtual_gpus()
+    gpu = pair.executions[0].gpus[0]
+    capacity = 22 * 1024**3  # the A10's usable framebuffer, as the scenario gives it
+    assert gpu.mem_total_mib * 1024**2 == capacity
+    for minute in (5.0, 15.0, 25.0):
+        totals = expected.expected(pair, minute)[catalog.GPU_MEMORY_TOTAL.name]
+        assert [s.value for s in totals] == [capacity, capacity]
+    assert suite_failures(_virtual_gpu_suites(), tmp_path / "device") == ""
+    own_plus_free = Formula(signal("fb_used") + signal("fb_free"))
+    _replace_gpu_series(
+        monkeypatch,
+        catalog.GPU_MEMORY_TOTAL,
+        formulas=(own_plus_free, *catalog.GPU_MEMORY_TOTAL.formulas[1:]),
+    )
+    out = suite_failures(_virtual_gpu_suites(), tmp_path / "own")
+    assert f'expr: "{catalog.GPU_MEMORY_TOTAL.name}"' in out
+    assert "vgpu-0035" in out and "vgpu-0036" in out
+    assert f"{float(capacity):.10E}" in out  # promtool's spelling of the capacity it expected: 2.3622320128E+10
 
 
 def _sum_power_per_instance(monkeypatch: pytest.MonkeyPatch) -> None:
