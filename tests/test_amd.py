@@ -326,7 +326,7 @@ K8S_FLEET = AmdFleet((AmdHost("mi300k", HELM_V151, K8S_GPUS, down_from_minute=40
 def k8s_suite(tmp_path: Path) -> None:
     """promtool over the defaults' rules in kubernetes mode: the AMD fleet, kube-state-metrics and node_exporter."""
     from gpu_execution_pack import promtool
-    from gpu_execution_pack.build import archive_outputs, rule_outputs
+    from gpu_execution_pack.build import rule_outputs
     from gpu_execution_pack.output import to_yaml
     from gpu_execution_pack.scenario.render import expand_notation
 
