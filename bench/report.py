@@ -85,6 +85,9 @@ def gpu_values(cfg: Config) -> dict[Series, PerSample]:
         catalog.GPU_UTILIZATION: util,
         catalog.GPU_MEMORY_USED: lambda i, k: 40e9,
         catalog.GPU_MEMORY_UTILIZATION: memory,
+        # The whole GPU's: its holder's own, the bench's GPUs never sharing memory with another.
+        catalog.GPU_DEVICE_MEMORY_USED: lambda i, k: 40e9,
+        catalog.GPU_DEVICE_MEMORY_UTILIZATION: memory,
         catalog.GPU_POWER: lambda i, k: 400.0,
         catalog.GPU_POWER_LIMIT: lambda i, k: 700.0,
         catalog.GPU_TEMPERATURE: lambda i, k: 60.0,

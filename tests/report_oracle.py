@@ -129,6 +129,31 @@ class Shares:
     def of(self, gpu: Gpu, minute: float) -> float:
         return 1 / max(1, self.holders(gpu, minute))
 
+    def of_work(self, execution: Execution, gpu: Gpu, minute: float) -> float:
+        """``execution``'s share of the GPU's work and energy. Where the exporter publishes each pod's own
+        utilisation (``Host.virtual_gpus``): its utilisation over the running holders' (equal where all idle);
+        elsewhere every holder reads the GPU's and the share is the equal one."""
+        if not self.s.host(gpu.host).virtual_gpus:
+            return self.of(gpu, minute)
+        utils = {e.id: own_util(e, gpu, minute) for e in model.holders(self.s, gpu, minute)}
+        total = sum(utils.values())
+        return utils[execution.id] / total if total else 1 / len(utils)
+
+    def worked(self, execution: Execution, gpu: Gpu, minute: float, util: float) -> float:
+        """The GPU's utilisation that is ``execution``'s work: its own where the exporter publishes it (the holders'
+        together within the GPU's 100 %), else the GPU's ``util`` in its equal share."""
+        if not self.s.host(gpu.host).virtual_gpus:
+            return util * self.of(gpu, minute)
+        total = sum(own_util(e, gpu, minute) for e in model.holders(self.s, gpu, minute))
+        return util * min(1.0, 1 / total) if total else 0.0
+
+
+def own_util(execution: Execution, gpu: Gpu, minute: float) -> float:
+    """The utilisation, 0-1, that ``execution``'s phase at ``minute`` gives the GPU, from the phase table."""
+    phase = execution.phase_at(minute)
+    assert phase is not None
+    return (phase.gpu.util_percent + execution.util_offset(gpu)) / 100
+
 
 def report(scenario: Scenario, cfg: Config, execution: Execution, reads_on: float = 0.0) -> ExpectedReport:
     """The expected report of ``execution`` over its span (``reads_on``: see ``Shares``)."""
@@ -141,14 +166,14 @@ def report(scenario: Scenario, cfg: Config, execution: Execution, reads_on: floa
 
     samples = {g: sum(1 for m in minutes if any(x is g for x, _ in reporting[m])) for g in execution.gpus}
     billed = sum(shares.of(g, m) for m in minutes for g, _ in reporting[m]) * STEP_SECONDS / 3600
-    worked = sum(t[catalog.GPU_UTILIZATION] * shares.of(g, m) for m in minutes for g, t in reporting[m])
+    worked = sum(shares.worked(execution, g, m, t[catalog.GPU_UTILIZATION]) for m in minutes for g, t in reporting[m])
     worked *= STEP_SECONDS / 3600
 
     # Energy: each physical GPU once, its power held for each sample it reported (none is known while it does
-    # not), a shared one's in the execution's share.
+    # not), a shared one's in the execution's share of its work.
     devices = {g.device_key: g for g in execution.gpus}
     joules = sum(
-        oracle.device_power(scenario, g, m) * shares.of(g, m) * STEP_SECONDS
+        oracle.device_power(scenario, g, m) * shares.of_work(execution, g, m) * STEP_SECONDS
         for g in devices.values()
         for m in minutes
         if world.alive(g.host, m)
@@ -160,7 +185,8 @@ def report(scenario: Scenario, cfg: Config, execution: Execution, reads_on: floa
 
     codes = []
     last = minutes[-1]
-    if any(t.get(catalog.GPU_MEMORY_UTILIZATION, 0) >= a.gpu_memory_high.threshold for _, t in reporting[last]):
+    # The device's fill, every holder's use counted.
+    if any(t.get(catalog.GPU_DEVICE_MEMORY_UTILIZATION, 0) >= a.gpu_memory_high.threshold for _, t in reporting[last]):
         codes.append("gpu_oom")
     hosts = sorted({g.host for g in execution.gpus})
     host_ratios = [

@@ -87,6 +87,7 @@ def routed_to(path: Path, **labels: str) -> str:
     return proc.stdout.strip()
 
 
+@pytest.mark.single_version
 def test_amtool_accepts_the_default_snippet(tmp_path: Path):
     path = write_snippet(Config(), tmp_path)
     code, out = check_config(path)
@@ -104,6 +105,7 @@ def test_amtool_accepts_the_default_snippet(tmp_path: Path):
     assert routed_to(path, alertname=high.alert, severity=high.severity) == "gpu-executions"
 
 
+@pytest.mark.single_version
 def test_amtool_accepts_own_receivers_and_timings_and_routes_by_severity(tmp_path: Path):
     cfg = config_from_mapping(OWN)
     path = write_snippet(cfg, tmp_path)
@@ -128,6 +130,7 @@ def test_amtool_accepts_own_receivers_and_timings_and_routes_by_severity(tmp_pat
     assert other == "ml-platform"
 
 
+@pytest.mark.single_version
 def test_configured_matchers_mean_to_alertmanager_what_they_mean_in_the_config(tmp_path: Path):
     # Values with a backslash, a quote and a non-ASCII letter, written with PromQL's escapes (the config's one
     # grammar); amtool reads the route's matchers and the alert's labels (written here in its own syntax).
@@ -143,6 +146,7 @@ def test_configured_matchers_mean_to_alertmanager_what_they_mean_in_the_config(t
     assert routed_to(path, **{**alert, "city": "Zurich"}, folder=r'"C:\\new"') == cfg.alertmanager.receiver
 
 
+@pytest.mark.single_version
 def test_amtool_refuses_a_broken_snippet(tmp_path: Path):
     cfg = config_from_mapping(OWN)
     good = yaml.safe_load(write_snippet(cfg, tmp_path).read_text())

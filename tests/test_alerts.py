@@ -358,6 +358,7 @@ def _run_alert_suite(tmp_path: Path, execution: str) -> str:
     return out
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_predicting_exhaustion_without_the_level_guard_fails_the_tests(tmp_path: Path, monkeypatch):
@@ -376,6 +377,7 @@ def test_predicting_exhaustion_without_the_level_guard_fails_the_tests(tmp_path:
     assert "alertname: GpuExecutionGpuMemoryFillingUp" in out and 'execution_id="train-0002"' in out
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_alerting_on_the_sticky_xid_gauge_fails_the_tests(tmp_path: Path, monkeypatch):
@@ -390,6 +392,7 @@ def test_alerting_on_the_sticky_xid_gauge_fails_the_tests(tmp_path: Path, monkey
     assert "alertname: GpuExecutionXidError" in out and 'UUID="GPU-h16-0001"' in out  # the Xid from before the job
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_power_at_the_limit_without_clock_confirmation_fails_the_tests(tmp_path: Path, monkeypatch):
@@ -398,6 +401,7 @@ def test_power_at_the_limit_without_clock_confirmation_fails_the_tests(tmp_path:
     assert "alertname: GpuExecutionPowerThrottling" in out and "nolimit-0013" in out
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_a_gpu_reporting_without_framebuffer_fields_is_not_missing(tmp_path: Path, monkeypatch):
@@ -412,6 +416,7 @@ def test_a_gpu_reporting_without_framebuffer_fields_is_not_missing(tmp_path: Pat
     assert "alertname: GpuExecutionTelemetryMissing" in out and 'execution_id="h100mig1-job"' in out
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_a_stall_told_without_engine_activity_fails_the_tests(tmp_path: Path, monkeypatch):
@@ -427,6 +432,7 @@ def test_a_stall_told_without_engine_activity_fails_the_tests(tmp_path: Path, mo
     assert "alertname: GpuExecutionGpuStalled" in out and 'execution_id="locked-0033"' in out
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_a_stall_read_from_the_tensor_pipes_fails_the_tests(tmp_path: Path, monkeypatch):

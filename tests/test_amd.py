@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from gpu_execution_pack import catalog
-from gpu_execution_pack.build import rule_outputs
+from gpu_execution_pack.build import archive_outputs, rule_outputs
 from gpu_execution_pack.config import Config, config_from_mapping, load_config
 from gpu_execution_pack.query.params import iso
 from gpu_execution_pack.query.prometheus import PrometheusClient
@@ -148,7 +148,9 @@ def test_with_the_vendors_pinned_to_nvidia_the_rule_files_are_those_before_amd(m
     monkeypatch.chdir(REPO)  # the config and the paths it gives are the repository's relative ones
     cfg = load_config(GOLDEN_CONFIG)
     assert cfg.vendors == ("nvidia",)
-    ours = {Path(p): text for p, text in rule_outputs(cfg, GOLDEN_CONFIG).items()}
+    # What `generate` writes: the rule files and, beside them, the archiver's systemd unit and Deployment.
+    written = rule_outputs(cfg, GOLDEN_CONFIG) | archive_outputs(cfg, GOLDEN_CONFIG)
+    ours = {Path(p): text for p, text in written.items()}
     golden = {p.relative_to(REPO): p.read_text() for p in sorted(GOLDEN.rglob("*")) if p.is_file()}
     assert ours.keys() == golden.keys()
     for path, text in golden.items():

@@ -48,12 +48,14 @@ def test_without_a_cluster_label_no_rule_names_one():
         assert "cluster" not in text
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_the_scenario_library_passes_with_a_cluster_label_on_every_series(tmp_path: Path):
     assert suite_failures(testsuites.config_variants(config_from_mapping(CLUSTERED)), tmp_path) == ""
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 @pytest.mark.parametrize("mode", ["mapping", "kubernetes"])
@@ -70,6 +72,7 @@ def two_clusters(tmp_path: Path) -> str:
     return suite_failures([variant], tmp_path)
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_two_clusters_with_the_same_names_keep_their_own_values(tmp_path: Path):

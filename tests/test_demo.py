@@ -160,6 +160,7 @@ def test_the_fleet_report_over_the_last_day_holds_every_verdict_and_the_running_
     assert all(code in text for code in CODES)
 
 
+@pytest.mark.single_version
 def test_the_example_executions_page_opens_in_chromium_with_every_chart_drawn(demo, tmp_path: Path):
     # The second command the ready line gives, with --html: the page a new user opens.
     running, ready = demo
@@ -215,6 +216,7 @@ def test_ctrl_c_stops_the_demo_and_every_process_it_started(demo):
     assert_left_nothing(running, children)
 
 
+@pytest.mark.single_version
 def test_sigterm_stops_the_demo_and_every_process_it_started(tmp_path: Path):
     running = RunningDemo(tmp_path / "demo")
     try:
@@ -230,6 +232,7 @@ def test_sigterm_stops_the_demo_and_every_process_it_started(tmp_path: Path):
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.single_version
 def test_without_prometheus_the_demo_says_what_to_install_and_starts_nothing(tmp_path: Path):
     env = dict(os.environ, PATH="/nonexistent")
     command = [sys.executable, "-m", "gpu_execution_pack", "demo", "--dir", str(tmp_path / "demo")]
@@ -239,6 +242,7 @@ def test_without_prometheus_the_demo_says_what_to_install_and_starts_nothing(tmp
     assert not (tmp_path / "demo").exists()
 
 
+@pytest.mark.single_version
 def test_a_folder_holding_other_files_is_refused_and_left_as_it_was(tmp_path: Path):
     (tmp_path / "rules").mkdir()
     (tmp_path / "notes.txt").write_text("mine")

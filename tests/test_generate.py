@@ -36,6 +36,7 @@ def test_committed_output_and_docs_are_current():
     assert not stale, f"stale generated files, run `make rules dashboards docs`: {stale}"
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 def test_a_users_config_generates_and_checks_only_its_own_files(tmp_path: Path):
     """Paths come from the config file's folder; with a config, the pack's own reference docs are not involved."""
@@ -175,6 +176,7 @@ def test_sharded_the_host_cpu_rate_is_recorded_on_each_shard():
     assert "gpu-execution-pack.host_rates" not in groups_of(cfg, placement="ruler")
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 def test_check_of_a_users_config_wants_an_absolute_runbook_url(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     config = tmp_path / "pack.yml"

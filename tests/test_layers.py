@@ -32,7 +32,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"testsuites", "report", "docs", "doctor", "demo"}),  # suites; the report; docs; doctor; demo
     frozenset({"archive"}),  # ended executions' records (the report's document and series) in SQLite or PostgreSQL
     frozenset({"api"}),  # the HTTP layer over query and report
-    frozenset({"build", "testing"}),  # `make`'s steps; the real-process harnesses the tests and bench share
+    frozenset({"build"}),  # `make`'s steps
     frozenset({"cli"}),  # the command line
     frozenset({"__main__"}),  # python -m gpu_execution_pack
 )
@@ -140,6 +140,11 @@ def test_every_import_runs_down_the_layers():
     graph = import_graph()
     assert len(graph) > 50 and sum(map(len, graph.values())) > 100  # the graph was really read
     assert not layering_errors(graph), "\n".join(layering_errors(graph))
+
+
+def test_every_layer_entry_names_a_subpackage_or_module_that_exists():
+    units = {unit(name) for name in modules()}
+    assert {name for names in LAYERS for name in names} - units == set()
 
 
 def test_no_modules_import_each_other():

@@ -79,6 +79,14 @@ def test_a_template_query_escapes_its_go_string_and_printf_format():
     assert template_query(expr) == expected
 
 
+def test_a_template_query_laid_out_on_several_lines_stays_one_go_string():
+    # Too long for one line, the printer breaks it; a Go template's string literal cannot hold a raw line break.
+    refs = [match(f"label_{i:02d}", LabelRef(f"label_{i:02d}")) for i in range(8)]
+    printed = template_query(aggregate("group", ("execution_id",), selector("some:long_series_name", *refs)))
+    assert "\n" not in printed and "\\n" in printed
+    assert printed.startswith('printf "group by (execution_id) (\\n  some:long_series_name{label_00=%q')
+
+
 def test_a_label_reference_only_prints_in_a_template_query():
     with pytest.raises(ValueError, match="template_query"):
         render(selector("x", match("gpu", LabelRef("gpu"))))

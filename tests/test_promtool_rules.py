@@ -11,8 +11,9 @@ import pytest
 import yaml
 from gpu_execution_pack import catalog, cli, promtool, testsuites
 from gpu_execution_pack.catalog import Formula, Unit, signal
-from gpu_execution_pack.config import config_from_mapping
+from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.promql import aggregate
+from gpu_execution_pack.scenario import expected, library
 
 from .conftest import REPO, env_without_promtool, suite_failures
 
@@ -76,6 +77,7 @@ def _replace_gpu_series(monkeypatch: pytest.MonkeyPatch, series: catalog.Series,
     monkeypatch.setattr(catalog, "GPU_SERIES", replaced)
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 def test_a_wrong_unit_conversion_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(catalog.UNITS, "MiB", Unit("MiB", "bytes", "*", 1_000_000))
@@ -83,6 +85,7 @@ def test_a_wrong_unit_conversion_fails_the_tests(tmp_path: Path, monkeypatch: py
     assert f'expr: "{catalog.GPU_MEMORY_USED.name}"' in out
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 def test_reading_gpu_util_on_mig_instances_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # Without GPU_I_ID="" the 0 that MIG instances report for GPU_UTIL wins over engine activity.
@@ -95,6 +98,39 @@ def test_reading_gpu_util_on_mig_instances_fails_the_tests(tmp_path: Path, monke
     assert 'execution_id="mig-0003"' in out
 
 
+def _virtual_gpu_suites() -> list[testsuites.Variant]:
+    """The virtual-GPU pair (per-pod values beside the device's) under the defaults and in kubernetes mode."""
+    pair = (library.virtual_gpus(),)
+    kubernetes = config_from_mapping({"attribution": {"mode": "kubernetes"}}, "kubernetes")
+    return [testsuites.Variant("default", Config(), pair), testsuites.Variant("kubernetes", kubernetes, pair)]
+
+
+@pytest.mark.e2e
+def test_the_virtual_gpu_pair_sees_the_gpus_capacity_and_own_plus_free_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Both pods on the A10 have its 22 GiB as capacity; the execution's own use plus the GPU's free memory
+    (the old expression) gives each a different, smaller one, and the suites say so."""
+    pair = library.virtual_gpus()
+    gpu = pair.executions[0].gpus[0]
+    capacity = 22 * 1024**3  # the A10's usable framebuffer, as the scenario gives it
+    assert gpu.mem_total_mib * 1024**2 == capacity
+    for minute in (5.0, 15.0, 25.0):
+        totals = expected.expected(pair, minute)[catalog.GPU_MEMORY_TOTAL.name]
+        assert [s.value for s in totals] == [capacity, capacity]
+    assert suite_failures(_virtual_gpu_suites(), tmp_path / "device") == ""
+    own_plus_free = Formula(signal("fb_used") + signal("fb_free"))
+    _replace_gpu_series(
+        monkeypatch,
+        catalog.GPU_MEMORY_TOTAL,
+        formulas=(own_plus_free, *catalog.GPU_MEMORY_TOTAL.formulas[1:]),
+    )
+    out = suite_failures(_virtual_gpu_suites(), tmp_path / "own")
+    assert f'expr: "{catalog.GPU_MEMORY_TOTAL.name}"' in out
+    assert "vgpu-0035" in out and "vgpu-0036" in out
+    assert f"{float(capacity):.10E}" in out  # promtool's spelling of the capacity it expected: 2.3622320128E+10
+
+
 def _sum_power_per_instance(monkeypatch: pytest.MonkeyPatch) -> None:
     """The execution's power summed over its GPU series, a device-wide power counted once per instance."""
     per_instance = Formula(aggregate("sum", catalog.EXECUTION_LABELS, catalog.GPU_POWER.select()))
@@ -105,6 +141,7 @@ def _sum_power_per_instance(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(catalog, "EXECUTION_SERIES", rollups)
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 def test_counting_mig_power_per_instance_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     _sum_power_per_instance(monkeypatch)
@@ -112,6 +149,7 @@ def test_counting_mig_power_per_instance_fails_the_tests(tmp_path: Path, monkeyp
     assert f'expr: "{catalog.EXECUTION_GPU_POWER_SUM.name}"' in out and "mig-0003" in out
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 def test_counting_an_amd_gpus_power_per_partition_fails_the_amd_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # An MI300X in CPX mode gives its device power to each partition: summed per partition, amd-oom's two
@@ -121,6 +159,7 @@ def test_counting_an_amd_gpus_power_per_partition_fails_the_amd_suite(tmp_path: 
     assert f'expr: "{catalog.EXECUTION_GPU_POWER_SUM.name}{{execution_id=\\"amd-oom\\"}}"' in out, out
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 def test_a_users_config_is_tested_on_the_amd_fleet(tmp_path: Path):
     """Its own execution label, the Helm chart's prefix alone, Slurm's job id under another name and its own job."""

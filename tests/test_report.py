@@ -17,15 +17,17 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from gpu_execution_pack import catalog
 from gpu_execution_pack.api.app import FLEET_PATH, SUMMARY_PATH, create_app
 from gpu_execution_pack.config import config_from_mapping
+from gpu_execution_pack.promql import call, format_duration, match, render
 from gpu_execution_pack.query.params import iso
 from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.report import document
 from gpu_execution_pack.report import figures as fig
 from gpu_execution_pack.report.figures import REQUIRED_GPU_SERIES, ExecutionFigures, GpuFigures, HostFigures
 from gpu_execution_pack.report.verdicts import CODES, judge
-from gpu_execution_pack.scenario import model
+from gpu_execution_pack.scenario import model, oracle
 from gpu_execution_pack.scenario.model import STEP_SECONDS
 from gpu_execution_pack.scenario.phases import PHASES
 from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
@@ -492,6 +494,52 @@ def test_a_time_sliced_pair_is_each_billed_half_the_gpu(loaded):
         assert got["power"]["energyKwh"] == pytest.approx(kwh / 2, rel=ENERGY_TOLERANCE, abs=edge_kwh)
 
 
+def test_a_virtual_gpu_pair_is_split_by_its_own_use_against_the_gpus_capacity(loaded):
+    """Per-pod utilisation and memory (KUBERNETES_VIRTUAL_GPUS): each execution's energy and GPU-hours worked
+    follow its own utilisation (report_oracle.Shares.of_work), its memory utilisation is its own use over the
+    A10's whole capacity, the same 22 GiB for both, and the verdict says which split was used."""
+    server, cfg, start = loaded
+    capacity = 22 * 1024**3
+    for execution in (execution_named("vgpu-0035"), execution_named("vgpu-0036")):
+        gpu = execution.gpus[0]
+        assert gpu.mem_total_mib * 1024**2 == capacity
+        want = report_oracle.report(SCENARIO, cfg, execution, reads_on=READS_ON_MINUTES)
+        got = summary_of(server, cfg, execution.id, start)
+        minutes = model.grid(execution.start_minute, execution.end_minute - STEP_SECONDS / 60)
+        own_peak = max(oracle.mem_used_mib(execution, gpu, m) for m in minutes) * 1024**2
+        device = got["gpus"]["devices"][0]
+        assert device["memoryPeakBytes"] == pytest.approx(own_peak, rel=0.02)
+        assert device["memoryPeakPercent"] == pytest.approx(own_peak / capacity * 100, rel=0.02)
+        assert device["memoryPeakBytes"] / (device["memoryPeakPercent"] / 100) == pytest.approx(capacity, rel=0.02)
+        assert got["power"]["energyKwh"] == pytest.approx(want.energy_kwh, rel=ENERGY_TOLERANCE)
+        assert got["cost"]["gpuHoursWorked"] == pytest.approx(want.gpu_hours_worked, rel=0.02)
+        assert got["cost"]["gpuHoursBilled"] == pytest.approx(want.gpu_hours_billed, rel=0.02)
+        shared = verdict(got, "gpu_shared")["summary"]
+        assert "in proportion to the holders' utilisation" in shared and "split equally" not in shared
+        # The recorded capacity is the GPU's at every sample of the span, for both.
+        span = format_duration(execution.end_minute * 60 - execution.start_minute * 60)
+        total = catalog.GPU_MEMORY_TOTAL.select(match(catalog.EXECUTION_LABEL, execution.id))
+        at = last_sample_at(start, execution.id)
+        for fn in ("min_over_time", "max_over_time"):
+            [row] = server.query(render(call(fn, total.range(span))), at)
+            assert float(row["value"][1]) == capacity, fn
+    # Split by use, the two add up to the GPU's own energy once (the model's, from the phases).
+    _, kwh = report_oracle.gpu_totals(SCENARIO, execution_named("vgpu-0035").gpus[0])
+    both = [summary_of(server, cfg, i, start)["power"]["energyKwh"] for i in ("vgpu-0035", "vgpu-0036")]
+    assert sum(both) == pytest.approx(kwh, rel=ENERGY_TOLERANCE)
+    assert both[0] != pytest.approx(both[1], rel=0.1)  # not the equal split: vgpu-0035 worked more
+
+
+def test_a_shared_gpu_filled_by_its_holders_together_is_each_ones_oom_naming_the_other(loaded):
+    """Each pod holds under half of the A10, the two together 96 %: gpu_oom judges the GPU's fill, for both."""
+    server, cfg, start = loaded
+    for own, other in (("vgpufull-0037", "vgpufull-0038"), ("vgpufull-0038", "vgpufull-0037")):
+        got = summary_of(server, cfg, own, start)
+        assert got["gpus"]["devices"][0]["memoryPeakPercent"] < 50
+        oom = verdict(got, "gpu_oom")["summary"]
+        assert f"GPU 0 on h25 (shared with {other})" in oom and "any of them can run it out" in oom
+
+
 def fleet_at(server: Prometheus, cfg, at: float) -> dict[str, dict]:
     async def run() -> dict:
         client = PrometheusClient(server.url, 30)
@@ -507,11 +555,12 @@ def fleet_at(server: Prometheus, cfg, at: float) -> dict[str, dict]:
     ("ids", "tail_kwh"),
     [
         (("slice-0029", "slice-0030"), 0.0),
+        (("vgpu-0035", "vgpu-0036"), 0.0),
         # mps-0032 ends while mps-0031 runs on: for READS_ON_MINUTES after, the backfill still counts it a
         # holder of GPU 0 (half the GPU's energy each) while its energy counter stands still.
         (("mps-0031", "mps-0032"), READS_ON_MINUTES * 60 / 2 * PEAK_WATTS / 3_600_000),
     ],
-    ids=["time-sliced", "mps"],
+    ids=["time-sliced", "virtual-gpus", "mps"],
 )
 def test_the_fleet_view_counts_a_shared_gpu_once(loaded, ids, tail_kwh):
     """Summed over the executions that shared them, GPU-hours and energy are the GPUs' own (from the model)."""

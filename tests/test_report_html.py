@@ -32,6 +32,9 @@ from harness.prometheus import Prometheus
 from . import report_oracle
 from .conftest import REPO
 
+# The page from a report's document: the documents' figures on Prometheus 3 are test_report's.
+pytestmark = pytest.mark.single_version
+
 CONFIG = {"rule_interval": f"{STEP_SECONDS}s", "derived_rule_interval": f"{STEP_SECONDS}s"}
 SCENARIO = report_oracle.report_suite()
 KEY = "admin-key-0123456789"

@@ -155,3 +155,44 @@ def test_the_document_leaves_absent_activity_out():
     first, second = doc["gpus"]["devices"]
     assert first["tensorActivePercent"] == 30.0 and "dramActivePercent" not in first
     assert not {"graphicsEngineActivePercent", "tensorActivePercent", "dramActivePercent"} & second.keys()
+
+
+def test_a_shared_gpu_with_per_process_values_says_its_split():
+    # The GPU's memory in use (both holders') above the execution's own: the exporter published per-pod values.
+    half = SAMPLES // 2
+    own = gpu(
+        share_seconds=half * INTERVAL,
+        share_min=0.5,
+        mem_peak_bytes=12 * 1024**3,
+        device_mem_peak_bytes=18 * 1024**3,
+        co_holders=["y"],
+    )
+    [verdict] = judge(execution(own), CFG, running=False)
+    assert verdict.code == "gpu_shared" and "with y" in verdict.summary
+    assert (
+        "in proportion to the holders' utilisation" in verdict.summary
+        and "equally" not in verdict.summary.split("(equally while all were idle)")[1]
+    )
+    assert "whole GPU's capacity" in verdict.summary
+    # The same GPU where every pod reads the device's values: the equal split, said so.
+    copied = replace(own, device_mem_peak_bytes=12 * 1024**3)
+    [verdict] = judge(execution(copied), CFG, running=False)
+    assert "split equally" in verdict.summary and "in proportion" not in verdict.summary
+
+
+def test_gpu_oom_judges_the_devices_fill_and_names_the_co_holders():
+    threshold = CFG.alerts.gpu_memory_high.threshold
+    # Its own use is half the GPU; with the other holder's the GPU is full: any holder can run it out.
+    full = gpu(
+        share_min=0.5,
+        share_seconds=SAMPLES * INTERVAL / 2,
+        mem_last_ratio=0.5,
+        device_mem_last_ratio=threshold,
+        co_holders=["y"],
+    )
+    verdicts = judge(execution(full), CFG, running=False)
+    assert [v.code for v in verdicts] == ["gpu_oom", "gpu_shared"]
+    assert "(shared with y)" in verdicts[0].summary and f"{threshold * 100:.0f} %" in verdicts[0].summary
+    # Under the threshold on the device: no OOM, whatever its own share.
+    calm = replace(full, device_mem_last_ratio=threshold - 0.01, mem_last_ratio=threshold - 0.01)
+    assert [v.code for v in judge(execution(calm), CFG, running=False)] == ["gpu_shared"]

@@ -309,6 +309,7 @@ def unguarded(files: dict[Path, str], rules: Path) -> dict[Path, str]:
     return files | plain
 
 
+@pytest.mark.single_version
 def test_without_the_guard_a_stopped_shard_lowers_the_count(tmp_path: Path):
     """What the guard prevents: once the lookback has passed, the other shard's GPUs alone are counted."""
     with sharded_fleet(tmp_path, unguarded) as (central, shards):
@@ -335,6 +336,7 @@ def rollups_on_the_shards(files: dict[Path, str], rules: Path) -> dict[Path, str
     return {p: t for p, t in files.items() if p != path} | {path.parent.parent / "shards" / path.name: text}
 
 
+@pytest.mark.single_version
 @pytest.mark.parametrize("broken", [drop_hashmod_of_shard_1, rollups_on_the_shards])
 def test_a_broken_split_is_caught(tmp_path: Path, broken: Breakage):
     with sharded_fleet(tmp_path, broken) as (central, _):

@@ -24,7 +24,8 @@ from gpu_execution_pack.scenario.render import Renderer
 
 from harness.victoriametrics import VictoriaMetrics, dry_run, prometheus_text
 
-pytestmark = pytest.mark.e2e
+# vmalert against Prometheus 2.x's recorded series: VictoriaMetrics follows 2.x's range semantics.
+pytestmark = [pytest.mark.single_version, pytest.mark.e2e]
 
 REPO = Path(__file__).resolve().parent.parent
 # The groups replayed, in dependency order: the per-GPU series join their host through the host map.

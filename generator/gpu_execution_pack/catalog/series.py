@@ -49,6 +49,23 @@ def signal(key: str) -> Placeholder:
 
 
 @dataclass(frozen=True)
+class DeviceSignal(Placeholder):
+    """A signal as the whole GPU (or MIG instance) publishes it, on each of its holders' rows (``device``)."""
+
+
+def device(key: str) -> DeviceSignal:
+    """A signal in a formula, read for the whole GPU: the highest value of any series the GPU publishes,
+    those that carry no execution's labels included, put on each row the signal's own selector gives.
+
+    dcgm-exporter with ``KUBERNETES_VIRTUAL_GPUS`` publishes GPU_UTIL and FB_USED once per pod that holds the
+    GPU, each the sum of that pod's processes, beside the device's own series without pod labels; every
+    other field is the device's, copied to each pod. The device's value is at least any pod's, so the
+    highest is the device's whichever way the exporter runs."""
+    signal(key)
+    return DeviceSignal(key)
+
+
+@dataclass(frozen=True)
 class Formula:
     """One way to compute a series; a series tries its formulas in order (PromQL ``or``).
 
@@ -130,8 +147,9 @@ GPU_MEMORY_USED = _gpu(
 GPU_MEMORY_TOTAL = _gpu(
     "execution_gpu:gpu_memory_total_bytes",
     "bytes",
-    "Framebuffer memory usable by processes.",
-    Formula(signal("fb_used") + signal("fb_free")),
+    "Framebuffer memory usable by processes: the GPU's, however many executions share it.",
+    # The device's use, not the execution's own: with per-pod values own + free is less than the GPU.
+    Formula(device("fb_used") + signal("fb_free")),
     Formula(signal("fb_capacity") - signal("fb_reserved"), note="where FB_FREE is not collected"),
     Formula(signal("fb_capacity"), note="where neither FB_FREE nor FB_RESERVED is collected"),
 )
@@ -322,8 +340,30 @@ GPU_ENERGY = _gpu(
     Formula(signal("energy")),
 )
 # A GPU held by several executions at once (time-slicing, MPS): dcgm-exporter publishes its series
-# once per pod with identical values, and NVML cannot tell whose work they are. Each holder is
-# given an equal share at each moment, so sums over executions count the GPU once.
+# once per pod, with identical values (NVML cannot tell whose work they are), except that with
+# KUBERNETES_VIRTUAL_GPUS GPU_UTIL and FB_USED are each pod's own (its processes' sum) beside the
+# device's. Billing gives each holder an equal share at each moment (GPU_SHARE); work and energy go
+# in proportion to the holders' utilisation (GPU_WORK_SHARE), which is the equal share where every
+# holder reads the same (the copied values) or all are idle. Sums over executions count the GPU once.
+GPU_DEVICE_UTILIZATION = _gpu(
+    "execution_gpu:gpu_device_utilization_ratio",
+    "ratio",
+    "The whole GPU's utilisation, 0-1, every holder's work: the execution's own where it holds the GPU alone.",
+    Formula(device("gpu_util"), where=(match(MIG_INSTANCE_LABEL, ""),), note="whole GPUs"),
+    Formula(device("gr_engine_active"), note="MIG instances, and GPUs without DCGM_FI_DEV_GPU_UTIL"),
+)
+GPU_DEVICE_MEMORY_USED = _gpu(
+    "execution_gpu:gpu_device_memory_used_bytes",
+    "bytes",
+    "Framebuffer memory in use on the whole GPU, by every holder: the execution's own where it holds it alone.",
+    Formula(device("fb_used")),
+)
+GPU_DEVICE_MEMORY_UTILIZATION = _gpu(
+    "execution_gpu:gpu_device_memory_utilization_ratio",
+    "ratio",
+    "Framebuffer capacity used on the whole GPU by every holder, 0-1: what an out-of-memory error follows.",
+    Formula(GPU_DEVICE_MEMORY_USED.select() / GPU_MEMORY_TOTAL.select().gt(0)),
+)
 GPU_SHARE = _gpu(
     "execution_gpu:gpu_share_ratio",
     "ratio",
@@ -337,19 +377,44 @@ GPU_SHARE = _gpu(
         )
     ),
 )
+GPU_WORK_SHARE = _gpu(
+    "execution_gpu:gpu_work_share_ratio",
+    "ratio",
+    "The execution's share of the GPU's work: its utilisation over the sum of its holders' (the equal "
+    "share where all are idle); 1 where it holds the GPU alone.",
+    Formula(
+        join(
+            GPU_UTILIZATION.select(),
+            "/",
+            on(DEVICE_LABELS, group_left=()),
+            aggregate("sum", DEVICE_LABELS, GPU_UTILIZATION.select()).gt(0),
+        )
+    ),
+    # Times 1: arithmetic drops the metric name, so a range query over the rule (the backfill's) reads one
+    # series per GPU whichever formula held at each step.
+    Formula(GPU_SHARE.select() * 1, note="every holder idle"),
+)
 GPU_WORKED = _gpu(
     "execution_gpu:gpu_worked_ratio",
     "ratio",
-    "Utilisation times the execution's share of the GPU: integrated over time, its GPU-hours of work.",
-    Formula(GPU_UTILIZATION.select() * GPU_SHARE.select()),
+    "The GPU's utilisation times the execution's share of its work: integrated over time, its GPU-hours of work.",
+    Formula(GPU_DEVICE_UTILIZATION.select() * GPU_WORK_SHARE.select()),
 )
 GPU_POWER_ATTRIBUTED = _gpu(
     "execution_gpu:gpu_power_attributed_watts",
     "watts",
-    "Board power times the execution's share of the GPU: what its energy and cost are counted from.",
-    Formula(GPU_POWER.select() * GPU_SHARE.select()),
+    "Board power times the execution's share of the GPU's work: what its energy and cost are counted from.",
+    Formula(GPU_POWER.select() * GPU_WORK_SHARE.select()),
 )
-GPU_SHARE_SERIES: tuple[Series, ...] = (GPU_SHARE, GPU_WORKED, GPU_POWER_ATTRIBUTED)
+GPU_SHARE_SERIES: tuple[Series, ...] = (
+    GPU_DEVICE_UTILIZATION,
+    GPU_DEVICE_MEMORY_USED,
+    GPU_DEVICE_MEMORY_UTILIZATION,
+    GPU_SHARE,
+    GPU_WORK_SHARE,
+    GPU_WORKED,
+    GPU_POWER_ATTRIBUTED,
+)
 
 GPU_HEALTH_SERIES: tuple[Series, ...] = (
     GPU_POWER_TO_LIMIT,

@@ -42,22 +42,39 @@ fires on the same condition as {_name(catalog.GPU_STALLED)}.
 ## GPUs held by several executions
 
 Under time-slicing or MPS, dcgm-exporter publishes a shared GPU's series once per pod that holds
-it, with identical values, and NVML has no per-process utilisation or power to split them by. So
-{_name(catalog.GPU_SHARE)} gives each of the N executions holding one GPU (or MIG instance: the
-same {", ".join(f"`{label}`" for label in catalog.DEVICE_LABELS)}) at a moment 1/N of it at that
-moment. GPU-hours billed ({_name(catalog.MODEL_GPU_COUNT)}), GPU-hours of work
-({_name(catalog.MODEL_GPU_UTILIZATION_SUM)}, from {_name(catalog.GPU_WORKED)}) and power
-({_name(catalog.EXECUTION_GPU_POWER_SUM)}, from {_name(catalog.GPU_POWER_ATTRIBUTED)}), and so
-energy and cost, are counted in that share: a sum over executions counts the GPU once. The per-GPU
-series the endpoint serves stay the GPU's own readings: every holder sees what the GPU did.
+it, with identical values: NVML has no per-process power, and without `KUBERNETES_VIRTUAL_GPUS` no
+per-process utilisation either. {_name(catalog.GPU_SHARE)} gives each of the N executions holding
+one GPU (or MIG instance: the same {", ".join(f"`{label}`" for label in catalog.DEVICE_LABELS)}) at a
+moment 1/N of it at that moment: GPU-hours billed ({_name(catalog.MODEL_GPU_COUNT)}) are counted in
+it. With `KUBERNETES_VIRTUAL_GPUS` (dcgm-exporter 4.5 and later), `DCGM_FI_DEV_GPU_UTIL` and
+`DCGM_FI_DEV_FB_USED` come per pod, the sum of its processes' values (with `pod_uid` and `vgpu`),
+beside the device's own series without pod labels: an execution's utilisation and memory used are
+then its own. `device({{key}})` in a formula reads the whole GPU's value, the highest of all its
+series (the device's is at least any pod's): so {_name(catalog.GPU_MEMORY_TOTAL)} is the GPU's
+capacity for every holder, and {_name(catalog.GPU_DEVICE_MEMORY_UTILIZATION)} the fill the memory
+alerts judge. Work and power go by {_name(catalog.GPU_WORK_SHARE)}, each holder's utilisation over
+the holders' (1/N where all are idle, and always where every pod reads the GPU's values):
+GPU-hours of work ({_name(catalog.MODEL_GPU_UTILIZATION_SUM)}, from {_name(catalog.GPU_WORKED)}) and
+power ({_name(catalog.EXECUTION_GPU_POWER_SUM)}, from {_name(catalog.GPU_POWER_ATTRIBUTED)}), and so
+energy and cost: a sum over executions counts the GPU once. The other per-GPU series the endpoint
+serves stay the GPU's own readings: every holder sees what the GPU did.
 
 """
+
+
+def _shown_signal(node: promql.Expr) -> promql.Expr | None:
+    """A signal as the docs spell it in a formula: ``{key}``, and ``device({key})`` for the whole GPU's."""
+    if isinstance(node, catalog.DeviceSignal):
+        return promql.call("device", promql.Selector("{" + node.name + "}"))
+    if isinstance(node, promql.Placeholder):
+        return promql.Selector("{" + node.name + "}")
+    return None
 
 
 def _formulas(series: catalog.Series) -> str:
     parts = []
     for f in series.formulas:
-        shown = promql.render(promql.substitute(f.expr, lambda key: promql.Selector("{" + key + "}")))
+        shown = promql.render(promql.transform(f.expr, _shown_signal))
         where = f" where `{promql.render_matchers(f.where)}`" if f.where else ""
         text = f"`{shown}`" + where + (f" ({f.note})" if f.note else "")
         parts.append(text)

@@ -46,13 +46,14 @@ def template_query(expr: Expr) -> str:
 
     Each ``LabelRef`` matcher value prints as ``%q``, filled by Go's ``printf`` with the alerting
     series' label, quoted as a PromQL string. The PromQL is a Go string in a printf format: its
-    ``%`` are doubled, its ``"`` and ``\\`` escaped.
+    ``%`` are doubled, its ``"`` and ``\\`` escaped, and the line breaks of a query laid out on several
+    lines written ``\\n`` (a Go string literal holds none raw; PromQL reads them as spaces).
     """
     printer = _Printer(refs=[])
     parts = printer.render(expr).split(_REF)
     if len(parts) != len(printer.refs) + 1:
         raise ValueError(f"a template query cannot hold the character {_REF!r}")
-    escaped = (p.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%") for p in parts)
+    escaped = (p.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%").replace("\n", "\\n") for p in parts)
     return " ".join([f'printf "{"%q".join(escaped)}"', *(f"$labels.{label}" for label in printer.refs)])
 
 

@@ -27,7 +27,6 @@ from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import (
     Expr,
     Matcher,
-    Range,
     aggregate,
     any_of,
     call,
@@ -73,6 +72,10 @@ class GpuFigures:
     mem_peak_bytes: float | None = None
     mem_peak_ratio: float | None = None
     mem_last_ratio: float | None = None
+    # The whole GPU's framebuffer, every holder's use counted: the execution's own unless the exporter
+    # publishes per-pod values of a shared GPU (KUBERNETES_VIRTUAL_GPUS).
+    device_mem_peak_bytes: float | None = None
+    device_mem_last_ratio: float | None = None
     oom_seconds: float = 0.0  # time at or above the OOM threshold
     power_mean: float | None = None
     power_limit_mean: float | None = None
@@ -107,6 +110,19 @@ class GpuFigures:
     def shared(self) -> bool:
         """Whether another execution held the GPU at the same moment at some sample."""
         return self.share_min is not None and self.share_min < 1
+
+    @property
+    def own_values(self) -> bool:
+        """Whether the exporter published the execution's own utilisation and memory on this shared GPU (the
+        GPU's memory in use, every holder's, exceeded the execution's): work and energy were then split in
+        proportion to the holders' utilisation, not equally."""
+        device, own = self.device_mem_peak_bytes, self.mem_peak_bytes
+        return self.shared and device is not None and own is not None and device > own
+
+    @property
+    def device_fill(self) -> float | None:
+        """The GPU's memory in use at the end over its capacity, every holder's use counted."""
+        return self.mem_last_ratio if self.device_mem_last_ratio is None else self.device_mem_last_ratio
 
     @property
     def billed_seconds(self) -> float:
@@ -186,6 +202,19 @@ class ExecutionFigures:
             return None
         # A GPU shared with other executions: the execution's share of the rise (GpuFigures.power_share).
         return rise * gpu.held_seconds / gpu.energy_span_seconds * gpu.power_share
+
+    @property
+    def own_values(self) -> bool:
+        """Whether the exporter published the execution's own utilisation and memory on this shared GPU (the
+        GPU's memory in use, every holder's, exceeded the execution's): work and energy were then split in
+        proportion to the holders' utilisation, not equally."""
+        device, own = self.device_mem_peak_bytes, self.mem_peak_bytes
+        return self.shared and device is not None and own is not None and device > own
+
+    @property
+    def device_fill(self) -> float | None:
+        """The GPU's memory in use at the end over its capacity, every holder's use counted."""
+        return self.mem_last_ratio if self.device_mem_last_ratio is None else self.device_mem_last_ratio
 
     @property
     def billed_seconds(self) -> float:
@@ -394,6 +423,8 @@ def gpu_queries(cfg: Config, scope: Scope, w: Window) -> dict[str, Expr]:
         "mem_peak_bytes": over("max_over_time", g(catalog.GPU_MEMORY_USED), window),
         "mem_peak_ratio": over("max_over_time", memory, window),
         "mem_last_ratio": over("last_over_time", memory, window),
+        "device_mem_peak_bytes": over("max_over_time", g(catalog.GPU_DEVICE_MEMORY_USED), window),
+        "device_mem_last_ratio": over("last_over_time", g(catalog.GPU_DEVICE_MEMORY_UTILIZATION), window),
         "power_mean": over("avg_over_time", g(catalog.GPU_POWER), window),
         "power_limit_mean": over("avg_over_time", g(catalog.GPU_POWER_LIMIT), window),
         "temp_max": over("max_over_time", g(catalog.GPU_TEMPERATURE), window),
@@ -721,27 +752,28 @@ async def co_holders(
     prometheus: PrometheusClient, scope: Scope, window_seconds: float, at: float, f: ExecutionFigures
 ) -> None:
     """Name, on each of ``f``'s shared GPUs, the other executions (within the scope's tenant and cluster) that
-    held it at the same moments as ``f`` did: those with a share under 1 while ``f``'s was."""
-    if not any(g.shared for g in f.gpus):
+    held it at the same moments as ``f`` did: those whose share was under 1 at a sample where ``f``'s was.
+
+    Read from the share's own samples, which one rule records for every holder at the same instants: no
+    subquery stepped at an interval, which a config disagreeing with the deployed rules would make miss
+    or invent an overlap."""
+    shared = [g for g in f.gpus if g.shared]
+    if not shared:
         return
-    within = (*scope.cluster, *scope.tenant)
-    own = catalog.GPU_SHARE.select(match(EXECUTION_LABEL, f.execution_id), *within).lt(1)
-    others = catalog.GPU_SHARE.select(*within).lt(1).and_(own, on(catalog.DEVICE_LABELS))
-    window = span_range(window_seconds)
-    step = format_duration(f.gpu_interval)
-    expr = aggregate(
-        "group", (EXECUTION_LABEL, *catalog.DEVICE_LABELS), call("count_over_time", Range(others, window, step))
-    )
-    result = await prometheus.instant(scope.query(expr), at=at)
-    for g in f.gpus:
-        if g.shared:
-            device = key_of(g.labels, catalog.DEVICE_LABELS)
-            g.co_holders = sorted(
-                eid
-                for r in result
-                if key_of(r["metric"], catalog.DEVICE_LABELS) == device
-                and (eid := r["metric"].get(EXECUTION_LABEL, "")) != f.execution_id
-            )
+    uuids = sorted({g.labels.get(UUID_LABEL, "") for g in shared})
+    devices = match(UUID_LABEL, "|".join(re.escape(uuid) for uuid in uuids), "=~")
+    samples = catalog.GPU_SHARE.select(devices, *scope.cluster, *scope.tenant).range(span_range(window_seconds))
+    result = await prometheus.instant(scope.query(samples), at=at)
+    moments: dict[tuple[tuple[str, ...], str], set[float]] = defaultdict(set)
+    for r in result:
+        held = moments[key_of(r["metric"], catalog.DEVICE_LABELS), r["metric"].get(EXECUTION_LABEL, "")]
+        held.update(float(t) for t, v in r["values"] if float(v) < 1)
+    for g in shared:
+        device = key_of(g.labels, catalog.DEVICE_LABELS)
+        own = moments.get((device, f.execution_id), set())
+        g.co_holders = sorted(
+            eid for (d, eid), times in moments.items() if d == device and eid and eid != f.execution_id and times & own
+        )
 
 
 async def heavy_phase(

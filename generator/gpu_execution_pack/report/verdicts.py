@@ -158,15 +158,25 @@ def gpu_oom(case: Case, cfg: Config) -> Verdict | None:
     """GPU memory at the OOM threshold when the series ended: the job died of an out-of-memory error.
     Not given while it runs: memory high now is no crash."""
     f, alert = case.figures, cfg.alerts.gpu_memory_high
-    oom = [g for g in f.gpus if g.mem_last_ratio is not None and g.mem_last_ratio >= alert.threshold]
+    # The device's fill, every holder's use counted: on a shared GPU any holder can run it out.
+    oom = [g for g in f.gpus if (fill := g.device_fill) is not None and fill >= alert.threshold]
     if not oom or case.running:
         return None
+
+    def where(g: GpuFigures) -> str:
+        return f"{gpu_name(g)} (shared with {', '.join(g.co_holders)})" if g.shared and g.co_holders else gpu_name(g)
+
+    shared = (
+        " Every execution holding a shared GPU counts: any of them can run it out."
+        if any(g.shared for g in oom)
+        else ""
+    )
     return Verdict(
         "gpu_oom",
         alert.severity,
-        f"GPU memory reached {percent(max(g.mem_last_ratio or 0 for g in oom))} of capacity on "
-        f"{', '.join(gpu_name(g) for g in oom)} just before its series ended: the job most likely "
-        "died of a CUDA out-of-memory error.",
+        f"GPU memory reached {percent(max(g.device_fill or 0 for g in oom))} of capacity on "
+        f"{', '.join(where(g) for g in oom)} just before its series ended: the job most likely "
+        f"died of a CUDA out-of-memory error.{shared}",
         "Lower the batch size or sequence length, enable activation checkpointing or mixed precision, "
         "or request a GPU with more memory. A steady climb before the end is a leak: check for tensors "
         "kept across iterations.",
@@ -354,15 +364,34 @@ def gpu_shared(case: Case, cfg: Config) -> Verdict | None:
             return f"{gpu_name(g)} with executions outside this report's tenant"
         return f"{gpu_name(g)} with {', '.join(g.co_holders)}"
 
+    own = [g for g in shared if g.own_values]
+    equal = [g for g in shared if not g.own_values]
+    split = []
+    if own:
+        split.append(
+            f"On {', '.join(gpu_name(g) for g in own)} the exporter published each execution's own utilisation "
+            "and memory use (KUBERNETES_VIRTUAL_GPUS): GPU-hours worked and energy were split in proportion to "
+            "the holders' utilisation at each moment (equally while all were idle), GPU-hours billed 1/N to each "
+            "of the N holders, and memory is counted against the whole GPU's capacity."
+        )
+    if equal:
+        split.append(
+            f"On {', '.join(gpu_name(g) for g in equal)} the exporter published the GPU's figures once per pod and "
+            "cannot tell whose work they are, so GPU-hours billed and worked, energy and cost were split equally: "
+            "1/N to each of the N executions holding it, at each moment."
+        )
+    whole = (
+        "Utilisation and activity are the whole GPU's, the other executions' work included; "
+        if equal
+        else "Activity, power and temperature are the whole GPU's; "
+    )
     return Verdict(
         "gpu_shared",
         "info",
         f"GPUs were shared with other executions at the same time: {'; '.join(whom(g) for g in shared)}. "
-        "The exporter publishes a shared GPU's figures once per pod and cannot tell whose work they are, so "
-        "its GPU-hours billed and worked, energy and cost were split equally: 1/N to each of the N executions "
-        "holding it, at each moment.",
-        "Nothing to do if sharing was intended (time-slicing or MPS). Utilisation and activity are the whole "
-        "GPU's, the other executions' work included; for figures of this job alone, run it on a GPU of its own.",
+        + " ".join(split),
+        f"Nothing to do if sharing was intended (time-slicing or MPS). {whole}for figures of this job alone, "
+        "run it on a GPU of its own.",
     )
 
 

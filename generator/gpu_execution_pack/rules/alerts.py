@@ -177,14 +177,30 @@ class AlertBuilder:
         return AlertRule(alert.name, expr, alert.severity(self.cfg), summary, description, url, for_)
 
     # -- GPU memory --------------------------------------------------------------------------
+    def co_holders(self) -> str:
+        """A description's clause naming the other executions that hold the alerting GPU at once (time-slicing,
+        MPS): its memory is theirs too, and any of them can run it out. Empty where it holds the GPU alone."""
+        own = (*catalog.DEVICE_LABELS, *self.own_labels)
+        others = catalog.GPU_SHARE.select(
+            *(match(label, LabelRef(label)) for label in own),
+            match(EXECUTION_LABEL, LabelRef(EXECUTION_LABEL), "!="),
+        )
+        query = template_query(aggregate("group", (EXECUTION_LABEL,), others))
+        return (
+            f"{{{{ with {query} | query }}}} Every execution holding the GPU counts: it is shared with "
+            f"{{{{ range $i, $s := . }}}}{{{{ if $i }}}}, {{{{ end }}}}{{{{ $s.Labels.{EXECUTION_LABEL} }}}}"
+            "{{ end }}.{{ end }}"
+        )
+
     def gpu_memory_high(self) -> AlertRule:
         a = self.a.gpu_memory_high
+        # The device's fill, every holder's use counted: on a shared GPU any holder can run it out.
         return self.rule(
             GPU_MEMORY_HIGH,
-            catalog.GPU_MEMORY_UTILIZATION.select().ge(a.threshold),
+            catalog.GPU_DEVICE_MEMORY_UTILIZATION.select().ge(a.threshold),
             "An execution's GPU memory is nearly full; its next allocations may fail with out-of-memory.",
             f"{self.execution} has used {{{{ $value | humanizePercentage }}}} of the memory of {GPU_NAME} "
-            f"for {a.for_} (threshold {percent(a.threshold)}).",
+            f"for {a.for_} (threshold {percent(a.threshold)})." + self.co_holders(),
             a.for_,
         )
 
@@ -210,14 +226,18 @@ class AlertBuilder:
     def gpu_memory_exhaustion(self) -> AlertRule:
         a = self.a.gpu_memory_exhaustion
         expr, clause = self.predicted_exhaustion(
-            a, catalog.GPU_MEMORY_UTILIZATION, catalog.GPU_MEMORY_USED, catalog.GPU_MEMORY_TOTAL, "it"
+            a,
+            catalog.GPU_DEVICE_MEMORY_UTILIZATION,
+            catalog.GPU_DEVICE_MEMORY_USED,
+            catalog.GPU_MEMORY_TOTAL,
+            "it",
         )
         return self.rule(
             GPU_MEMORY_EXHAUSTION,
             expr,
             "An execution's GPU memory is predicted to run out.",
             f"{self.execution} has used {{{{ $value | humanizePercentage }}}} of the memory of {GPU_NAME}, "
-            f"and {clause}.",
+            f"and {clause}." + self.co_holders(),
             a.for_,
         )
 

@@ -31,6 +31,7 @@ from gpu_execution_pack.promql import (
     Expr,
     Matcher,
     Paren,
+    Placeholder,
     Selector,
     aggregate,
     any_of,
@@ -43,6 +44,7 @@ from gpu_execution_pack.promql import (
     partitioned,
     selector,
     substitute,
+    transform,
 )
 from gpu_execution_pack.rules.amd import AmdRules, vendor_matchers
 from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
@@ -215,12 +217,34 @@ class RuleBuilder:
             raise ValueError(f"signal {signal.key}: no raw metric for generations {self.cfg.dcgm.generations}")
         return any_of(branches)
 
+    def device_wide(self, signal: Signal, where: tuple[Matcher, ...]) -> Expr:
+        """A signal for the whole GPU (``catalog.device``), on each row ``normalised`` gives: the highest value
+        of every series of the GPU's identity, those no execution's labels are on included (the device's
+        own series beside per-pod values under KUBERNETES_VIRTUAL_GPUS)."""
+        identity = self.attribution.identity
+        whole = any_of(
+            [
+                aggregate("max", identity, self.read(raw, *vendor_matchers(self.cfg, raw), *where))
+                for raw in self.raws(signal)
+            ]
+        )
+        rows = Paren(self.normalised(signal, where)) * 0
+        return join(rows, "+", on(identity, group_left=()), whole)
+
     def gpu_formula(self, formula: Formula) -> Expr | None:
         """A formula with its signals expanded; None if no configured generation emits one of them."""
         signals = [catalog.SIGNALS[key] for key in formula.signals]
         if any(not self.raws(s) for s in signals):
             return None
-        return substitute(formula.expr, lambda key: self.normalised(catalog.SIGNALS[key], formula.where))
+
+        def expand(node: Expr) -> Expr | None:
+            if isinstance(node, catalog.DeviceSignal):
+                return self.device_wide(catalog.SIGNALS[node.name], formula.where)
+            if isinstance(node, Placeholder):
+                return self.normalised(catalog.SIGNALS[node.name], formula.where)
+            return None
+
+        return transform(formula.expr, expand)
 
     def gpu_rule(self, series: Series) -> RecordingRule | None:
         """Formulas over signals are attributed together; those over recorded series follow as written.

@@ -24,7 +24,8 @@ from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Name
 
 PREFIX = "GpuExecution"
 # The level, used and total series of each "runs out" alert pair.
-GPU_MEMORY = (catalog.GPU_MEMORY_UTILIZATION, catalog.GPU_MEMORY_USED, catalog.GPU_MEMORY_TOTAL)
+# The device's fill, every holder's use counted (the execution's own on a GPU it holds alone).
+GPU_MEMORY = (catalog.GPU_DEVICE_MEMORY_UTILIZATION, catalog.GPU_DEVICE_MEMORY_USED, catalog.GPU_MEMORY_TOTAL)
 HOST_RAM = (catalog.NODE_RAM_UTILIZATION, catalog.NODE_RAM_USED, catalog.NODE_RAM_TOTAL)
 STEP_MINUTES = STEP_SECONDS / 60
 
@@ -231,14 +232,18 @@ def filling_up(
 def gpu_memory_specs(a: Alerts) -> list[AlertSpec]:
     """GpuMemoryHigh and GpuMemoryFillingUp: the framebuffer of one GPU."""
     high, pred = a.gpu_memory_high, a.gpu_memory_exhaustion
-    ratio = value(catalog.GPU_MEMORY_UTILIZATION)
+    ratio = value(catalog.GPU_DEVICE_MEMORY_UTILIZATION)
 
     def described(tail: str) -> Description:
         def describe(w: World, e: Entity, m: float) -> str:
-            assert e.execution is not None
+            assert e.execution is not None and e.gpu is not None
+            others = sorted(x.id for x in model.holders(w.s, e.gpu, m) if x is not e.execution)
+            shared = (
+                f" Every execution holding the GPU counts: it is shared with {', '.join(others)}." if others else ""
+            )
             return (
                 f"Execution {e.execution.id}{w.in_cluster} has used {humanize_percentage(ratio(w, e, m))} "
-                f"of the memory of {gpu_name(e)}{tail}"
+                f"of the memory of {gpu_name(e)}{tail}{shared}"
             )
 
         return describe

@@ -124,11 +124,10 @@ def expected(scenario: Scenario, minute: float, cfg: Config | None = None) -> di
                 Sample(ex, sum(t[catalog.GPU_MEMORY_USED] for t in memory))
             )
         # One physical GPU counts once, however many of its MIG instances the execution holds; one it
-        # shares with other executions at this minute, in its share.
-        devices = {
-            g.device_key: oracle.device_power(scenario, g, minute) / len(model.holders(scenario, g, minute))
-            for g in e.gpus
-        }
+        # shares with other executions at this minute, in its share of the work.
+        devices: dict[tuple[str, int], float] = {}
+        for g, t in per_gpu:
+            devices[g.device_key] = max(devices.get(g.device_key, 0.0), t[catalog.GPU_POWER_ATTRIBUTED])
         out[catalog.EXECUTION_GPU_POWER_SUM.name].append(Sample(ex, float(sum(devices.values()))))
         for gpu_series, execution_series in zip(
             catalog.GPU_ACTIVITY_SERIES, catalog.EXECUTION_ACTIVITY_SERIES, strict=True
@@ -145,7 +144,7 @@ def expected(scenario: Scenario, minute: float, cfg: Config | None = None) -> di
             shares = [1 / len(model.holders(scenario, g, minute)) for g in e.gpus if g.model == gpu_model]
             out[catalog.MODEL_GPU_COUNT.name].append(Sample(labels, float(sum(shares))))
             out[catalog.MODEL_GPU_UTILIZATION_SUM.name].append(
-                Sample(labels, sum(t[catalog.GPU_UTILIZATION] * s for t, s in zip(of_model, shares, strict=True)))
+                Sample(labels, sum(t[catalog.GPU_WORKED] for t in of_model))
             )
     return out
 
@@ -162,7 +161,8 @@ def conditions(scenario: Scenario, cfg: Config, minute: float) -> dict[str, list
             truth = oracle.gpu_truth(scenario, e, gpu, minute)
             assert truth is not None
             utils.append(truth[catalog.GPU_UTILIZATION])
-            memory = truth.get(catalog.GPU_MEMORY_UTILIZATION)  # a GPU without memory fields is never high
+            # The device's fill, every holder's use counted; a GPU without memory fields is never high.
+            memory = truth.get(catalog.GPU_DEVICE_MEMORY_UTILIZATION)
             high = memory is not None and memory >= memory_high
             out[catalog.GPU_MEMORY_HIGH.name].append(Sample(gpu_labels(e, gpu), float(high)))
         ex = {EXECUTION_LABEL: e.id, TENANT_LABEL: e.namespace}

@@ -448,6 +448,7 @@ def alert_suite() -> list[Scenario]:
         mig_activity_only(),  # utilisation is the engine activity: never stalled
         profiling_locked(),
         name_collision_while_exporter_down(),
+        virtual_gpus_full(),  # the GPU's fill, every holder's, names the other holder
     ]
 
 
@@ -548,6 +549,27 @@ def time_sliced() -> Scenario:
     return Scenario("a time-sliced pair", time_sliced.__doc__ or "", (Host("h21"),), (a, b))
 
 
+def virtual_gpus() -> Scenario:
+    """Two pods time-slice an A10 under dcgm-exporter's KUBERNETES_VIRTUAL_GPUS: each pod's utilisation and
+    framebuffer use are its own processes' (with pod_uid and a vgpu replica), beside the device's series; one
+    pod idles while the other works, and both idle at the end."""
+    gpu = Gpu("h24", 0, model="NVIDIA A10", mem_total_mib=22 * 1024)
+    a = Execution("vgpu-0035", (gpu,), ("sliced_heavy", "sliced_heavy", "sliced_light", "idle"), namespace="team-a")
+    b = Execution("vgpu-0036", (gpu,), ("sliced_light", "idle", "idle", "sliced_heavy", "idle"), namespace="team-b")
+    host = Host("h24", exporter_pod="nvidia-dcgm-exporter-v9x2q", virtual_gpus=True)
+    return Scenario("a virtual-GPU pair with per-process values", virtual_gpus.__doc__ or "", (host,), (a, b))
+
+
+def virtual_gpus_full() -> Scenario:
+    """Two pods time-slicing an A10 with per-process values fill its framebuffer between them, each under half
+    of it: the memory alerts and gpu_oom judge the GPU's fill and name the other pod's execution."""
+    gpu = Gpu("h25", 0, model="NVIDIA A10", mem_total_mib=22 * 1024)
+    a = Execution("vgpufull-0037", (gpu,), ("sliced_light", "sliced_fill"), namespace="team-a")
+    b = Execution("vgpufull-0038", (gpu,), ("sliced_light", "sliced_fill"), namespace="team-b")
+    host = Host("h25", exporter_pod="nvidia-dcgm-exporter-k3m8d", virtual_gpus=True)
+    return Scenario("a virtual-GPU pair filling its GPU", virtual_gpus_full.__doc__ or "", (host,), (a, b))
+
+
 def mps_shared() -> Scenario:
     """MPS: mps-0031 holds GPUs 0 and 1 for 50 minutes; mps-0032 shares GPU 0 with it from minute 10 to 40."""
     g0, g1 = Gpu("h22", 0), Gpu("h22", 1)
@@ -558,7 +580,15 @@ def mps_shared() -> Scenario:
 
 def work_suite() -> list[Scenario]:
     """Scenarios for the activity figures and verdicts and for shared GPUs."""
-    return [hung_collective(), fp32_job(), mig_activity_only(), time_sliced(), mps_shared()]
+    return [
+        hung_collective(),
+        fp32_job(),
+        mig_activity_only(),
+        time_sliced(),
+        mps_shared(),
+        virtual_gpus(),
+        virtual_gpus_full(),
+    ]
 
 
 # --- AMD Instinct GPUs (scenario.amd) -------------------------------------------------------------

@@ -125,6 +125,10 @@ class Host:
     # Kubernetes DRA (dcgm-exporter KUBERNETES_ENABLE_DRA): the containers of the workload's pod that reference
     # the GPU's claim; the exporter publishes one copy of each series per container, with the claim's labels.
     dra_containers: tuple[str, ...] = ()
+    # dcgm-exporter with KUBERNETES_VIRTUAL_GPUS (time-slicing): GPU_UTIL and FB_USED per pod, each the sum of its
+    # processes, with pod_uid and the device plugin's replica as vgpu, beside the device's own series; every other
+    # field the device's, copied to each pod (with vgpu).
+    virtual_gpus: bool = False
     pod_info: bool = False  # kube-state-metrics publishes kube_pod_info (with the node) for the exporter pod
     kube_node: str = ""  # the Kubernetes node name (default: name)
     node_cpu_backjump: float | None = None  # minute at which an old node_exporter's idle counter steps back

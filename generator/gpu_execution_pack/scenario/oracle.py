@@ -141,11 +141,58 @@ def load_values(own: GpuLoad, device: GpuLoad) -> dict[str, float]:
     }
 
 
+# The fields dcgm-exporter publishes per pod under KUBERNETES_VIRTUAL_GPUS (transformation.isPerProcessMetric).
+PER_PROCESS_SIGNALS = frozenset({"gpu_util", "fb_used"})
+
+
+def per_process(scenario: Scenario, gpu: Gpu) -> bool:
+    """Whether the GPU's exporter publishes each holder's own utilisation and framebuffer use."""
+    return scenario.host(gpu.host).virtual_gpus
+
+
+def own_util(execution: Execution, gpu: Gpu, minute: float) -> float:
+    """The utilisation (ratio) ``execution``'s phase gives the GPU at ``minute``."""
+    phase = execution.phase_at(minute)
+    assert phase is not None
+    return (phase.gpu.util_percent + execution.util_offset(gpu)) / PERCENT_PER_RATIO
+
+
+def device_use(scenario: Scenario, gpu: Gpu, minute: float) -> tuple[float, int]:
+    """The whole GPU's utilisation (ratio) and framebuffer used (MiB) while someone holds it: with per-process
+    values the holders' sum (the utilisation at most 100 %), else the first running holder's load."""
+    on_gpu = holders(scenario, gpu, minute)
+    if per_process(scenario, gpu):
+        return min(1.0, sum(own_util(e, gpu, minute) for e in on_gpu)), sum(
+            mem_used_mib(e, gpu, minute) for e in on_gpu
+        )
+    return own_util(on_gpu[0], gpu, minute), mem_used_mib(on_gpu[0], gpu, minute)
+
+
+def own_use(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float) -> tuple[float, int]:
+    """What the exporter publishes as ``execution``'s utilisation and framebuffer used (MiB): its own where
+    the exporter has per-process values, else the GPU's."""
+    if per_process(scenario, gpu):
+        return own_util(execution, gpu, minute), mem_used_mib(execution, gpu, minute)
+    return device_use(scenario, gpu, minute)
+
+
+def work_share(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float) -> float:
+    """``execution``'s share of the GPU's work and energy: its own utilisation over the holders' (each holder
+    alike where all are idle, or where the exporter publishes the GPU's values to each)."""
+    on_gpu = holders(scenario, gpu, minute)
+    if not per_process(scenario, gpu):
+        return 1 / len(on_gpu)
+    total = sum(own_util(e, gpu, minute) for e in on_gpu)
+    return own_util(execution, gpu, minute) / total if total else 1 / len(on_gpu)
+
+
 def gpu_truth(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float) -> dict[Series, float] | None:
     """What each per-GPU recorded series should be, in base units; None when the execution is not running.
 
     A GPU several executions hold at once publishes one set of values for all of them (the first
-    running holder's load here), and each is given an equal share of it.
+    running holder's load here), and each is billed an equal share of it. Where the exporter publishes
+    each holder's own utilisation and framebuffer use (``Host.virtual_gpus``), those are the execution's,
+    the capacity stays the GPU's, and work and energy are split in proportion to the holders' utilisation.
     """
     if execution.phase_at(minute) is None:
         return None
@@ -153,13 +200,17 @@ def gpu_truth(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float)
     lead = on_gpu[0]
     load = lead.phase_at(minute).gpu  # type: ignore[union-attr]
     device = device_load(scenario, gpu, minute)  # temperature and clocks are device-wide on MIG
-    util = (load.util_percent + lead.util_offset(gpu)) / PERCENT_PER_RATIO
-    used_mib = mem_used_mib(lead, gpu, minute)
+    util, used_mib = own_use(scenario, execution, gpu, minute)
+    device_util, device_used_mib = device_use(scenario, gpu, minute)
+    total = gpu.mem_total_mib * BYTES_PER_MIB
     out = {
         catalog.GPU_UTILIZATION: util,
         catalog.GPU_MEMORY_USED: used_mib * BYTES_PER_MIB,
-        catalog.GPU_MEMORY_TOTAL: gpu.mem_total_mib * BYTES_PER_MIB,
-        catalog.GPU_MEMORY_UTILIZATION: (used_mib * BYTES_PER_MIB) / (gpu.mem_total_mib * BYTES_PER_MIB),
+        catalog.GPU_MEMORY_TOTAL: total,
+        catalog.GPU_MEMORY_UTILIZATION: (used_mib * BYTES_PER_MIB) / total,
+        catalog.GPU_DEVICE_UTILIZATION: device_util,
+        catalog.GPU_DEVICE_MEMORY_USED: device_used_mib * BYTES_PER_MIB,
+        catalog.GPU_DEVICE_MEMORY_UTILIZATION: (device_used_mib * BYTES_PER_MIB) / total,
         catalog.GPU_TEMPERATURE: float(device.temp_celsius),
         catalog.GPU_POWER: float(device_power(scenario, gpu, minute)),
     }
@@ -183,18 +234,31 @@ def gpu_truth(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float)
         out[catalog.GPU_POWER_VIOLATION] = device.power_violation_share
     if "thermal_violation" in scenario.exported:
         out[catalog.GPU_THERMAL_VIOLATION] = device.thermal_violation_share
-    share = 1 / len(on_gpu)
-    out[catalog.GPU_SHARE] = share
-    out[catalog.GPU_WORKED] = util * share
+    share = work_share(scenario, execution, gpu, minute)
+    out[catalog.GPU_SHARE] = 1 / len(on_gpu)
+    out[catalog.GPU_WORK_SHARE] = share
+    # Its own utilisation where the exporter has it (the holders' together within the GPU's 100 %), else the
+    # GPU's in its share.
+    out[catalog.GPU_WORKED] = device_util * share
     out[catalog.GPU_POWER_ATTRIBUTED] = out[catalog.GPU_POWER] * share
     missing = scenario.missing_on(gpu.host)
     for series, key in ACTIVITY_TRUTHS.items():
         if key not in missing and (key not in OPTIONAL_ACTIVITY or key in scenario.exported):
-            out[series] = activity(load, util, bool(gpu.mig_instance))[key]
+            out[series] = activity(load, device_util, bool(gpu.mig_instance))[key]
     if missing >= FRAMEBUFFER_SIGNALS:  # no framebuffer field at all (MIG-enabled H100s): no memory series
-        for series in (catalog.GPU_MEMORY_USED, catalog.GPU_MEMORY_TOTAL, catalog.GPU_MEMORY_UTILIZATION):
+        for series in MEMORY_SERIES:
             del out[series]
     return out
+
+
+# The per-GPU series that read the framebuffer fields.
+MEMORY_SERIES = (
+    catalog.GPU_MEMORY_USED,
+    catalog.GPU_MEMORY_TOTAL,
+    catalog.GPU_MEMORY_UTILIZATION,
+    catalog.GPU_DEVICE_MEMORY_USED,
+    catalog.GPU_DEVICE_MEMORY_UTILIZATION,
+)
 
 
 def gpu_publishes(scenario: Scenario, gpu: Gpu, owner: Execution | None, minute: float) -> dict[str, float]:
@@ -203,12 +267,12 @@ def gpu_publishes(scenario: Scenario, gpu: Gpu, owner: Execution | None, minute:
     The one definition of a GPU's exporter values: the generic renderer and the fleet's both read
     it. ``owner`` is the execution holding the GPU, whether or not it runs at ``minute``.
     """
-    # A GPU time-sliced between executions publishes the same values on each one's series.
+    # A GPU time-sliced between executions publishes the same values on each one's series (GPU_UTIL and FB_USED
+    # per pod beside these, where it has per-process values: ``own_publishes``).
     lead = next(iter(holders(scenario, gpu, minute)), owner)
     phase = lead.phase_at(minute) if lead is not None else None
     running = lead is not None and phase is not None
-    util = (phase.gpu.util_percent + lead.util_offset(gpu)) / PERCENT_PER_RATIO if running else 0.0
-    used_mib = mem_used_mib(lead, gpu, minute) if running else PHASES["idle"].gpu.mem_used_mib
+    util, used_mib = device_use(scenario, gpu, minute) if running else (0.0, PHASES["idle"].gpu.mem_used_mib)
     used, total = used_mib * BYTES_PER_MIB, gpu.mem_total_mib * BYTES_PER_MIB
     device = device_load(scenario, gpu, minute)  # temperature and clocks are device-wide on MIG
     own = phase.gpu if running else PHASES["idle"].gpu  # PCIe traffic is the instance's own
@@ -230,6 +294,12 @@ def gpu_publishes(scenario: Scenario, gpu: Gpu, owner: Execution | None, minute:
         "max_sm_clock": float(scenario.max_sm_clock_mhz * HERTZ_PER_MHZ),
         "clocks_event_reasons": float(device.clock_event_reasons),
     }
+
+
+def own_publishes(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float) -> dict[str, float]:
+    """The per-process fields on ``execution``'s pod series while it runs, in base units (``PER_PROCESS_SIGNALS``)."""
+    util, used_mib = own_use(scenario, execution, gpu, minute)
+    return {"gpu_util": 0.0 if gpu.mig_instance else util, "fb_used": float(used_mib * BYTES_PER_MIB)}
 
 
 def sm_clock_peak_mhz(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float) -> int:

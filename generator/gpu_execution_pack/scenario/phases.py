@@ -294,6 +294,53 @@ PHASES: dict[str, Phase] = {
             ),
             HostLoad(cpu_busy=0.25, ram_used_bytes=48 * 1024**3),
         ),
+        # Two pods time-slicing one GPU, each its own processes' share (KUBERNETES_VIRTUAL_GPUS): together
+        # under 100 % and within the framebuffer.
+        Phase(
+            "sliced_heavy",
+            10,
+            GpuLoad(
+                util_percent=60,
+                mem_used_mib=45056,
+                power_watts=150,
+                temp_celsius=61,
+                sm_clock_mhz=1695,
+                mem_clock_mhz=6251,
+                pcie_rx_bytes_per_second=100_000_000,
+                pcie_tx_bytes_per_second=20_000_000,
+            ),
+            HostLoad(cpu_busy=0.25, ram_used_bytes=16 * 1024**3),
+        ),
+        Phase(
+            "sliced_light",
+            10,
+            GpuLoad(
+                util_percent=25,
+                mem_used_mib=22528,
+                power_watts=110,
+                temp_celsius=52,
+                sm_clock_mhz=1695,
+                mem_clock_mhz=6251,
+                pcie_rx_bytes_per_second=50_000_000,
+                pcie_tx_bytes_per_second=10_000_000,
+            ),
+            HostLoad(cpu_busy=0.125, ram_used_bytes=8 * 1024**3),
+        ),
+        Phase(
+            "sliced_fill",  # each pod under half the framebuffer, together nearly all of it
+            10,
+            GpuLoad(
+                util_percent=45,
+                mem_used_mib=39424,
+                power_watts=140,
+                temp_celsius=58,
+                sm_clock_mhz=1695,
+                mem_clock_mhz=6251,
+                pcie_rx_bytes_per_second=80_000_000,
+                pcie_tx_bytes_per_second=20_000_000,
+            ),
+            HostLoad(cpu_busy=0.25, ram_used_bytes=16 * 1024**3),
+        ),
         Phase(
             "cpu_bound",  # pre-processing saturates the host CPU
             40,

@@ -155,6 +155,9 @@ class Renderer:
             if container:
                 workload["container"] = container
                 labels |= dra_labels(host, gpu, owner)
+        if owner is not None and host.virtual_gpus and self.mode != "mapping":
+            # The device plugin's time-slicing replica the pod holds (device id <UUID>::<replica>).
+            labels["vgpu"] = str(self.owners(gpu).index(owner))
         if exporter_pod:
             # Behind a ServiceMonitor with honorLabels: false, namespace and pod name the exporter itself
             # and the workload's arrive as exported_*.
@@ -196,8 +199,8 @@ class Renderer:
             total += getattr(oracle.device_load(self.s, gpu, m), field) * model.STEP_SECONDS * ticks
         return totals.__getitem__
 
-    def gpu_spans(self, host: Host, gpu: Gpu) -> list[tuple[dict[str, str], Callable[[float], bool]]]:
-        """Each label set a GPU's series carry, and when.
+    def gpu_spans(self, host: Host, gpu: Gpu) -> list[tuple[dict[str, str], Callable[[float], bool], Execution | None]]:
+        """Each label set a GPU's series carry, when, and the execution whose labels they are (None: the GPU's own).
 
         The exporter attaches an execution's labels only while it runs and publishes the GPU
         without them before and after; in mapping mode the raw series never carry them.
@@ -206,7 +209,7 @@ class Renderer:
         owners = self.owners(gpu)
         alive = partial(self.dcgm_alive, host)
         if not owners or self.mode == "mapping":
-            return [(self.gpu_labels(host, gpu, next(iter(owners), None)), alive)]
+            return [(self.gpu_labels(host, gpu, next(iter(owners), None)), alive, None)]
 
         def running(owner: Execution, m: float) -> bool:
             return owner.start_minute <= m < owner.end_minute
@@ -216,28 +219,53 @@ class Renderer:
         containers = host.dra_containers if self.mode == "kubernetes" and host.dra_containers else ("",)
         return [
             *(
-                (self.gpu_labels(host, gpu, owner, c), lambda m, owner=owner: running(owner, m) and alive(m))
+                (self.gpu_labels(host, gpu, owner, c), lambda m, owner=owner: running(owner, m) and alive(m), owner)
                 for owner in owners
                 for c in containers
             ),
-            (self.gpu_labels(host, gpu, None), lambda m: not any(running(o, m) for o in owners) and alive(m)),
+            (self.gpu_labels(host, gpu, None), lambda m: not any(running(o, m) for o in owners) and alive(m), None),
         ]
+
+    def per_process(self, host: Host, gpu: Gpu, key: str) -> bool:
+        """Whether ``key`` is published per pod (its processes' sum) beside the device's own series, which is then
+        published whoever holds the GPU (dcgm-exporter's KUBERNETES_VIRTUAL_GPUS)."""
+        return (
+            host.virtual_gpus
+            and self.mode != "mapping"
+            and key in oracle.PER_PROCESS_SIGNALS
+            and bool(self.owners(gpu))
+        )
+
+    def per_process_span(
+        self, host: Host, labels: dict[str, str], active: Callable[[float], bool], holder: Execution | None
+    ) -> tuple[dict[str, str], Callable[[float], bool]]:
+        """A per-process field's span: its pod series carry the pod's UID, its device series (no pod) is
+        published all along."""
+        if holder is None:
+            return labels, partial(self.dcgm_alive, host)
+        uid = {"pod_uid": f"uid-{holder.id}-{host.name}"} if self.mode == "kubernetes" else {}
+        return labels | uid, active
 
     def dcgm_series(self) -> Iterator[RenderedSeries]:
         for host in self.s.hosts:
             for gpu in (g for g in self.s.all_gpus() if g.host == host.name):
                 owner = self.owner(gpu)
-                for labels, active in self.gpu_spans(host, gpu):
+                for span_labels, span_active, holder in self.gpu_spans(host, gpu):
                     for key in DCGM_SIGNALS:
                         raw = raw_for(key, host.generation)
                         if raw is None or not published(key, raw, self.s, host.name):
                             continue
+                        labels, active = span_labels, span_active
                         if key == "energy":
                             value = partial(oracle.energy_millijoules, self.s, gpu)
                         elif raw.type == "counter":
                             value = self.violation_counter(key, gpu)
                         else:
                             value = partial(self.raw_value, key, gpu, owner, raw.unit)
+                        if self.per_process(host, gpu, key):
+                            labels, active = self.per_process_span(host, labels, active, holder)
+                            if holder is not None:
+                                value = partial(self.own_value, key, holder, gpu, raw.unit)
                         yield RenderedSeries(raw.name, tuple(sorted(labels.items())), self.when(active, value))
             # The exporter's scrape target: up while it answers.
             target = tuple(
@@ -248,6 +276,10 @@ class Renderer:
     def raw_value(self, key: str, gpu: Gpu, owner: Execution | None, unit: str, minute: float) -> float:
         """What the exporter publishes for ``key``, in its own unit."""
         return to_unit(self.publishes(gpu, owner, minute)[key], unit)
+
+    def own_value(self, key: str, execution: Execution, gpu: Gpu, unit: str, minute: float) -> float:
+        """A per-process field on ``execution``'s pod series, in the exporter's unit."""
+        return to_unit(oracle.own_publishes(self.s, execution, gpu, minute)[key], unit)
 
     # -- attribution metrics -------------------------------------------------------------
     def attribution_series(self) -> Iterator[RenderedSeries]:

@@ -40,13 +40,14 @@ def default_variants() -> list[Variant]:
     """The built-in defaults and each other attribution mode, on the same scenarios."""
     attribution = tuple(library.attribution_suite())
 
-    def variant(name: str, overrides: dict[str, Any]) -> Variant:
-        return Variant(name, config_from_mapping(overrides, f"variant {name}"), attribution)
+    def variant(name: str, overrides: dict[str, Any], *extra: Scenario) -> Variant:
+        return Variant(name, config_from_mapping(overrides, f"variant {name}"), attribution + extra)
 
     return [
         Variant("default", Config(), tuple(library.default_suite()), alerts=True),
         variant("mapping", {"attribution": {"mode": "mapping"}}),
-        variant("kubernetes", {"attribution": {"mode": "kubernetes"}}),
+        # Per-pod values under KUBERNETES_VIRTUAL_GPUS exist only where the exporter maps pods.
+        variant("kubernetes", {"attribution": {"mode": "kubernetes"}}, library.virtual_gpus()),
         # dcgm-exporter's --hpc-job-mapping-dir label, with scrape selectors set.
         variant(
             "hpc_job",
