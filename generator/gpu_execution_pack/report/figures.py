@@ -204,19 +204,6 @@ class ExecutionFigures:
         return rise * gpu.held_seconds / gpu.energy_span_seconds * gpu.power_share
 
     @property
-    def own_values(self) -> bool:
-        """Whether the exporter published the execution's own utilisation and memory on this shared GPU (the
-        GPU's memory in use, every holder's, exceeded the execution's): work and energy were then split in
-        proportion to the holders' utilisation, not equally."""
-        device, own = self.device_mem_peak_bytes, self.mem_peak_bytes
-        return self.shared and device is not None and own is not None and device > own
-
-    @property
-    def device_fill(self) -> float | None:
-        """The GPU's memory in use at the end over its capacity, every holder's use counted."""
-        return self.mem_last_ratio if self.device_mem_last_ratio is None else self.device_mem_last_ratio
-
-    @property
     def billed_seconds(self) -> float:
         return sum(g.billed_seconds for g in self.gpus)
 
