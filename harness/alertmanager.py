@@ -21,6 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+from gpu_execution_pack.demo.prometheus import stop_process
+
 from harness.prometheus import free_port, wait_ready
 
 INSTALL_HINT = "run 'sudo apt-get install prometheus-alertmanager' (Debian's package has amtool)"
@@ -82,12 +84,7 @@ class Alertmanager:
 
     def stop(self) -> None:
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=30)
+            stop_process(self.process)
             self.process = None
 
     def alerts(self, **labels: str) -> list[dict[str, Any]]:

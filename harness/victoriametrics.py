@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from gpu_execution_pack.demo.prometheus import free_port, wait_ready
+from gpu_execution_pack.demo.prometheus import free_port, stop_process, wait_ready
 from gpu_execution_pack.scenario.render import STALE, RenderedSeries
 
 VM_MISSING = "{binary} is not on PATH: run 'sudo apt-get install victoria-metrics' (Debian's package)"
@@ -90,12 +90,7 @@ class VictoriaMetrics:
 
     def stop(self) -> None:
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+            stop_process(self.process)
             self.process = None
 
     def import_text(self, text: str) -> None:

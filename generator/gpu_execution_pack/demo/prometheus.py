@@ -37,6 +37,16 @@ class PrometheusFailed(RuntimeError):
     """The server did not start, or another server answers on its port."""
 
 
+def stop_process(process: subprocess.Popen[bytes], grace: float = 30) -> None:
+    """Stop ``process``: terminated, and killed if it has not exited within ``grace`` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
 def wait_ready(url: str, process: subprocess.Popen[bytes], seconds: float = 30) -> bool:
     """Whether the server at ``url`` answers ``/-/ready`` within ``seconds`` (False as soon as ``process`` exits)."""
     deadline = time.monotonic() + seconds
@@ -177,12 +187,7 @@ class Prometheus:
     def stop(self) -> None:
         """Stop the server if it runs (killed if it has not stopped within 30 s); its data directory stays."""
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+            stop_process(self.process)
             self.process = None
 
     def _data(self, endpoint: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:

@@ -24,7 +24,13 @@ from gpu_execution_pack import promtool
 from gpu_execution_pack.config import Config, ConfigError, load_config
 from gpu_execution_pack.demo import fleet
 from gpu_execution_pack.demo.exporters import Cycle, Exporter, targets
-from gpu_execution_pack.demo.prometheus import PROMETHEUS_MISSING, Prometheus, free_port, placed_openmetrics
+from gpu_execution_pack.demo.prometheus import (
+    PROMETHEUS_MISSING,
+    Prometheus,
+    free_port,
+    placed_openmetrics,
+    stop_process,
+)
 from gpu_execution_pack.output import to_yaml, write_all
 from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.scenario.model import STEP_SECONDS
@@ -143,12 +149,7 @@ class Demo:
     def stop(self) -> None:
         """Stop the endpoint, Prometheus and the exporters; each is waited for (killed if it will not stop)."""
         if self.serve is not None:
-            self.serve.terminate()
-            try:
-                self.serve.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.serve.kill()
-                self.serve.wait(timeout=10)
+            stop_process(self.serve, grace=15)
             self.serve = None
         self.prometheus.stop()
         for exporter in self.exporters.values():
