@@ -252,3 +252,10 @@ def test_the_wheel_imports_beside_a_local_generator_folder(tmp_path: Path):
     location, length = proc.stdout.split()
     assert str(REPO) not in location and "site-packages" in location  # the wheel, not the checkout
     assert int(length) > 1000  # package data (the runbook template) found from the package
+
+
+def test_every_file_the_run_starts_first_exists():
+    """conftest.SLOW_FILES_FIRST names files by their names: a renamed one would silently drop to the end."""
+    from .conftest import SLOW_FILES_FIRST
+
+    assert [name for name in SLOW_FILES_FIRST if not (REPO / "tests" / name).is_file()] == []
