@@ -54,7 +54,7 @@ MEASURE_S = scaled(60, 30)
 FLOOR_CPU_RATE_WINDOW = "1m"
 FETCHES = {"recorded": 7, "floor": 7, "raw": 3}  # fetches per path (the raw one is slow)
 # No new fetch starts once a path's fetches have taken this long (one always runs): bounds the raw path.
-FETCH_BUDGET_S = scaled(240, 30)
+FETCH_BUDGET_S = scaled(120, 30)
 
 
 def measured_execution(scenario: Scenario) -> Execution:
