@@ -115,7 +115,7 @@ $(VENV)/.bench-installed: $(VENV)/.installed
 # endpoint, 5 minutes; the two fleet shapes, about 15 minutes each; the fleet at 1,000 and 10,000 GPUs with the last
 # hour's fetch, about 20 minutes), saving each part's figures as it ends, and rewrites docs/benchmarks.md, its plot and
 # docs/benchmarks.json (the figures; `$(PY) -m bench.run --render` rewrites the report from them).
-# BENCH_SMALL=1 make bench: the same on a tiny fleet with short phases (about 25 minutes, most of it the endpoint's
+# BENCH_SMALL=1 make bench: the same on a tiny fleet with short phases (about 20 minutes, a third of it the endpoint's
 # fixed part), its figures and report in build/bench-small: every code path, no figure to keep.
 bench: venv promtool $(VENV)/.bench-installed
 	$(PY) -m bench.run
