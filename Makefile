@@ -7,7 +7,7 @@ CLI := $(PY) -m gpu_execution_pack
 CONFIG ?=
 CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG),)
 
-.PHONY: all venv demo promtool chromium screenshot prometheus3 rules dashboards docs golden check lint test test-fast bench bench-api bench-host-map bench-host-identity bench-report bench-burst bench-archive clean
+.PHONY: all venv demo promtool chromium screenshot prometheus3 rules dashboards docs golden check lint test test-fast bench bench-api bench-shapes bench-host-map bench-host-identity bench-report bench-burst bench-archive clean
 .DEFAULT_GOAL := all
 
 all: rules dashboards docs check
@@ -111,18 +111,27 @@ $(VENV)/.bench-installed: $(VENV)/.installed
 	$(VENV)/bin/pip install --quiet -e '.[bench]'
 	touch $@
 
-# Not part of `make test`: measures (hours: the endpoint, then bench-host-identity's 37 minutes, then the fleet,
-# whose raw 24-hour fetch takes minutes per series), saving each part's figures as it ends, and
-# rewrites docs/benchmarks.md, its plot and docs/benchmarks.json (the figures; `$(PY) -m bench.run --render` rewrites the report from them).
+# Not part of `make test`: measures (under an hour on 2 cores: `make rules dashboards` timed, about a minute; the
+# endpoint, 5 minutes; the two fleet shapes, about 15 minutes each; the fleet at 1,000 and 10,000 GPUs with the last
+# hour's fetch, about 20 minutes), saving each part's figures as it ends, and rewrites docs/benchmarks.md, its plot and
+# docs/benchmarks.json (the figures; `$(PY) -m bench.run --render` rewrites the report from them).
+# BENCH_SMALL=1 make bench: the same on a tiny fleet with short phases (about 20 minutes, a third of it the endpoint's
+# fixed part), its figures and report in build/bench-small: every code path, no figure to keep.
 bench: venv promtool $(VENV)/.bench-installed
 	$(PY) -m bench.run
+
+# About 30 minutes: issue 39's two fleet shapes (hosts of 128 CPUs x 8 modes; of 32 CPUs x 2 modes with the profiling
+# fields), the served groups of the built-in defaults and of the config the real doctor writes against the floor
+# (bench/shapes.py, part of `make bench`); adds its figures to docs/benchmarks.json and rewrites the report.
+bench-shapes: venv promtool $(VENV)/.bench-installed
+	$(PY) -m bench.shapes
 
 # About 9 minutes: the served rule groups before the host map against today's, in one run
 # (bench/host_map_ab.py); adds its figures to docs/benchmarks.json and rewrites the report.
 bench-host-map: venv promtool $(VENV)/.bench-installed
 	$(PY) -m bench.host_map_ab
 
-# About 37 minutes: the served rule groups with the host-map join against hosts named at scrape
+# About 37 minutes, not part of `make bench`: the served rule groups with the host-map join against hosts named at scrape
 # (node.host_identity: scrape) and the floor, in one run, then per scrape shard of two
 # (bench/host_identity.py); adds its figures to docs/benchmarks.json and rewrites the report.
 bench-host-identity: venv promtool $(VENV)/.bench-installed

@@ -9,12 +9,24 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "docs" / "benchmarks.json"  # the figures docs/benchmarks.md is written from
+# BENCH_SMALL=1: the whole of `make bench` on a tiny fleet with short phases (minutes, not an hour), to see
+# every code path run; its figures and report go to build/bench-small, never over docs/.
+SMALL = os.environ.get("BENCH_SMALL", "") == "1"
+OUT = REPO / "build" / "bench-small" if SMALL else REPO / "docs"
+RESULTS = OUT / "benchmarks.json"  # the figures docs/benchmarks.md is written from
+T = TypeVar("T")
+
+
+def scaled(full: T, small: T) -> T:
+    """A setting of the full run, or its small-scale stand-in under BENCH_SMALL=1."""
+    return small if SMALL else full
+
 
 # `make rules dashboards` is timed this many times; the report gives the median.
 GENERATE_RUNS = 3
@@ -40,10 +52,12 @@ def log(message: str) -> None:
 
 
 def read_results() -> dict[str, Any]:
-    """The figures of the last run (docs/benchmarks.json)."""
-    return json.loads(RESULTS.read_text())
+    """The figures of the last run (docs/benchmarks.json; at small scale its own, or else docs' as a start)."""
+    path = RESULTS if RESULTS.exists() else REPO / "docs" / RESULTS.name
+    return json.loads(path.read_text())
 
 
 def save_results(results: dict[str, Any]) -> None:
     """Write the figures to docs/benchmarks.json (keys sorted, so a rerun diffs by figure)."""
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")

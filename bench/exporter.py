@@ -86,21 +86,28 @@ def scrape_config(
     rule_files: str,
     parts: Sequence[int] | None = None,
     interval: int = 15,
+    host_label: bool = False,
 ) -> str:
     """prometheus.yml for a fleet exporter (and Prometheus itself), with ``rule_files`` (a glob) or none.
 
     ``parts`` keeps only those of the exporter's targets (a scrape shard's, ``shards(fleet)`` indices).
+    ``host_label``: every target carries the target label ``hostname``, as a scrape config that names each
+    target's host sets it (what ``doctor`` looks for before it advises ``node.host_identity: scrape``); the
+    fleet's series carry their own host (a fleet built with that mode), which ``honor_labels`` keeps.
     """
     rules = f"rule_files:\n  - {rule_files}\n" if rule_files else ""
     address = f"127.0.0.1:{exporter_port}"
+
+    def target(path: str, k: int) -> str:
+        named = f", hostname: {path}-shard-{k}" if host_label else ""
+        labels = f"__metrics_path__: /{path}/{k}, instance: {path}-shard-{k}{named}"
+        return f'      - {{targets: ["{address}"], labels: {{{labels}}}}}\n'
+
     dcgm, node = (
-        "".join(
-            f'      - {{targets: ["{address}"], '
-            f"labels: {{__metrics_path__: /{path}/{k}, instance: {path}-shard-{k}}}}}\n"
-            for k in (range(len(shards(fleet))) if parts is None else parts)
-        )
+        "".join(target(path, k) for k in (range(len(shards(fleet))) if parts is None else parts))
         for path in ("dcgm", "node")
     )
+    own = ", labels: {hostname: prometheus}" if host_label else ""
     return f"""global:
   scrape_interval: {interval}s
   scrape_timeout: {interval}s
@@ -113,5 +120,5 @@ def scrape_config(
     honor_labels: true
     static_configs:
 {node}  - job_name: prometheus
-    static_configs: [{{targets: ["127.0.0.1:{self_port}"]}}]
+    static_configs: [{{targets: ["127.0.0.1:{self_port}"]{own}}}]
 """

@@ -11,8 +11,10 @@ for promtool backfill. The live text has the shape of a default install, since e
 real exporter publishes costs Prometheus ingestion and selector work whether a rule reads it or
 not: every field of the release's default counters file on every GPU entry, and node_exporter's
 CPU (8 modes per logical CPU, ``CPUS_PER_HOST`` of them), memory, filesystem and network
-families. Values come from the model's own functions; labels, metric names and
-units from the renderer and the catalog. The generic ``render.Renderer`` (every generation and
+families. A ``Shape`` gives a fleet of other hosts (``FEW_CPUS``: 32 CPUs publishing 2 modes, and
+dcgm-exporter's profiling fields enabled); ``MANY_CPUS``, the default, is the fleet above.
+Values come from the model's own functions; labels, metric names and units from the renderer and
+the catalog. The generic ``render.Renderer`` (every generation and
 attribution mode, exact values for promtool) walks every execution per GPU and sample, which is
 fine for a handful of GPUs and far too slow for a fleet; here each GPU and host is given a
 scenario of its own executions only, so one instant costs O(GPUs).
@@ -95,12 +97,52 @@ OTHER_FIELDS: dict[str, float] = {
     "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": 0,
     "DCGM_FI_DEV_ROW_REMAP_FAILURE": 0,
 }
-DCGM_KINDS = dict(DEFAULT_COUNTERS)
+# The profiling fields a dcgm-exporter publishes once they are uncommented in its counters file (SM activity and
+# occupancy, the FP64/32/16 pipes: commented out in default-counters.csv and dcp-metrics-included.csv alike).
+PROFILING_COUNTERS = (
+    ("DCGM_FI_PROF_SM_ACTIVE", "gauge"),
+    ("DCGM_FI_PROF_SM_OCCUPANCY", "gauge"),
+    ("DCGM_FI_PROF_PIPE_FP64_ACTIVE", "gauge"),
+    ("DCGM_FI_PROF_PIPE_FP32_ACTIVE", "gauge"),
+    ("DCGM_FI_PROF_PIPE_FP16_ACTIVE", "gauge"),
+)
+# The catalog's signals among them (read from the model), and the others' constant values.
+PROFILING_SIGNALS = ("sm_active", "sm_occupancy")
+PROFILING_OTHER_FIELDS: dict[str, float] = {
+    "DCGM_FI_PROF_PIPE_FP64_ACTIVE": 0.01,
+    "DCGM_FI_PROF_PIPE_FP32_ACTIVE": 0.2,
+    "DCGM_FI_PROF_PIPE_FP16_ACTIVE": 0.1,
+}
+DCGM_KINDS = dict(DEFAULT_COUNTERS + PROFILING_COUNTERS)
 
 # node_exporter. Real GPU hosts have 64 to 224 logical CPUs; each publishes 8 modes.
 CPUS_PER_HOST = 128
 # How a CPU's busy time splits over the modes other than idle (shares of 1 - idle).
 BUSY_MODES = {"iowait": 0.03, "irq": 0.01, "nice": 0.01, "softirq": 0.02, "steal": 0.01, "system": 0.12, "user": 0.8}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What each host of a fleet publishes: its logical CPUs (``fleet_scenario``'s ``cpus``), the CPU modes
+    node_exporter publishes for each (idle always: the rules read it), and whether dcgm-exporter publishes the
+    profiling fields too (``FleetExposition``'s ``shape``)."""
+
+    name: str
+    cpus: int = CPUS_PER_HOST
+    busy_modes: tuple[str, ...] = tuple(BUSY_MODES)  # the modes besides idle
+    profiling: bool = False
+
+    @property
+    def cpu_modes(self) -> int:
+        """How many CPU modes each CPU publishes."""
+        return 1 + len(self.busy_modes)
+
+
+# Today's fleet (the default of every bench): 128 CPUs x 8 modes, the default counters.
+MANY_CPUS = Shape("128 CPUs x 8 modes")
+# Lighter hosts: 32 CPUs publishing idle and user only (node_exporter's cpu collector filtered), and the
+# profiling fields enabled, as another fleet the issue's table measured.
+FEW_CPUS = Shape("32 CPUs x 2 modes, profiling fields", cpus=32, busy_modes=("user",), profiling=True)
 # The meminfo gauges a default node_exporter publishes on x86_64 Linux, as shares of MemTotal
 # (MemTotal and MemAvailable come from the model).
 MEMINFO = {
@@ -266,8 +308,11 @@ class _Slot:
 class FleetExposition:
     """A fleet scenario as exporters publish it, with scenario minute 0 at unix time ``start``."""
 
-    def __init__(self, scenario: Scenario, start: float, cfg: Config | None = None):
-        self.s, self.start = scenario, start
+    def __init__(self, scenario: Scenario, start: float, cfg: Config | None = None, shape: Shape = MANY_CPUS):
+        self.s, self.start, self.shape = scenario, start, shape
+        # The catalog's signals this fleet publishes, and its other fields with their values.
+        self.signals = DCGM_SIGNALS + (PROFILING_SIGNALS if shape.profiling else ())
+        self.other_fields = OTHER_FIELDS | (PROFILING_OTHER_FIELDS if shape.profiling else {})
         self.renderer = renderer = Renderer(scenario, cfg or Config())
         owners = {g: e for e in scenario.executions for g in e.gpus}
         on_device: dict[tuple[str, int], list[Execution]] = {}
@@ -288,7 +333,7 @@ class FleetExposition:
                 on_host.setdefault(host, []).append(e)
         # Each host narrowed to the executions on it: its RAM and CPU are theirs and its base load.
         self.on_host = {h.name: replace(scenario, executions=tuple(on_host.get(h.name, ()))) for h in scenario.hosts}
-        self.names = {key: raw_for(key, GENERATION) for key in DCGM_SIGNALS}
+        self.names = {key: raw_for(key, GENERATION) for key in self.signals}
         self._idle: dict[str, tuple[float, float]] = {}
         self._prefixes: dict[tuple[str, str], list[str]] = {}  # a host's CPU lines of a mode, without value
         self._static: dict[str, dict[str, list[str]]] = {}  # a host's unchanging node lines by family
@@ -301,14 +346,14 @@ class FleetExposition:
     def gpu_values(self, slot: _Slot, minute: float) -> dict[str, float]:
         """What one GPU entry publishes at ``minute`` of the catalog's signals, in dcgm-exporter 4.8's units."""
         base = oracle.gpu_publishes(slot.device, slot.gpu, slot.owner, minute)
-        values = {key: to_unit(base[key], self.names[key].unit) for key in DCGM_SIGNALS if key != ENERGY}
+        values = {key: to_unit(base[key], self.names[key].unit) for key in self.signals if key != ENERGY}
         # The energy counter (mJ) grows at a fixed rate here: the fleet prices its rule, not its figure.
         values[ENERGY] = oracle.ENERGY_AT_START_MILLIJOULES + FLEET_ENERGY_WATTS * 1000 * minute * 60
         return values
 
     def dcgm_samples(self, slots: list[_Slot], times: Iterable[float], stamp: bool) -> dict[str, list[str]]:
         """Lines of the catalog's signals by metric name: every slot at every unix time, timestamped for backfill."""
-        lines: dict[str, list[str]] = {self.names[k].name: [] for k in DCGM_SIGNALS}
+        lines: dict[str, list[str]] = {self.names[k].name: [] for k in self.signals}
         for slot in slots:
             for t in times:
                 suffix = f" {int(t)}" if stamp else ""
@@ -317,11 +362,12 @@ class FleetExposition:
         return lines
 
     def dcgm_text(self, t: float, hosts: frozenset[str] | None = None) -> str:
-        """dcgm-exporter's /metrics at unix time ``t``, of every host or of ``hosts``: every default field."""
+        """dcgm-exporter's /metrics at unix time ``t``, of every host or of ``hosts``: every default field (and
+        the profiling fields, where the shape enables them)."""
         slots = self.slots if hosts is None else [s for s in self.slots if s.gpu.host in hosts]
         samples = self.dcgm_samples(slots, (t,), stamp=False)
         seconds = t - self.start
-        for name, value in OTHER_FIELDS.items():
+        for name, value in self.other_fields.items():
             shown = fmt(value * seconds if DCGM_KINDS[name] == "counter" else value)
             samples[name] = [f"{name}{{{slot.labels}}} {shown}" for slot in slots]
         return exposition(samples, DCGM_KINDS)
@@ -381,8 +427,8 @@ class FleetExposition:
         for host in chosen:
             last, idle = self._idle[host.name]
             busy = max(last - self.start - idle, 0.0)
-            for mode, share in BUSY_MODES.items():
-                value = f" {fmt(busy * share)}"
+            for mode in self.shape.busy_modes:
+                value = f" {fmt(busy * BUSY_MODES[mode])}"
                 cpu += [f"{p}{value}" for p in self._cpu_prefixes(host, mode)]
         seconds = t - self.start
         for host in chosen:

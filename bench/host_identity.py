@@ -76,7 +76,7 @@ class Recorder:
         self.gpus: list[dict[str, set[int]]] = [{} for _ in range(servers)]
         self.seconds: list[dict[str, dict[str, list[float]]]] = [{} for _ in range(servers)]
 
-    def __call__(self, name: str, index: int, server: Prometheus) -> None:
+    def __call__(self, name: str, index: int, server: Prometheus, cost: dict | None = None) -> None:
         if name != "floor":
             self.gpus[index].setdefault(name, set()).add(recorded_gpus(server))
         for rule, seconds in server.rule_seconds().items():

@@ -15,20 +15,24 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from bench.common import log
+from bench.common import log, scaled
 from bench.exporter import FleetExporter, scrape_config
 from bench.fleet import FleetExposition
 from bench.fleet_rules import MEASURE_S, rule_cost
 from harness.prometheus import Prometheus, free_port
 
-SETTLE_S = 30
+SETTLE_S = scaled(30, 5)
 # The default rate_window_fallback (4m) plus a minute: every range a served rule reads is full before
 # the first pass. With a minute only, the first pass of a rule set read a quarter of its 4m windows
 # and cost less than the second.
-WARMUP_S = 300
+WARMUP_S = scaled(300, 30)
 
-# Called after each measured pass with the rule set's name, the server's index and the server.
-AfterPass = Callable[[str, int, Prometheus], None]
+# Called after each measured pass with the rule set's name, the server's index, the server and the pass's
+# figures (``rule_cost``: the share, missed iterations, failed scrapes, Prometheus' CPU).
+AfterPass = Callable[[str, int, Prometheus, dict], None]
+# Called once after the warm-up, before the first pass, with the live servers: it may write rule files the
+# passes read (``bench.shapes`` writes doctor's from what doctor finds on the live server).
+AfterWarmup = Callable[[list[Prometheus]], None]
 
 
 def measure_passes(
@@ -37,11 +41,14 @@ def measure_passes(
     order: Sequence[str],
     after: AfterPass | None = None,
     parts: Sequence[Sequence[int] | None] = (None,),
+    warmed: AfterWarmup | None = None,
+    host_label: bool = False,
 ) -> list[dict[str, list[float]]]:
     """Each server's share of the time spent in each rule set's groups, one figure per pass of ``order``.
 
-    ``files`` names each rule set's file; ``parts`` gives one server per entry, scraping those of the
-    fleet exporter's targets (``None``: all of them).
+    ``files`` names each rule set's file (the first pass's must exist before the servers start, the others'
+    by the end of ``warmed``); ``parts`` gives one server per entry, scraping those of the fleet exporter's
+    targets (``None``: all of them); ``host_label``: every target carries the target label ``hostname``.
     """
     shares: list[dict[str, list[float]]] = [{name: [] for name in dict.fromkeys(order)} for _ in parts]
     exporter_port = free_port()
@@ -52,7 +59,9 @@ def measure_passes(
 
         def configure(name: str) -> None:
             for server, part in zip(servers, parts, strict=True):
-                server.config_text = scrape_config(fleet, exporter_port, server.port, str(files[name]), part)
+                server.config_text = scrape_config(
+                    fleet, exporter_port, server.port, str(files[name]), part, host_label=host_label
+                )
 
         configure(order[0])
         try:
@@ -60,6 +69,8 @@ def measure_passes(
                 server.start()
             log(f"{len(servers)} Prometheus live: {WARMUP_S} s to warm up")
             time.sleep(WARMUP_S)
+            if warmed is not None:
+                warmed(servers)
             with ThreadPoolExecutor(len(servers)) as pool:
                 for name in order:
                     configure(name)
@@ -71,7 +82,7 @@ def measure_passes(
                     for index, (server, cost) in enumerate(zip(servers, costs, strict=True)):
                         shares[index][name].append(cost["share"])
                         if after is not None:
-                            after(name, index, server)
+                            after(name, index, server, cost)
         finally:
             for server in servers:
                 server.stop()

@@ -1,14 +1,18 @@
 """``make bench``: measures, then rewrites docs/benchmarks.md and its plot, docs/benchmarks-fetch.png.
 
-Parts: the metrics endpoint under concurrent clients (bench/api.py); the fleet at 1,000
-and 10,000 GPUs: rule cost, series, memory and the 24-hour fetch (bench/fleet_rules.py); the served
-groups with the host-map join and with hosts named at scrape against the floor, on one Prometheus and
-per scrape shard of two (bench/host_identity.py); and the wall time of ``make rules dashboards``.
+Parts: the wall time of ``make rules dashboards``; the metrics endpoint under concurrent clients
+(bench/api.py, about 5 minutes); issue 39's two fleet shapes at 10,000 GPUs, the served groups of the
+built-in defaults and of the config doctor writes against the floor (bench/shapes.py, about 15 minutes
+each); the fleet at 1,000 and 10,000 GPUs: rule cost, series, memory and the hour's fetch, recorded
+against raw against the floor (bench/fleet_rules.py, about 20 minutes). Within an hour on 2 cores.
 Figures are medians of one run on this machine; they go to docs/benchmarks.json, and
-bench/document.py writes the report from them.
+bench/document.py writes the report from them. ``make bench-host-identity`` (hosts named at scrape,
+its tuned variants and scrape shards) and ``make bench-host-map`` are their own runs; the report keeps
+their last figures.
 
 Run from the repository root: ``python -m bench.run`` (``--fleet``: the fleet part alone;
-``--render``: the report again from the last figures, measuring nothing).
+``--render``: the report again from the last figures, measuring nothing). BENCH_SMALL=1 runs it all on
+a tiny fleet with short phases, its figures and report in build/bench-small (``bench.common.SMALL``).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import time
 
 from bench import api as bench_api
 from bench import fleet_rules as bench_fleet
-from bench import host_identity as bench_host_identity
+from bench import shapes as bench_shapes
 from bench.common import GENERATE_RUNS, REPO, entry_parser, log, read_results, save_results
 from bench.document import DOC, PLOT, write
 
@@ -39,8 +43,8 @@ def generate_seconds() -> float:
 
 def measure(results: dict) -> dict:
     """Every part's figures, from one run, each saved to docs/benchmarks.json as it is measured (a part
-    that fails leaves those before it); the served groups against the floor before the fleet part, whose
-    24-hour raw fetch is the longest step."""
+    that fails leaves those before it); the fleet shapes before the fleet part, whose raw fetch is the
+    step most likely to run long."""
     t0 = time.monotonic()
     log("timing `make rules dashboards`")
     results |= {
@@ -52,11 +56,12 @@ def measure(results: dict) -> dict:
     }
     for part, run in (
         ("api", bench_api.measure),
-        ("host_identity", bench_host_identity.measure),
+        ("shapes", bench_shapes.measure),
         ("fleet", bench_fleet.measure),
     ):
         results[part] = run()
         save_results(results)
+        log(f"{part} measured, {time.monotonic() - t0:.0f} s since the start")
     log(f"measured in {time.monotonic() - t0:.0f} s")
     return results
 

@@ -331,3 +331,39 @@ def test_the_host_cpu_rate_at_its_own_interval_runs_so_on_a_real_prometheus_and_
                 assert value == pytest.approx(raw, abs=0.02), target
     finally:
         server.stop()
+
+
+def test_the_light_shape_publishes_two_cpu_modes_per_cpu_and_the_profiling_fields():
+    """bench.shapes' second fleet: 32 CPUs publishing idle and user only, and dcgm-exporter's profiling fields."""
+    shape = bench_fleet.FEW_CPUS
+    s = fleet_scenario(16, 2, minutes=60, cpus=shape.cpus)
+    start, t = 1_000_000, 1_000_000 + 900
+    fleet = FleetExposition(s, start, shape=shape)
+    host = s.hosts[0].name
+    cpu = [
+        line
+        for line in fleet.node_text(t).splitlines()
+        if line.startswith("node_cpu_seconds_total{") and f'instance="{host}:9100"' in line
+    ]
+    assert len(cpu) == 2 * 32 and {re.search(r'mode="(\w+)"', line)[1] for line in cpu} == {"idle", "user"}
+    dcgm = fleet.dcgm_text(t)
+    published = families(dcgm)
+    # SM activity and occupancy (which the rules read) and the three pipes, on every GPU entry, besides
+    # every default field.
+    for name in ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY", "DCGM_FI_PROF_PIPE_FP64_ACTIVE"):
+        assert published.get(name) == "gauge", name
+        assert len(re.findall(rf"^{name}\{{", dcgm, re.M)) == len(s.all_gpus()), name
+    assert set(bench_fleet.DEFAULT_COUNTERS) <= set(published.items())
+    assert raw_for("sm_active", bench_fleet.GENERATION).name in published
+    # The default shape publishes none of them.
+    assert "DCGM_FI_PROF_SM_ACTIVE" not in families(FleetExposition(s, start).dcgm_text(t))
+
+
+def test_with_host_label_every_target_of_the_bench_carries_hostname():
+    """What doctor needs to see before it advises node.host_identity: scrape (every target, Prometheus' own too)."""
+    fleet = FleetExposition(fleet_scenario(512, 40, minutes=10), 1_000_000)
+    plain = scrape_config(fleet, 9400, 9090, "")
+    named = scrape_config(fleet, 9400, 9090, "", host_label=True)
+    targets = named.count("targets:")
+    assert targets == 2 * len(shards(fleet)) + 1 and named.count("hostname:") == targets
+    assert "hostname" not in plain
