@@ -25,12 +25,15 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL, UUID_LABEL, Series
 from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import (
+    Binary,
     Expr,
     Matcher,
     aggregate,
     any_of,
     call,
     format_duration,
+    ignoring,
+    label_set,
     labelled,
     match,
     on,
@@ -672,6 +675,9 @@ class Waste:
     billed_seconds: float
     worked_seconds: float
     cluster: str = ""  # the cluster that holds it ("" without a cluster label)
+    # Some GPU's time counted as its samples times the deployed interval: its rules record no measured seconds
+    # over the window (``catalog.GPU_SAMPLE_SECONDS``, rules older than it).
+    assumed_interval: bool = False
 
     @property
     def key(self) -> Key:
@@ -683,43 +689,80 @@ class Waste:
         return self.billed_seconds - self.worked_seconds
 
 
+# Marks a GPU's time counted as samples times the deployed interval in ``gpu_seconds`` (a label no GPU series carries).
+ASSUMED_LABEL = "gpu_pack_counted"
+
+
+def gpu_seconds(util: Expr, measured: Expr, window: str, gpu_interval: float) -> Expr:
+    """Each GPU's time over ``window``: the seconds its samples stand for (``measured``, the rules'
+    ``GPU_SAMPLE_SECONDS``) summed where they cover its utilisation samples, all but possibly the first (which has
+    none where the rules know no interval); else (rules older than that series, for all or part of the window) its
+    samples times ``gpu_interval``, marked with ``ASSUMED_LABEL``."""
+    covered = (over("count_over_time", measured, window) + 1).ge(over("count_over_time", util, window))
+    counted = over("count_over_time", util, window) * gpu_interval
+    return any_of(
+        [over("sum_over_time", measured, window).and_(covered), label_set(counted, ASSUMED_LABEL, "samples")],
+        matching=ignoring((ASSUMED_LABEL,)),
+    )
+
+
 async def waste_by_execution(
     cfg: Config, prometheus: PrometheusClient, scope: Scope, window_seconds: float, at: float, gpu_interval: float
 ) -> list[Waste]:
     """GPU time billed and worked of every execution in ``scope`` with samples in the ``window_seconds`` before
     ``at``, in a few queries however many executions there are: the fleet view ranks all executions with them
-    and collects the figures of its top rows only. The sums are ``ExecutionFigures``'s: samples and
-    utilisation, and for a GPU held by several executions at some moment, its share and worked series instead.
+    and collects the figures of its top rows only.
+
+    Each GPU's time is what the rules measured each sample to stand for, summed (``gpu_seconds``): whatever
+    interval the rules ran at, changed to, or missed evaluations of. Billed is that time, worked the mean
+    utilisation times it; a GPU held by several executions at some moment counts its mean share, and its worked
+    series' mean instead of the utilisation's. Means weigh each sample alike: exact at a constant interval, and
+    close across a change of it (a sample at the slower interval weighs as much as one at the faster). The rows
+    shown are counted from the samples' timestamps (``collect``). Where the rules record no measured seconds for
+    a GPU (rules older than ``catalog.GPU_SAMPLE_SECONDS``), its samples count ``gpu_interval``, the deployed
+    per-GPU group's (``intervals``), and its execution is marked ``assumed_interval``.
 
     Only the GPUs with a share under 1 read the share series for their sums: the share of a GPU nobody else
-    holds is 1 throughout, and reading it for every GPU would double the cost of the ranking. ``gpu_interval``:
-    the seconds between per-GPU samples the deployed rules run at (``intervals``): the ranking counts samples
-    at it, as reading every sample of the fleet would cost too much; the rows shown are counted from the
-    samples' timestamps (``collect``)."""
+    holds is 1 throughout, and reading it for every GPU would double the cost of the ranking."""
     window = span_range(window_seconds)
 
-    def by_execution(expr: Expr) -> Expr:
-        return aggregate("sum", (EXECUTION_LABEL,), expr)
+    def by_execution(expr: Expr, *labels: str) -> Expr:
+        return aggregate("sum", (EXECUTION_LABEL, *labels), expr)
+
+    def seconds(named: Scope) -> Expr:
+        return gpu_seconds(
+            named.gpu(catalog.GPU_UTILIZATION), named.gpu(catalog.GPU_SAMPLE_SECONDS), window, gpu_interval
+        )
+
+    def weighted(mean: Expr, named: Scope) -> Expr:
+        """``mean`` times each GPU's time: ``ignoring`` the mark, which the product drops."""
+        return Binary("*", mean, seconds(named), ignoring((ASSUMED_LABEL,)))
 
     util, share = scope.gpu(catalog.GPU_UTILIZATION), scope.gpu(catalog.GPU_SHARE)
-    shared = aggregate("group", (EXECUTION_LABEL,), over("min_over_time", share, window).lt(1))
     asked = (
-        by_execution(over("count_over_time", util, window)),
-        by_execution(over("sum_over_time", util, window)),
-        shared,
+        by_execution(seconds(scope), ASSUMED_LABEL),
+        by_execution(weighted(over("avg_over_time", util, window), scope)),
+        aggregate("group", (EXECUTION_LABEL,), over("min_over_time", share, window).lt(1)),
     )
     answers = await asyncio.gather(*(prometheus.instant(scope.query(expr), at=at) for expr in asked))
-    billed, worked, sharing = ({scope.key(r["metric"]): value_of(r) for r in a} for a in answers)
+    billed: dict[Key, float] = defaultdict(float)
+    assumed: set[Key] = set()
+    for r in answers[0]:
+        billed[scope.key(r["metric"])] += value_of(r)
+        if r["metric"].get(ASSUMED_LABEL):
+            assumed.add(scope.key(r["metric"]))
+    worked, sharing = ({scope.key(r["metric"]): value_of(r) for r in a} for a in answers[1:])
     if sharing:
-        # A shared GPU's samples and utilisation, replaced by its share and worked series summed.
+        # A shared GPU's time in the execution's mean share, and worked at its worked series' mean.
         ids = {eid for _, eid in sharing}
         named = Scope(cfg, None, scope.tenant_value, ids, scope.cluster_value) if len(ids) <= MAX_NAMED else scope
         on_shared = over("min_over_time", named.gpu(catalog.GPU_SHARE), window).lt(1)
+        mean_of = {s: over("avg_over_time", named.gpu(s), window) for s in (catalog.GPU_SHARE, catalog.GPU_WORKED)}
         corrections = (
-            over("sum_over_time", named.gpu(catalog.GPU_SHARE), window)
-            - over("count_over_time", named.gpu(catalog.GPU_UTILIZATION), window),
-            over("sum_over_time", named.gpu(catalog.GPU_WORKED), window)
-            - over("sum_over_time", named.gpu(catalog.GPU_UTILIZATION), window),
+            weighted(mean_of[catalog.GPU_SHARE] - 1, named),
+            weighted(
+                mean_of[catalog.GPU_WORKED] - over("avg_over_time", named.gpu(catalog.GPU_UTILIZATION), window), named
+            ),
         )
         answers = await asyncio.gather(
             *(prometheus.instant(scope.query(by_execution(c.and_(on_shared))), at=at) for c in corrections)
@@ -729,10 +772,23 @@ async def waste_by_execution(
                 execution = scope.key(r["metric"])
                 sums[execution] = sums.get(execution, 0.0) + value_of(r)
     return [
-        Waste(eid, samples * gpu_interval, worked.get((cluster, eid), 0.0) * gpu_interval, cluster)
-        for (cluster, eid), samples in sorted(billed.items())
+        Waste(eid, seconds_billed, worked.get((cluster, eid), 0.0), cluster, (cluster, eid) in assumed)
+        for (cluster, eid), seconds_billed in sorted(billed.items())
         if eid
     ]
+
+
+def assumed_interval_note(ranking: list[Waste], gpu_interval: float) -> str:
+    """One line where some execution's ranked GPU time is its samples times the deployed interval (``Waste``)."""
+    assumed = sum(w.assumed_interval for w in ranking)
+    if not assumed:
+        return ""
+    return (
+        f"The ranking's GPU-hours of {assumed} of {len(ranking)} executions count their samples at the deployed "
+        f"per-GPU interval ({format_duration(gpu_interval)}): their rules record no "
+        f"{catalog.GPU_SAMPLE_SECONDS.name} over the window (rules generated before it). The totals assume that "
+        "interval until the rules are upgraded; the rows shown are counted from the samples' timestamps."
+    )
 
 
 async def co_holders(

@@ -41,6 +41,7 @@ from gpu_execution_pack.promql import (
     label_set,
     labelled,
     on,
+    parse_duration_seconds,
     partitioned,
     selector,
     substitute,
@@ -267,6 +268,23 @@ class RuleBuilder:
         """The rules of ``series`` that the configured generations can compute."""
         return tuple(rule for rule in map(self.gpu_rule, series) if rule is not None)
 
+    def sample_seconds_rule(self) -> RecordingRule:
+        """``catalog.GPU_SAMPLE_SECONDS``: the seconds since each share sample's previous one, measured.
+
+        ``offset 1s`` reads the sample before the one this evaluation wrote: live, where the share rule has just
+        written one at this instant, and in a backfill or promtool's tests, which hold one at every step alike.
+        Beyond the lookback (or for a series' first sample) there is none: the sample counts the time since the
+        group's previous evaluation, measured on the GPUs that have a sample at both (every GPU is evaluated
+        together), else the group's interval where the config names it (with none: no value, and the sample
+        counts nothing)."""
+        share = catalog.GPU_SHARE.select()
+        measured = (call("time") - call("timestamp", share.offset("1s"))).and_(share)
+        since_last = Paren(join(share * 0, "+", on((), group_left=()), aggregate("min", None, measured)))
+        alternatives = [measured, since_last]
+        if self.cfg.rule_interval:
+            alternatives.append(share * 0 + parse_duration_seconds(self.cfg.rule_interval))
+        return RecordingRule(catalog.GPU_SAMPLE_SECONDS.name, any_of(alternatives))
+
     # -- per-host --------------------------------------------------------------------------
     def node_rule(self, series: Series) -> RecordingRule:
         formula = series.formulas[0]
@@ -397,7 +415,8 @@ class RuleBuilder:
             RuleGroup(
                 f"{GROUP_PREFIX}.execution_gpu",
                 "execution-gpu",
-                self.gpu_rules((*catalog.GPU_SERIES, *catalog.GPU_SHARE_SERIES)),
+                # The seconds each sample stands for, after the share series it measures.
+                (*self.gpu_rules((*catalog.GPU_SERIES, *catalog.GPU_SHARE_SERIES)), self.sample_seconds_rule()),
                 interval,
             ),
             # The profiling fields: how much the engines really worked.
