@@ -416,18 +416,18 @@ GPU_SHARE_SERIES: tuple[Series, ...] = (
     GPU_POWER_ATTRIBUTED,
 )
 
-# The seconds each per-GPU sample stands for, measured from the data: the time since the GPU's previous sample
-# of the same series (a missed evaluation shows as a longer gap, counted as report.timeline counts gaps up to
-# the lookback). Summed over a span it is the time held, at whatever interval the rules ran, changed or missed,
-# without reading every sample: what the fleet ranking counts GPU-hours in. rules.recording builds it from the
-# config: the group's interval is written into it for a series' first sample.
+# The seconds each per-GPU sample stands for, measured from the data: the time since the GPU's previous
+# utilisation sample (a missed evaluation shows as a longer gap, counted as report.timeline counts gaps up to the
+# lookback). Summed over a span, the time held, at whatever interval the rules ran, changed to or missed, without
+# reading every sample: what the fleet ranking counts GPU-hours in. rules.recording builds it from the config (its
+# rule_interval, for a series' very first sample).
 GPU_SAMPLE_SECONDS = Series(
     "execution_gpu:gpu_sample_seconds",
     "seconds",
     GPU_LABELS,
     (),
-    "Seconds the GPU's sample stands for: the time since its previous one (a first sample, or the first after "
-    "a gap longer than the lookback: the time since the group's previous evaluation, else `rule_interval`). "
+    "Seconds the GPU's utilisation sample stands for: the time since its previous one (for a first sample, or the "
+    "first after a gap longer than the lookback, since the group's previous evaluation, else `rule_interval`). "
     "Summed over a span, the time the execution held the GPU.",
 )
 GPU_TIME_SERIES: tuple[Series, ...] = (GPU_SAMPLE_SECONDS,)

@@ -15,7 +15,7 @@ import asyncio
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,9 +25,9 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL, UUID_LABEL, Series
 from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import (
-    Binary,
     Expr,
     Matcher,
+    Range,
     aggregate,
     any_of,
     call,
@@ -38,6 +38,7 @@ from gpu_execution_pack.promql import (
     match,
     on,
     parse_duration_seconds,
+    pinned,
     render,
     selector,
 )
@@ -675,8 +676,8 @@ class Waste:
     billed_seconds: float
     worked_seconds: float
     cluster: str = ""  # the cluster that holds it ("" without a cluster label)
-    # Some GPU's time counted as its samples times the deployed interval: its rules record no measured seconds
-    # over the window (``catalog.GPU_SAMPLE_SECONDS``, rules older than it).
+    # Its GPU time counted as samples times the deployed interval: its rules record no measured seconds for (part
+    # of) the window (``catalog.GPU_SAMPLE_SECONDS``: rules older than it).
     assumed_interval: bool = False
 
     @property
@@ -689,21 +690,50 @@ class Waste:
         return self.billed_seconds - self.worked_seconds
 
 
-# Marks a GPU's time counted as samples times the deployed interval in ``gpu_seconds`` (a label no GPU series carries).
-ASSUMED_LABEL = "gpu_pack_counted"
+# The ranking weighs a mean over pieces of the window this long (Prometheus' lookback), each piece's mean times
+# its measured seconds: a change of interval moves the weights within one piece only.
+PIECE_MS = 300_000
+PIECE_LABEL = "gpu_pack_piece"  # tells the pieces' sums apart until they are added (a label no series carries)
 
 
-def gpu_seconds(util: Expr, measured: Expr, window: str, gpu_interval: float) -> Expr:
-    """Each GPU's time over ``window``: the seconds its samples stand for (``measured``, the rules'
-    ``GPU_SAMPLE_SECONDS``) summed where they cover its utilisation samples, all but possibly the first (which has
-    none where the rules know no interval); else (rules older than that series, for all or part of the window) its
-    samples times ``gpu_interval``, marked with ``ASSUMED_LABEL``."""
-    covered = (over("count_over_time", measured, window) + 1).ge(over("count_over_time", util, window))
-    counted = over("count_over_time", util, window) * gpu_interval
-    return any_of(
-        [over("sum_over_time", measured, window).and_(covered), label_set(counted, ASSUMED_LABEL, "samples")],
-        matching=ignoring((ASSUMED_LABEL,)),
-    )
+def pieces(window_seconds: float, at: float) -> list[tuple[str, int, int]]:
+    """The window ``(at - window_seconds, at]`` in pieces: (name, end, length) in milliseconds, for the pieces
+    before and after the whole ``PIECE_MS`` ones (at most one each), and ``("whole", last end, count)`` for those."""
+    start_ms, end_ms = round((at - window_seconds) * 1000), round(at * 1000)
+    first, last = -(-start_ms // PIECE_MS) * PIECE_MS, end_ms // PIECE_MS * PIECE_MS
+    if last <= first:
+        return [("tail", end_ms, end_ms - start_ms)]
+    out = [("head", first, first - start_ms)] if first > start_ms else []
+    out.append(("whole", last, (last - first) // PIECE_MS))
+    return out + ([("tail", end_ms, end_ms - last)] if end_ms > last else [])
+
+
+def piecewise(mean: Callable[[str], Expr], seconds: Expr, window_seconds: float, at: float) -> Expr:
+    """Each GPU's ``mean(range)`` over each piece of the window times the sum of ``seconds`` over it, summed over the
+    pieces (``pieces``), to be asked at ``at``: a mean weighted by time, where the mean of the window weighs each
+    sample alike. Each piece's range ends a millisecond short of it: Prometheus 2 includes both ends of a range."""
+
+    def piece(length_ms: int) -> Expr:
+        span = f"{length_ms - 1}ms"
+        return mean(span) * over("sum_over_time", seconds, span)
+
+    terms = []
+    for name, end, length in pieces(window_seconds, at):
+        if name != "whole":
+            terms.append(label_set(pinned(piece(length), end / 1000), PIECE_LABEL, name))
+            continue
+        # Steps at the multiples of a piece in (its first end - half a piece, last end]: never on the range's start,
+        # which Prometheus 3 leaves out and 2 keeps.
+        steps = Range(piece(PIECE_MS), f"{(length - 1) * PIECE_MS + PIECE_MS // 2}ms", f"{PIECE_MS}ms")
+        terms.append(label_set(call("sum_over_time", pinned(steps, end / 1000)), PIECE_LABEL, name))
+    return any_of(terms)
+
+
+def measured_throughout(scope: Scope, window: str) -> Expr:
+    """The GPUs whose utilisation samples over ``window`` all carry the seconds the rules measured them to stand
+    for (``catalog.GPU_SAMPLE_SECONDS``), all but possibly the first (none where the rules know no interval)."""
+    measured = over("count_over_time", scope.gpu(catalog.GPU_SAMPLE_SECONDS), window)
+    return (measured + 1).ge(over("count_over_time", scope.gpu(catalog.GPU_UTILIZATION), window))
 
 
 async def waste_by_execution(
@@ -711,71 +741,86 @@ async def waste_by_execution(
 ) -> list[Waste]:
     """GPU time billed and worked of every execution in ``scope`` with samples in the ``window_seconds`` before
     ``at``, in a few queries however many executions there are: the fleet view ranks all executions with them
-    and collects the figures of its top rows only.
+    and collects the figures of its top rows only. The rows shown are counted from the samples' timestamps
+    (``collect``).
 
-    Each GPU's time is what the rules measured each sample to stand for, summed (``gpu_seconds``): whatever
-    interval the rules ran at, changed to, or missed evaluations of. Billed is that time, worked the mean
-    utilisation times it; a GPU held by several executions at some moment counts its mean share, and its worked
-    series' mean instead of the utilisation's. Means weigh each sample alike: exact at a constant interval, and
-    close across a change of it (a sample at the slower interval weighs as much as one at the faster). The rows
-    shown are counted from the samples' timestamps (``collect``). Where the rules record no measured seconds for
-    a GPU (rules older than ``catalog.GPU_SAMPLE_SECONDS``), its samples count ``gpu_interval``, the deployed
-    per-GPU group's (``intervals``), and its execution is marked ``assumed_interval``.
+    Each sample counts the seconds the rules measured it to stand for (``catalog.GPU_SAMPLE_SECONDS``): whatever
+    interval they ran at, changed to, or missed evaluations of, with no interval assumed. Billed is their sum;
+    worked, the utilisation's mean over each five minutes times their sum over them (``piecewise``; a mean weighs
+    each sample alike, exact at a constant interval: so a change of interval moves the weights within five
+    minutes, not across the window). A GPU held by several executions at some moment counts its share's mean and
+    its worked series' instead, the same way; only those GPUs read the share series for their sums (reading it for
+    every GPU would double the cost of the ranking).
 
-    Only the GPUs with a share under 1 read the share series for their sums: the share of a GPU nobody else
-    holds is 1 throughout, and reading it for every GPU would double the cost of the ranking."""
+    An execution some of whose GPUs' samples lack the measured seconds (rules older than that series, for all or
+    part of the window) is counted as the ranking did before: its samples at ``gpu_interval``, the deployed
+    per-GPU group's (``intervals``); it is marked ``assumed_interval``."""
     window = span_range(window_seconds)
 
-    def by_execution(expr: Expr, *labels: str) -> Expr:
-        return aggregate("sum", (EXECUTION_LABEL, *labels), expr)
+    def by_execution(expr: Expr) -> Expr:
+        return aggregate("sum", (EXECUTION_LABEL,), expr)
 
-    def seconds(named: Scope) -> Expr:
-        return gpu_seconds(
-            named.gpu(catalog.GPU_UTILIZATION), named.gpu(catalog.GPU_SAMPLE_SECONDS), window, gpu_interval
-        )
+    def mean_of(series: Series, named: Scope) -> Callable[[str], Expr]:
+        return lambda span: over("avg_over_time", named.gpu(series), span)
 
-    def weighted(mean: Expr, named: Scope) -> Expr:
-        """``mean`` times each GPU's time: ``ignoring`` the mark, which the product drops."""
-        return Binary("*", mean, seconds(named), ignoring((ASSUMED_LABEL,)))
-
-    util, share = scope.gpu(catalog.GPU_UTILIZATION), scope.gpu(catalog.GPU_SHARE)
+    util, share, seconds = (
+        scope.gpu(s) for s in (catalog.GPU_UTILIZATION, catalog.GPU_SHARE, catalog.GPU_SAMPLE_SECONDS)
+    )
     asked = (
-        by_execution(seconds(scope), ASSUMED_LABEL),
-        by_execution(weighted(over("avg_over_time", util, window), scope)),
+        by_execution(over("sum_over_time", seconds, window)),
+        by_execution(piecewise(mean_of(catalog.GPU_UTILIZATION, scope), seconds, window_seconds, at)),
         aggregate("group", (EXECUTION_LABEL,), over("min_over_time", share, window).lt(1)),
+        aggregate(
+            "group",
+            (EXECUTION_LABEL,),
+            over("count_over_time", util, window).unless(measured_throughout(scope, window)),
+        ),
     )
     answers = await asyncio.gather(*(prometheus.instant(scope.query(expr), at=at) for expr in asked))
-    billed: dict[Key, float] = defaultdict(float)
-    assumed: set[Key] = set()
-    for r in answers[0]:
-        billed[scope.key(r["metric"])] += value_of(r)
-        if r["metric"].get(ASSUMED_LABEL):
-            assumed.add(scope.key(r["metric"]))
-    worked, sharing = ({scope.key(r["metric"]): value_of(r) for r in a} for a in answers[1:])
+    billed, worked, sharing, assumed = ({scope.key(r["metric"]): value_of(r) for r in a} for a in answers)
     if sharing:
-        # A shared GPU's time in the execution's mean share, and worked at its worked series' mean.
-        ids = {eid for _, eid in sharing}
-        named = Scope(cfg, None, scope.tenant_value, ids, scope.cluster_value) if len(ids) <= MAX_NAMED else scope
+        # A shared GPU's time in the execution's share, and worked at its worked series: their means' differences
+        # from 1 and from the utilisation's, piece by piece.
+        named = _named(cfg, scope, sharing)
         on_shared = over("min_over_time", named.gpu(catalog.GPU_SHARE), window).lt(1)
-        mean_of = {s: over("avg_over_time", named.gpu(s), window) for s in (catalog.GPU_SHARE, catalog.GPU_WORKED)}
+
+        def share_less_one(span: str) -> Expr:
+            return mean_of(catalog.GPU_SHARE, named)(span) - 1
+
+        def worked_less_util(span: str) -> Expr:
+            return mean_of(catalog.GPU_WORKED, named)(span) - mean_of(catalog.GPU_UTILIZATION, named)(span)
+
+        named_seconds = named.gpu(catalog.GPU_SAMPLE_SECONDS)
         corrections = (
-            weighted(mean_of[catalog.GPU_SHARE] - 1, named),
-            weighted(
-                mean_of[catalog.GPU_WORKED] - over("avg_over_time", named.gpu(catalog.GPU_UTILIZATION), window), named
-            ),
+            by_execution(piecewise(m, named_seconds, window_seconds, at).and_(on_shared, ignoring((PIECE_LABEL,))))
+            for m in (share_less_one, worked_less_util)
         )
-        answers = await asyncio.gather(
-            *(prometheus.instant(scope.query(by_execution(c.and_(on_shared))), at=at) for c in corrections)
-        )
+        answers = await asyncio.gather(*(prometheus.instant(scope.query(c), at=at) for c in corrections))
         for sums, answer in zip((billed, worked), answers, strict=True):
             for r in answer:
                 execution = scope.key(r["metric"])
                 sums[execution] = sums.get(execution, 0.0) + value_of(r)
+    if assumed:
+        # Counted as before: each GPU's samples at the deployed interval, a shared one's in its share and worked.
+        named = _named(cfg, scope, assumed)
+        counted = (catalog.GPU_SHARE, catalog.GPU_WORKED)
+        queries = (by_execution(over("sum_over_time", named.gpu(s), window) * gpu_interval) for s in counted)
+        answers = await asyncio.gather(*(prometheus.instant(scope.query(q), at=at) for q in queries))
+        for sums, answer in zip((billed, worked), answers, strict=True):
+            for r in answer:
+                if (execution := scope.key(r["metric"])) in assumed:
+                    sums[execution] = value_of(r)
     return [
         Waste(eid, seconds_billed, worked.get((cluster, eid), 0.0), cluster, (cluster, eid) in assumed)
         for (cluster, eid), seconds_billed in sorted(billed.items())
         if eid
     ]
+
+
+def _named(cfg: Config, scope: Scope, executions: Iterable[Key]) -> Scope:
+    """``scope`` narrowed to ``executions`` while few enough to name in a query."""
+    ids = {eid for _, eid in executions}
+    return Scope(cfg, None, scope.tenant_value, ids, scope.cluster_value) if len(ids) <= MAX_NAMED else scope
 
 
 def assumed_interval_note(ranking: list[Waste], gpu_interval: float) -> str:
@@ -784,10 +829,10 @@ def assumed_interval_note(ranking: list[Waste], gpu_interval: float) -> str:
     if not assumed:
         return ""
     return (
-        f"The ranking's GPU-hours of {assumed} of {len(ranking)} executions count their samples at the deployed "
-        f"per-GPU interval ({format_duration(gpu_interval)}): their rules record no "
-        f"{catalog.GPU_SAMPLE_SECONDS.name} over the window (rules generated before it). The totals assume that "
-        "interval until the rules are upgraded; the rows shown are counted from the samples' timestamps."
+        f"The ranking's GPU-hours of {assumed} of {len(ranking)} executions count samples at the deployed per-GPU "
+        f"interval ({format_duration(gpu_interval)}): their rules record no {catalog.GPU_SAMPLE_SECONDS.name} for "
+        "(part of) the window (rules generated before it). The totals assume that interval until the rules are "
+        "upgraded; the rows shown are counted from the samples' timestamps."
     )
 
 

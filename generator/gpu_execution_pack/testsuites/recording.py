@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from gpu_execution_pack import catalog
+from gpu_execution_pack.catalog import EXECUTION_LABEL
 from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import Matcher, call, format_duration, match, render, selector
 from gpu_execution_pack.scenario import expected, model
@@ -151,15 +152,19 @@ def first_samples(scenario: Scenario, cfg: Config) -> list[dict[str, Any]]:
     name = catalog.GPU_SAMPLE_SECONDS.name
     checks = []
     for e in scenario.executions:
-        want = expected.expected(scenario, e.start_minute, cfg).get(name, [])
-        samples = sorted(
-            (s for s in want if s.labels[catalog.EXECUTION_LABEL] == e.id), key=lambda s: sorted(s.labels.items())
-        )
+        want = [
+            s
+            for s in expected.expected(scenario, e.start_minute, cfg).get(name, [])
+            if s.labels[EXECUTION_LABEL] == e.id
+        ]
         checks.append(
             {
-                "expr": render(selector(name, match(catalog.EXECUTION_LABEL, e.id), *cluster)),
+                "expr": render(selector(name, match(EXECUTION_LABEL, e.id), *cluster)),
                 "eval_time": format_duration(e.start_minute * 60),
-                "exp_samples": [{"labels": sample_labels(name, s.labels | own), "value": s.value} for s in samples],
+                "exp_samples": [
+                    {"labels": sample_labels(name, s.labels | own), "value": s.value}
+                    for s in sorted(want, key=lambda s: sorted(s.labels.items()))
+                ],
             }
         )
     return checks
