@@ -12,6 +12,7 @@ on the seconds the rules measured each sample to stand for, are held to the orac
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 
 import pytest
@@ -230,6 +231,21 @@ def test_a_mean_over_the_whole_window_misses_the_fleets_gpu_hours_wasted(loaded)
     at = start + SCENARIO.window_minutes * 60
     [b], [w] = (server.query(render(aggregate("sum", None, expr)), at) for expr in (billed, worked))
     assert (float(b["value"][1]) - float(w["value"][1])) / 3600 != pytest.approx(wasted, rel=0.1)
+
+
+def test_rules_without_the_measured_seconds_rank_as_before_and_say_so(loaded, monkeypatch):
+    """Rules generated before the pack recorded the seconds each sample stands for: the ranking counts their
+    samples at the deployed interval, as it did, and the view's notes say its totals assume it."""
+    server, start = loaded
+    older = dataclasses.replace(catalog.GPU_SAMPLE_SECONDS, name=catalog.GPU_SAMPLE_SECONDS.name + "_not_recorded")
+    monkeypatch.setattr(catalog, "GPU_SAMPLE_SECONDS", older)
+    got = fleet(server, DEPLOYED, start)
+    [note] = [n for n in got["notes"] if "deployed per-GPU interval (15s)" in n]
+    assert "4 of 4 executions" in note and "until the rules are upgraded" in note and "\n" not in note
+    window = format_duration(SCENARIO.window_minutes * 60)
+    samples = aggregate("sum", None, call("count_over_time", catalog.GPU_UTILIZATION.select().range(window)))
+    [counted] = server.query(render(samples), start + SCENARIO.window_minutes * 60)
+    assert got["gpuHoursBilled"] == pytest.approx(float(counted["value"][1]) * 15 / 3600, abs=1e-3)
 
 
 def test_the_report_says_in_one_line_where_the_config_and_the_deployed_rules_disagree(loaded):

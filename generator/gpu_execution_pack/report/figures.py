@@ -760,15 +760,16 @@ async def waste_by_execution(
     def by_execution(expr: Expr) -> Expr:
         return aggregate("sum", (EXECUTION_LABEL,), expr)
 
-    def mean_of(series: Series, named: Scope) -> Callable[[str], Expr]:
-        return lambda span: over("avg_over_time", named.gpu(series), span)
-
     util, share, seconds = (
         scope.gpu(s) for s in (catalog.GPU_UTILIZATION, catalog.GPU_SHARE, catalog.GPU_SAMPLE_SECONDS)
     )
+
+    def util_mean(span: str) -> Expr:
+        return over("avg_over_time", util, span)
+
     asked = (
         by_execution(over("sum_over_time", seconds, window)),
-        by_execution(piecewise(mean_of(catalog.GPU_UTILIZATION, scope), seconds, window_seconds, at)),
+        by_execution(piecewise(util_mean, seconds, window_seconds, at)),
         aggregate("group", (EXECUTION_LABEL,), over("min_over_time", share, window).lt(1)),
         aggregate(
             "group",
@@ -779,34 +780,20 @@ async def waste_by_execution(
     answers = await asyncio.gather(*(prometheus.instant(scope.query(expr), at=at) for expr in asked))
     billed, worked, sharing, assumed = ({scope.key(r["metric"]): value_of(r) for r in a} for a in answers)
     if sharing:
-        # A shared GPU's time in the execution's share, and worked at its worked series: their means' differences
-        # from 1 and from the utilisation's, piece by piece.
-        named = _named(cfg, scope, sharing)
-        on_shared = over("min_over_time", named.gpu(catalog.GPU_SHARE), window).lt(1)
-
-        def share_less_one(span: str) -> Expr:
-            return mean_of(catalog.GPU_SHARE, named)(span) - 1
-
-        def worked_less_util(span: str) -> Expr:
-            return mean_of(catalog.GPU_WORKED, named)(span) - mean_of(catalog.GPU_UTILIZATION, named)(span)
-
-        named_seconds = named.gpu(catalog.GPU_SAMPLE_SECONDS)
-        corrections = (
-            by_execution(piecewise(m, named_seconds, window_seconds, at).and_(on_shared, ignoring((PIECE_LABEL,))))
-            for m in (share_less_one, worked_less_util)
-        )
-        answers = await asyncio.gather(*(prometheus.instant(scope.query(c), at=at) for c in corrections))
-        for sums, answer in zip((billed, worked), answers, strict=True):
+        for sums, answer in zip(
+            (billed, worked),
+            await shared_corrections(prometheus, scope, _named(cfg, scope, sharing), window_seconds, at),
+            strict=True,
+        ):
             for r in answer:
                 execution = scope.key(r["metric"])
                 sums[execution] = sums.get(execution, 0.0) + value_of(r)
     if assumed:
-        # Counted as before: each GPU's samples at the deployed interval, a shared one's in its share and worked.
-        named = _named(cfg, scope, assumed)
-        counted = (catalog.GPU_SHARE, catalog.GPU_WORKED)
-        queries = (by_execution(over("sum_over_time", named.gpu(s), window) * gpu_interval) for s in counted)
-        answers = await asyncio.gather(*(prometheus.instant(scope.query(q), at=at) for q in queries))
-        for sums, answer in zip((billed, worked), answers, strict=True):
+        for sums, answer in zip(
+            (billed, worked),
+            await counted_as_before(prometheus, scope, _named(cfg, scope, assumed), window, at, gpu_interval),
+            strict=True,
+        ):
             for r in answer:
                 if (execution := scope.key(r["metric"])) in assumed:
                     sums[execution] = value_of(r)
@@ -815,6 +802,58 @@ async def waste_by_execution(
         for (cluster, eid), seconds_billed in sorted(billed.items())
         if eid
     ]
+
+
+async def shared_corrections(
+    prometheus: PrometheusClient, scope: Scope, named: Scope, window_seconds: float, at: float
+) -> list[list[dict[str, Any]]]:
+    """By execution, what its shared GPUs (of ``named``) add to the billed and the worked seconds the ranking
+    counted at a whole GPU and at the utilisation: their share's mean's difference from 1, and their worked
+    series' mean's from the utilisation's, each times the measured seconds, piece by piece (``piecewise``)."""
+    on_shared = over("min_over_time", named.gpu(catalog.GPU_SHARE), span_range(window_seconds)).lt(1)
+
+    def mean(series: Series, span: str) -> Expr:
+        return over("avg_over_time", named.gpu(series), span)
+
+    def share_less_one(span: str) -> Expr:
+        return mean(catalog.GPU_SHARE, span) - 1
+
+    def worked_less_util(span: str) -> Expr:
+        return mean(catalog.GPU_WORKED, span) - mean(catalog.GPU_UTILIZATION, span)
+
+    seconds = named.gpu(catalog.GPU_SAMPLE_SECONDS)
+    corrections = (
+        aggregate(
+            "sum",
+            (EXECUTION_LABEL,),
+            piecewise(m, seconds, window_seconds, at).and_(on_shared, ignoring((PIECE_LABEL,))),
+        )
+        for m in (share_less_one, worked_less_util)
+    )
+    return list(await asyncio.gather(*(prometheus.instant(scope.query(c), at=at) for c in corrections)))
+
+
+async def counted_as_before(
+    prometheus: PrometheusClient, scope: Scope, named: Scope, window: str, at: float, gpu_interval: float
+) -> list[list[dict[str, Any]]]:
+    """By execution of ``named``, the billed and the worked seconds as the ranking counted them before the rules
+    measured them: each GPU's utilisation samples and their sum at the deployed interval, a shared GPU's share
+    and worked series instead."""
+    on_shared = over("min_over_time", named.gpu(catalog.GPU_SHARE), window).lt(1)
+    counted = (
+        (catalog.GPU_SHARE, over("count_over_time", named.gpu(catalog.GPU_UTILIZATION), window)),
+        (catalog.GPU_WORKED, over("sum_over_time", named.gpu(catalog.GPU_UTILIZATION), window)),
+    )
+    queries = (
+        aggregate(
+            "sum",
+            (EXECUTION_LABEL,),
+            any_of([over("sum_over_time", named.gpu(s), window).and_(on_shared), alone], stacked=False),
+        )
+        * gpu_interval
+        for s, alone in counted
+    )
+    return list(await asyncio.gather(*(prometheus.instant(scope.query(q), at=at) for q in queries)))
 
 
 def _named(cfg: Config, scope: Scope, executions: Iterable[Key]) -> Scope:
