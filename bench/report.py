@@ -99,6 +99,8 @@ def gpu_values(cfg: Config) -> dict[Series, PerSample]:
         catalog.GPU_SHARE: share,
         catalog.GPU_WORKED: lambda i, k: util(i, k) * share(i, k),
         catalog.GPU_POWER_ATTRIBUTED: lambda i, k: 400.0 * share(i, k),
+        # The seconds each sample stands for, as the rules measure them: the fleet view ranks on them.
+        catalog.GPU_SAMPLE_SECONDS: lambda i, k: float(INTERVAL),
         catalog.GPU_POWER_THROTTLED: lambda i, k: 1.0 if i % 7 == 0 else 0.0,
         catalog.GPU_THERMAL_THROTTLED: lambda i, k: 1.0 if i % 11 == 0 else 0.0,
         catalog.GPU_STALLED: stalled,
@@ -316,8 +318,9 @@ def render_doc(medians: dict[str, float], added: list[Series], fleet_queries: in
             "|---|---|---|",
             *rows,
             "",
-            "The fleet view ranks every execution on a few queries (GPU samples and utilisation summed per "
-            "execution, and the share and worked series only where a GPU was shared), then runs the report's "
+            "The fleet view ranks every execution on a few queries (the seconds each GPU sample stands for "
+            "summed per execution, and weighted by the utilisation's mean over each five minutes; the share and "
+            "worked series only where a GPU was shared), then runs the report's "
             "queries, grouped by execution, for its top rows only (named in a regex matcher), so its cost "
             "grows with the samples in the window and with `top`, not with every execution's figures. The "
             "figures are `*_over_time` of recorded series: the time over the out-of-memory threshold, under "

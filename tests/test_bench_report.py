@@ -147,6 +147,7 @@ def test_the_report_benchmark_holds_every_series_the_report_and_its_verdicts_rea
     }
     assert {catalog.GPU_MEMORY_HIGH, *catalog.EXECUTION_CONDITION_SERIES} <= read  # no subquery left for them
     assert not any("[7d:" in q for q in asked), "a subquery: record its condition instead"
+    read.add(catalog.GPU_SAMPLE_SECONDS)  # what the fleet view ranks on (figures.waste_by_execution)
     for series in read | set(bench_report.VERDICT_QUERIES):
         assert series.name in samples, f"the bench's data lack {series.name}"
     for series in (*catalog.GPU_CONDITION_SERIES, catalog.EXECUTION_UNDERUTILIZED):

@@ -9,6 +9,7 @@ from gpu_execution_pack.promql import (
     Binary,
     LabelRef,
     Matcher,
+    Offset,
     Range,
     Selector,
     aggregate,
@@ -200,3 +201,30 @@ def test_a_pinned_expression_evaluates_each_selector_and_range_at_its_time():
     # A subquery is pinned whole: its inner selector is evaluated on the subquery's own steps.
     sub = Range(call("rate", util.range("1m")), "1h", "1m")
     assert render(pinned(sub, 1700000000)) == 'rate(u{execution_id="a"}[1m])[1h:1m] @ 1700000000'
+
+
+def test_an_offset_reads_a_selector_or_range_before_the_querys_time():
+    share = selector("s", match("execution_id", "a"))
+    gap = call("time") - call("timestamp", share.offset("1s"))
+    assert render(gap.and_(share)) == 'time() - timestamp(s{execution_id="a"} offset 1s) and s{execution_id="a"}'
+    assert (
+        render(call("sum_over_time", share.range("5m").offset("1m")))
+        == 'sum_over_time(s{execution_id="a"}[5m] offset 1m)'
+    )
+    # Pinned whole: the offset is counted back from the pinned time.
+    assert render(pinned(gap, 1700000000)) == 'time() - timestamp(s{execution_id="a"} offset 1s @ 1700000000)'
+    # A subquery may step over an offset selector; a plain range of one is no PromQL.
+    assert render(Range(share.offset("1s"), "5m", "1m")) == '(s{execution_id="a"} offset 1s)[5m:1m]'
+    with pytest.raises(ValueError, match="put the range inside"):
+        render(Range(share.offset("1s"), "5m"))
+
+
+@pytest.mark.parametrize("by", ["", "1", "0s", "-1s", "1 s"])
+def test_an_offset_takes_a_duration_above_zero(by: str):
+    with pytest.raises(ValueError, match=r"offset: .* not a Prometheus duration"):
+        Offset(selector("s"), by)
+
+
+def test_an_offset_applies_to_selectors_and_ranges_only():
+    with pytest.raises(TypeError, match="offset applies to a selector or a range"):
+        call("time").offset("1s")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
-from gpu_execution_pack.report import timeline
+from gpu_execution_pack.report import figures, timeline
 
 
 def grid(start: float, end: float, every: float) -> list[float]:
@@ -45,3 +47,31 @@ def test_an_alert_counts_at_most_the_groups_interval_at_each_sample():
     faster = timeline.Clock(grid(0, 3600, 15) + grid(3600, 7200, 60), fallback=60)
     firing = grid(3300, 3600, 15) + grid(3600, 3900, 60)
     assert faster.firing_seconds([[t, 1.0] for t in firing]) == pytest.approx(600)
+
+
+@pytest.mark.parametrize(
+    ("window", "at"),
+    [
+        (7 * 86400, 1_700_000_123.456),  # pieces before and after the whole ones
+        (86400, 1_700_000_100.0),  # ends on a piece's end: no piece after
+        (3600, 1_700_000_050.5),
+        (120, 1_700_000_010.0),  # within one piece
+        (600, 1_700_000_100.0),  # starts on a piece's end: no piece before
+    ],
+)
+def test_the_fleet_rankings_pieces_tile_its_window_end_to_end(window: float, at: float):
+    """The ranking weighs the utilisation piece by piece (``figures.piecewise``): the pieces must cover the window
+    once, with no gap and no overlap, whole ones in the middle ending on multiples of a piece."""
+    covered = []
+    for name, end, length in figures.pieces(window, at):
+        if name == "whole":
+            assert end % figures.PIECE_MS == 0
+            covered += [
+                (end - k * figures.PIECE_MS - figures.PIECE_MS, end - k * figures.PIECE_MS) for k in range(length)
+            ]
+        else:
+            assert length > 0 and (name == "tail" or length < figures.PIECE_MS)
+            covered.append((end - length, end))
+    covered.sort()
+    assert covered[0][0] == round((at - window) * 1000) and covered[-1][1] == round(at * 1000)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(covered))

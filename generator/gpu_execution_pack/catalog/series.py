@@ -416,6 +416,22 @@ GPU_SHARE_SERIES: tuple[Series, ...] = (
     GPU_POWER_ATTRIBUTED,
 )
 
+# The seconds each per-GPU sample stands for, measured from the data: the time since the GPU's previous
+# utilisation sample (a missed evaluation shows as a longer gap, counted as report.timeline counts gaps up to the
+# lookback). Summed over a span, the time held, at whatever interval the rules ran, changed to or missed, without
+# reading every sample: what the fleet ranking counts GPU-hours in. rules.recording builds it from the config (its
+# rule_interval, for a series' very first sample).
+GPU_SAMPLE_SECONDS = Series(
+    "execution_gpu:gpu_sample_seconds",
+    "seconds",
+    GPU_LABELS,
+    (),
+    "Seconds the GPU's utilisation sample stands for: the time since its previous one (for a first sample, or the "
+    "first after a gap longer than the lookback, since the group's previous evaluation, else `rule_interval`). "
+    "Summed over a span, the time the execution held the GPU.",
+)
+GPU_TIME_SERIES: tuple[Series, ...] = (GPU_SAMPLE_SECONDS,)
+
 GPU_HEALTH_SERIES: tuple[Series, ...] = (
     GPU_POWER_TO_LIMIT,
     GPU_SM_CLOCK_PEAK,
@@ -774,6 +790,7 @@ ALL_SERIES: tuple[Series, ...] = (
     *HOST_SERIES,
     *GPU_SERIES,
     *GPU_SHARE_SERIES,
+    *GPU_TIME_SERIES,
     *GPU_ACTIVITY_SERIES,
     *GPU_HEALTH_SERIES,
     *GPU_CONDITION_SERIES,

@@ -22,6 +22,7 @@ from gpu_execution_pack.promql.tree import (
     Matcher,
     Matching,
     Number,
+    Offset,
     Paren,
     Placeholder,
     Range,
@@ -113,9 +114,15 @@ class _Printer:
             return self._binary(expr)
         if isinstance(expr, Range):
             inner = self.render(expr.expr)
-            if not isinstance(expr.expr, Selector):
+            if isinstance(expr.expr, Offset | At):
+                if expr.step is None:
+                    raise ValueError("a range of an offset or @ is not PromQL: put the range inside (x[5m] offset 1s)")
+                inner = parenthesised(inner)  # a subquery over one: its modifier stays inside
+            elif not isinstance(expr.expr, Selector):
                 inner = parenthesised(inner) if expr.expr.precedence < ATOM else inner
             return f"{inner}[{expr.window}{':' + expr.step if expr.step is not None else ''}]"
+        if isinstance(expr, Offset):
+            return f"{self.render(expr.expr)} offset {expr.by}"
         if isinstance(expr, At):
             return f"{self.render(expr.expr)} @ {number(expr.at)}"
         if isinstance(expr, Placeholder):

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, fields, replace
 from typing import Union
 
+from gpu_execution_pack.promql.durations import is_duration
+
 Operand = Union["Expr", float, int]
 
 # Binary operator precedence, lowest first (prometheus/promql/parser/lex.go).
@@ -105,6 +107,12 @@ class Expr:
     def range(self, window: str) -> Range:
         """``self[window]``: a range selector, or a subquery ``self[window:step]`` with ``Range.step``."""
         return Range(self, window)
+
+    def offset(self, by: str) -> Offset:
+        """``self offset by``: a selector or range read ``by`` (a duration) before the query's time."""
+        if not isinstance(self, Selector | Range):
+            raise TypeError(f"offset applies to a selector or a range, not {type(self).__name__}")
+        return Offset(self, by)
 
     def children(self) -> Iterator[Expr]:
         """The node's operands."""
@@ -250,10 +258,27 @@ class Range(Expr):
 
 
 @dataclass(frozen=True)
-class At(Expr):
-    """``expr @ at``: a selector or range evaluated at unix time ``at`` whatever the query's time (``pinned``)."""
+class Offset(Expr):
+    """``expr offset by``: a selector or range read ``by`` (a Prometheus duration) before the query's time, e.g.
+    ``timestamp(x offset 1s)``, the time of the sample before the one an evaluation just wrote. A range of it is
+    ``Offset(Range)`` (``x[5m] offset 1s``): PromQL takes no range after an offset."""
 
     expr: Selector | Range
+    by: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.expr, Selector | Range):
+            raise TypeError(f"offset applies to a selector or a range, not {type(self.expr).__name__}")
+        if not is_duration(self.by):
+            raise ValueError(f"offset: {self.by!r} is not a Prometheus duration above zero, such as 1s or 5m")
+
+
+@dataclass(frozen=True)
+class At(Expr):
+    """``expr @ at``: a selector, range or offset evaluated at unix time ``at`` whatever the query's time
+    (``pinned``)."""
+
+    expr: Selector | Range | Offset
     at: float
 
 
@@ -411,7 +436,7 @@ def pinned(expr: Expr, at: float) -> Expr:
     time as it would at ``at``, so several such expressions, each at its own time, can be asked in one query."""
 
     def change(node: Expr) -> Expr | None:
-        return At(node, float(at)) if isinstance(node, Selector | Range) else None
+        return At(node, float(at)) if isinstance(node, Selector | Range | Offset) else None
 
     return transform(expr, change)
 

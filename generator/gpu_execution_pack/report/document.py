@@ -297,8 +297,8 @@ async def execution_summary(
 
 def fleet_row(cfg: Config, f: fig.ExecutionFigures, waste: fig.Waste) -> dict[str, Any]:
     """One execution's row of the fleet ranking: its GPU time as ranked (``waste``), the rest from its figures."""
-    # Ranked at the deployed interval (``fig.waste_by_execution``); the row's own figures are counted from the
-    # samples' timestamps.
+    # Ranked on the seconds the rules measured each sample to stand for (``fig.waste_by_execution``); the row's own
+    # figures are counted from the samples' timestamps.
     billed, worked = f.billed_seconds / 3600, f.worked_seconds / 3600
     joules, _ = energy(f)
     # Without a span per execution the fleet view judges no gaps; an execution still reporting at the
@@ -343,7 +343,7 @@ async def fleet_summary(
     cluster = parse_cluster(cluster, cluster_scope(cfg))
     now = time.time() if at is None else at
     scope = fig.Scope(cfg, None, tenant, cluster=cluster)
-    # Ranked on two queries over every execution; the figures and verdicts are read for the top rows only
+    # Ranked on a few queries over every execution; the figures and verdicts are read for the top rows only
     # (named in the queries while few), so the view's cost grows with ``top``, not with the fleet.
     known_intervals = await fig.intervals(cfg, prometheus)
     ranking = await fig.waste_by_execution(cfg, prometheus, scope, window, now, known_intervals.gpu)
@@ -361,5 +361,5 @@ async def fleet_summary(
         "gpuHoursBilled": rounded(billed, 4),
         "gpuHoursWasted": rounded(billed - sum(w.worked_seconds for w in ranking) / 3600, 4),
         "top": rows,
-        "notes": [known_intervals.note] if known_intervals.note else [],
+        "notes": [n for n in (known_intervals.note, fig.assumed_interval_note(ranking, known_intervals.gpu)) if n],
     }

@@ -15,7 +15,7 @@ import asyncio
 import math
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,14 +27,18 @@ from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import (
     Expr,
     Matcher,
+    Range,
     aggregate,
     any_of,
     call,
     format_duration,
+    ignoring,
+    label_set,
     labelled,
     match,
     on,
     parse_duration_seconds,
+    pinned,
     render,
     selector,
 )
@@ -672,6 +676,9 @@ class Waste:
     billed_seconds: float
     worked_seconds: float
     cluster: str = ""  # the cluster that holds it ("" without a cluster label)
+    # Its GPU time counted as samples times the deployed interval: its rules record no measured seconds for (part
+    # of) the window (``catalog.GPU_SAMPLE_SECONDS``: rules older than it).
+    assumed_interval: bool = False
 
     @property
     def key(self) -> Key:
@@ -683,56 +690,189 @@ class Waste:
         return self.billed_seconds - self.worked_seconds
 
 
+# The ranking weighs a mean over pieces of the window this long (Prometheus' lookback), each piece's mean times
+# its measured seconds: a change of interval moves the weights within one piece only.
+PIECE_MS = 300_000
+PIECE_LABEL = "gpu_pack_piece"  # tells the pieces' sums apart until they are added (a label no series carries)
+
+
+def pieces(window_seconds: float, at: float) -> list[tuple[str, int, int]]:
+    """The window ``(at - window_seconds, at]`` in pieces: (name, end, length) in milliseconds, for the pieces
+    before and after the whole ``PIECE_MS`` ones (at most one each), and ``("whole", last end, count)`` for those."""
+    start_ms, end_ms = round((at - window_seconds) * 1000), round(at * 1000)
+    first, last = -(-start_ms // PIECE_MS) * PIECE_MS, end_ms // PIECE_MS * PIECE_MS
+    if last <= first:
+        return [("tail", end_ms, end_ms - start_ms)]
+    out = [("head", first, first - start_ms)] if first > start_ms else []
+    out.append(("whole", last, (last - first) // PIECE_MS))
+    return out + ([("tail", end_ms, end_ms - last)] if end_ms > last else [])
+
+
+def piecewise(mean: Callable[[str], Expr], seconds: Expr, window_seconds: float, at: float) -> Expr:
+    """Each GPU's ``mean(range)`` over each piece of the window times the sum of ``seconds`` over it, summed over the
+    pieces (``pieces``), to be asked at ``at``: a mean weighted by time, where the mean of the window weighs each
+    sample alike. Each piece's range ends a millisecond short of it: Prometheus 2 includes both ends of a range."""
+
+    def piece(length_ms: int) -> Expr:
+        span = f"{length_ms - 1}ms"
+        return mean(span) * over("sum_over_time", seconds, span)
+
+    terms = []
+    for name, end, length in pieces(window_seconds, at):
+        if name != "whole":
+            terms.append(label_set(pinned(piece(length), end / 1000), PIECE_LABEL, name))
+            continue
+        # Steps at the multiples of a piece in (its first end - half a piece, last end]: never on the range's start,
+        # which Prometheus 3 leaves out and 2 keeps.
+        steps = Range(piece(PIECE_MS), f"{(length - 1) * PIECE_MS + PIECE_MS // 2}ms", f"{PIECE_MS}ms")
+        terms.append(label_set(call("sum_over_time", pinned(steps, end / 1000)), PIECE_LABEL, name))
+    return any_of(terms)
+
+
+def measured_throughout(scope: Scope, window: str) -> Expr:
+    """The GPUs whose utilisation samples over ``window`` all carry the seconds the rules measured them to stand
+    for (``catalog.GPU_SAMPLE_SECONDS``), all but possibly the first (none where the rules know no interval)."""
+    measured = over("count_over_time", scope.gpu(catalog.GPU_SAMPLE_SECONDS), window)
+    return (measured + 1).ge(over("count_over_time", scope.gpu(catalog.GPU_UTILIZATION), window))
+
+
 async def waste_by_execution(
     cfg: Config, prometheus: PrometheusClient, scope: Scope, window_seconds: float, at: float, gpu_interval: float
 ) -> list[Waste]:
     """GPU time billed and worked of every execution in ``scope`` with samples in the ``window_seconds`` before
     ``at``, in a few queries however many executions there are: the fleet view ranks all executions with them
-    and collects the figures of its top rows only. The sums are ``ExecutionFigures``'s: samples and
-    utilisation, and for a GPU held by several executions at some moment, its share and worked series instead.
+    and collects the figures of its top rows only. The rows shown are counted from the samples' timestamps
+    (``collect``).
 
-    Only the GPUs with a share under 1 read the share series for their sums: the share of a GPU nobody else
-    holds is 1 throughout, and reading it for every GPU would double the cost of the ranking. ``gpu_interval``:
-    the seconds between per-GPU samples the deployed rules run at (``intervals``): the ranking counts samples
-    at it, as reading every sample of the fleet would cost too much; the rows shown are counted from the
-    samples' timestamps (``collect``)."""
+    Each sample counts the seconds the rules measured it to stand for (``catalog.GPU_SAMPLE_SECONDS``): whatever
+    interval they ran at, changed to, or missed evaluations of, with no interval assumed. Billed is their sum;
+    worked, the utilisation's mean over each five minutes times their sum over them (``piecewise``; a mean weighs
+    each sample alike, exact at a constant interval: so a change of interval moves the weights within five
+    minutes, not across the window). A GPU held by several executions at some moment counts its share's mean and
+    its worked series' instead, the same way; only those GPUs read the share series for their sums (reading it for
+    every GPU would double the cost of the ranking).
+
+    An execution some of whose GPUs' samples lack the measured seconds (rules older than that series, for all or
+    part of the window) is counted as the ranking did before: its samples at ``gpu_interval``, the deployed
+    per-GPU group's (``intervals``); it is marked ``assumed_interval``."""
     window = span_range(window_seconds)
 
     def by_execution(expr: Expr) -> Expr:
         return aggregate("sum", (EXECUTION_LABEL,), expr)
 
-    util, share = scope.gpu(catalog.GPU_UTILIZATION), scope.gpu(catalog.GPU_SHARE)
-    shared = aggregate("group", (EXECUTION_LABEL,), over("min_over_time", share, window).lt(1))
+    util, share, seconds = (
+        scope.gpu(s) for s in (catalog.GPU_UTILIZATION, catalog.GPU_SHARE, catalog.GPU_SAMPLE_SECONDS)
+    )
+
+    def util_mean(span: str) -> Expr:
+        return over("avg_over_time", util, span)
+
     asked = (
-        by_execution(over("count_over_time", util, window)),
-        by_execution(over("sum_over_time", util, window)),
-        shared,
+        by_execution(over("sum_over_time", seconds, window)),
+        by_execution(piecewise(util_mean, seconds, window_seconds, at)),
+        aggregate("group", (EXECUTION_LABEL,), over("min_over_time", share, window).lt(1)),
+        aggregate(
+            "group",
+            (EXECUTION_LABEL,),
+            over("count_over_time", util, window).unless(measured_throughout(scope, window)),
+        ),
     )
     answers = await asyncio.gather(*(prometheus.instant(scope.query(expr), at=at) for expr in asked))
-    billed, worked, sharing = ({scope.key(r["metric"]): value_of(r) for r in a} for a in answers)
+    billed, worked, sharing, assumed = ({scope.key(r["metric"]): value_of(r) for r in a} for a in answers)
     if sharing:
-        # A shared GPU's samples and utilisation, replaced by its share and worked series summed.
-        ids = {eid for _, eid in sharing}
-        named = Scope(cfg, None, scope.tenant_value, ids, scope.cluster_value) if len(ids) <= MAX_NAMED else scope
-        on_shared = over("min_over_time", named.gpu(catalog.GPU_SHARE), window).lt(1)
-        corrections = (
-            over("sum_over_time", named.gpu(catalog.GPU_SHARE), window)
-            - over("count_over_time", named.gpu(catalog.GPU_UTILIZATION), window),
-            over("sum_over_time", named.gpu(catalog.GPU_WORKED), window)
-            - over("sum_over_time", named.gpu(catalog.GPU_UTILIZATION), window),
-        )
-        answers = await asyncio.gather(
-            *(prometheus.instant(scope.query(by_execution(c.and_(on_shared))), at=at) for c in corrections)
-        )
-        for sums, answer in zip((billed, worked), answers, strict=True):
+        for sums, answer in zip(
+            (billed, worked),
+            await shared_corrections(prometheus, scope, _named(cfg, scope, sharing), window_seconds, at),
+            strict=True,
+        ):
             for r in answer:
                 execution = scope.key(r["metric"])
                 sums[execution] = sums.get(execution, 0.0) + value_of(r)
+    if assumed:
+        for sums, answer in zip(
+            (billed, worked),
+            await counted_as_before(prometheus, scope, _named(cfg, scope, assumed), window, at, gpu_interval),
+            strict=True,
+        ):
+            for r in answer:
+                if (execution := scope.key(r["metric"])) in assumed:
+                    sums[execution] = value_of(r)
     return [
-        Waste(eid, samples * gpu_interval, worked.get((cluster, eid), 0.0) * gpu_interval, cluster)
-        for (cluster, eid), samples in sorted(billed.items())
+        Waste(eid, seconds_billed, worked.get((cluster, eid), 0.0), cluster, (cluster, eid) in assumed)
+        for (cluster, eid), seconds_billed in sorted(billed.items())
         if eid
     ]
+
+
+async def shared_corrections(
+    prometheus: PrometheusClient, scope: Scope, named: Scope, window_seconds: float, at: float
+) -> list[list[dict[str, Any]]]:
+    """By execution, what its shared GPUs (of ``named``) add to the billed and the worked seconds the ranking
+    counted at a whole GPU and at the utilisation: their share's mean's difference from 1, and their worked
+    series' mean's from the utilisation's, each times the measured seconds, piece by piece (``piecewise``)."""
+    on_shared = over("min_over_time", named.gpu(catalog.GPU_SHARE), span_range(window_seconds)).lt(1)
+
+    def mean(series: Series, span: str) -> Expr:
+        return over("avg_over_time", named.gpu(series), span)
+
+    def share_less_one(span: str) -> Expr:
+        return mean(catalog.GPU_SHARE, span) - 1
+
+    def worked_less_util(span: str) -> Expr:
+        return mean(catalog.GPU_WORKED, span) - mean(catalog.GPU_UTILIZATION, span)
+
+    seconds = named.gpu(catalog.GPU_SAMPLE_SECONDS)
+    corrections = (
+        aggregate(
+            "sum",
+            (EXECUTION_LABEL,),
+            piecewise(m, seconds, window_seconds, at).and_(on_shared, ignoring((PIECE_LABEL,))),
+        )
+        for m in (share_less_one, worked_less_util)
+    )
+    return list(await asyncio.gather(*(prometheus.instant(scope.query(c), at=at) for c in corrections)))
+
+
+async def counted_as_before(
+    prometheus: PrometheusClient, scope: Scope, named: Scope, window: str, at: float, gpu_interval: float
+) -> list[list[dict[str, Any]]]:
+    """By execution of ``named``, the billed and the worked seconds as the ranking counted them before the rules
+    measured them: each GPU's utilisation samples and their sum at the deployed interval, a shared GPU's share
+    and worked series instead."""
+    on_shared = over("min_over_time", named.gpu(catalog.GPU_SHARE), window).lt(1)
+    counted = (
+        (catalog.GPU_SHARE, over("count_over_time", named.gpu(catalog.GPU_UTILIZATION), window)),
+        (catalog.GPU_WORKED, over("sum_over_time", named.gpu(catalog.GPU_UTILIZATION), window)),
+    )
+    queries = (
+        aggregate(
+            "sum",
+            (EXECUTION_LABEL,),
+            any_of([over("sum_over_time", named.gpu(s), window).and_(on_shared), alone], stacked=False),
+        )
+        * gpu_interval
+        for s, alone in counted
+    )
+    return list(await asyncio.gather(*(prometheus.instant(scope.query(q), at=at) for q in queries)))
+
+
+def _named(cfg: Config, scope: Scope, executions: Iterable[Key]) -> Scope:
+    """``scope`` narrowed to ``executions`` while few enough to name in a query."""
+    ids = {eid for _, eid in executions}
+    return Scope(cfg, None, scope.tenant_value, ids, scope.cluster_value) if len(ids) <= MAX_NAMED else scope
+
+
+def assumed_interval_note(ranking: list[Waste], gpu_interval: float) -> str:
+    """One line where some execution's ranked GPU time is its samples times the deployed interval (``Waste``)."""
+    assumed = sum(w.assumed_interval for w in ranking)
+    if not assumed:
+        return ""
+    return (
+        f"The ranking's GPU-hours of {assumed} of {len(ranking)} executions count samples at the deployed per-GPU "
+        f"interval ({format_duration(gpu_interval)}): their rules record no {catalog.GPU_SAMPLE_SECONDS.name} for "
+        "(part of) the window (rules generated before it). The totals assume that interval until the rules are "
+        "upgraded; the rows shown are counted from the samples' timestamps."
+    )
 
 
 async def co_holders(

@@ -41,6 +41,7 @@ from gpu_execution_pack.promql import (
     label_set,
     labelled,
     on,
+    parse_duration_seconds,
     partitioned,
     selector,
     substitute,
@@ -267,6 +268,27 @@ class RuleBuilder:
         """The rules of ``series`` that the configured generations can compute."""
         return tuple(rule for rule in map(self.gpu_rule, series) if rule is not None)
 
+    def sample_seconds_rule(self) -> RecordingRule:
+        """``catalog.GPU_SAMPLE_SECONDS``: for each utilisation sample this evaluation wrote, the seconds since the
+        series' previous one.
+
+        ``offset 1s`` reads the sample before the one this evaluation wrote: live, where the utilisation rule has
+        just written one at this instant, and in a backfill or promtool's tests, which hold one at every step
+        alike. Only where the utilisation has a sample at this very instant (``timestamp(...) == time()``), not
+        where an instant selector still reads an older one within the lookback (a backfill writes no staleness
+        markers): one value per utilisation sample. Beyond the lookback (or for a series' first sample) there is
+        no previous one: the sample counts the time since the group's previous evaluation, measured on the GPUs
+        that have a sample at both (every GPU is evaluated together), else the group's interval where the config
+        names it (with none: no value, and the sample counts nothing)."""
+        util = catalog.GPU_UTILIZATION.select()
+        current = call("timestamp", util).eq(call("time"))
+        measured = (call("time") - call("timestamp", util.offset("1s"))).and_(current)
+        since_last = Paren(join(current * 0, "+", on((), group_left=()), aggregate("min", None, measured)))
+        alternatives = [measured, since_last]
+        if self.cfg.rule_interval:
+            alternatives.append(current * 0 + parse_duration_seconds(self.cfg.rule_interval))
+        return RecordingRule(catalog.GPU_SAMPLE_SECONDS.name, any_of(alternatives))
+
     # -- per-host --------------------------------------------------------------------------
     def node_rule(self, series: Series) -> RecordingRule:
         formula = series.formulas[0]
@@ -397,7 +419,8 @@ class RuleBuilder:
             RuleGroup(
                 f"{GROUP_PREFIX}.execution_gpu",
                 "execution-gpu",
-                self.gpu_rules((*catalog.GPU_SERIES, *catalog.GPU_SHARE_SERIES)),
+                # Then the seconds each utilisation sample stands for.
+                (*self.gpu_rules((*catalog.GPU_SERIES, *catalog.GPU_SHARE_SERIES)), self.sample_seconds_rule()),
                 interval,
             ),
             # The profiling fields: how much the engines really worked.

@@ -439,6 +439,8 @@ def served(fleet: AmdFleet, execution: AmdExecution, cfg: Config, minute: float)
             # Held by one execution at a time: the whole GPU, worked at its utilisation.
             catalog.GPU_SHARE: 1.0,
             catalog.GPU_WORKED: values[catalog.GPU_UTILIZATION],
+            # Mid-run: held at the step before, so each sample stands for one step.
+            catalog.GPU_SAMPLE_SECONDS: float(STEP_SECONDS),
             # No max clock before v1.4.2: the highest SM clock since the execution began (constant here).
             catalog.GPU_SM_CLOCK_PEAK: values[catalog.GPU_SM_CLOCK],
         }

@@ -81,6 +81,18 @@ def cpu_stepped_back(host: Host, minute: float, cfg: Config | None = None) -> bo
     return jump <= minute <= jump + seen + _minutes(cfg.cpu_average_window)
 
 
+def sample_seconds(scenario: Scenario, execution: Execution, minute: float, cfg: Config) -> float | None:
+    """The seconds ``execution``'s GPU samples at ``minute`` stand for, on the scenario's grid (every group
+    evaluated at every step): a step where it held its GPUs a step before; for its first sample, a step where
+    another execution of the scenario held GPUs at both, else the config's ``rule_interval`` (None: no sample)."""
+    before = minute - STEP_SECONDS / 60
+    if execution.phase_at(before) is not None:
+        return float(STEP_SECONDS)
+    if any(e.phase_at(before) is not None for e in running(scenario, minute)):
+        return float(STEP_SECONDS)
+    return parse_duration_seconds(cfg.rule_interval) if cfg.rule_interval else None
+
+
 def expected(scenario: Scenario, minute: float, cfg: Config | None = None) -> dict[str, list[Sample]]:
     """Expected samples of every recorded series at ``minute``, keyed by series name (the host CPU series
     read by ``cfg``'s windows; the built-in defaults' if None)."""
@@ -98,10 +110,13 @@ def expected(scenario: Scenario, minute: float, cfg: Config | None = None) -> di
             out[catalog.NODE_HOST_COLLISIONS.name].append(Sample({HOST_LABEL: collision.name}, collision.machines))
     for e in running(scenario, minute):
         per_gpu = [(g, oracle.gpu_truth(scenario, e, g, minute)) for g in e.gpus]
+        seconds = sample_seconds(scenario, e, minute, cfg or Config())
         for gpu, truth in per_gpu:
             assert truth is not None
             for key, value in truth.items():
                 out[key.name].append(Sample(gpu_labels(e, gpu), value))
+            if seconds is not None:
+                out[catalog.GPU_SAMPLE_SECONDS.name].append(Sample(gpu_labels(e, gpu), seconds))
         hosts = sorted({g.host for g in e.gpus})
         for host in hosts:
             labels = {EXECUTION_LABEL: e.id, HOST_LABEL: host}

@@ -61,10 +61,13 @@ def default_variants() -> list[Variant]:
             alerts=True,
         ),
         # The host CPU rate in a group of its own, rate() over 4m (the fallback) averaged within 2m: the
-        # steps back, the minute-scraped node_exporter and every install's host CPU on it.
+        # steps back, the minute-scraped node_exporter and every install's host CPU on it. With rule_interval
+        # named, whose seconds a series' very first sample stands for (catalog.GPU_SAMPLE_SECONDS).
         Variant(
             "cpu_rate_interval",
-            config_from_mapping({"node": {"cpu_rate_interval": "1m"}}, "variant cpu_rate_interval"),
+            config_from_mapping(
+                {"node": {"cpu_rate_interval": "1m"}, "rule_interval": f"{STEP_SECONDS}s"}, "variant cpu_rate_interval"
+            ),
             tuple(library.default_suite()),
         ),
         # Two clusters with the same host and execution names in one store (a central ruler).

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from gpu_execution_pack import catalog
+from gpu_execution_pack.catalog import EXECUTION_LABEL
 from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import Matcher, call, format_duration, match, render, selector
 from gpu_execution_pack.scenario import expected, model
@@ -134,12 +135,39 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
                     "exp_samples": [],
                 }
             )
+    checks += first_samples(scenario, cfg)
     return {
         "name": scenario.name,
         "interval": f"{STEP_SECONDS}s",
         "input_series": scenario_render.input_series(scenario, cfg),
         "promql_expr_test": checks,
     }
+
+
+def first_samples(scenario: Scenario, cfg: Config) -> list[dict[str, Any]]:
+    """At each execution's first sample, the seconds it stands for (``catalog.GPU_SAMPLE_SECONDS``): with no
+    sample of its own before, the time since the group's previous evaluation, or the config's interval."""
+    clusters = cluster_scope(cfg)
+    own, cluster = clusters.labels(scenario.cluster), clusters.matchers(scenario.cluster)
+    name = catalog.GPU_SAMPLE_SECONDS.name
+    checks = []
+    for e in scenario.executions:
+        want = [
+            s
+            for s in expected.expected(scenario, e.start_minute, cfg).get(name, [])
+            if s.labels[EXECUTION_LABEL] == e.id
+        ]
+        checks.append(
+            {
+                "expr": render(selector(name, match(EXECUTION_LABEL, e.id), *cluster)),
+                "eval_time": format_duration(e.start_minute * 60),
+                "exp_samples": [
+                    {"labels": sample_labels(name, s.labels | own), "value": s.value}
+                    for s in sorted(want, key=lambda s: sorted(s.labels.items()))
+                ],
+            }
+        )
+    return checks
 
 
 def recording_suite(cfg: Config, scenarios: list[Scenario], together: bool = False) -> list[dict[str, Any]]:
