@@ -138,3 +138,64 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory):
         yield server, start, end, f"{scenario.window_minutes}m"
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def report_suite_prometheus(tmp_path_factory: pytest.TempPathFactory):
+    """A real Prometheus holding the report suite (raw series, every recording rule, the ALERTS the oracle says
+    fire), ended at least 15 minutes ago: test_report, test_report_html and test_archive read the same fleet.
+
+    Its backfill takes a minute of CPU; it is made once per run and shared by the workers (pytest-xdist),
+    each of which starts its own server on a copy of the blocks. Yields (server, cfg, start).
+    """
+    from gpu_execution_pack.config import config_from_mapping
+
+    from harness.prometheus import Prometheus
+
+    from . import report_oracle
+
+    cfg = config_from_mapping(report_oracle.CONFIG)
+    blocks, start = _report_suite_blocks(tmp_path_factory, cfg)
+    server = Prometheus(tmp_path_factory.mktemp("report-suite"))
+    shutil.copytree(blocks, server.data, ignore=shutil.ignore_patterns("lock"), dirs_exist_ok=True)
+    try:
+        server.start()
+        yield server, cfg, start
+    finally:
+        server.stop()
+
+
+def _report_suite_blocks(tmp_path_factory: pytest.TempPathFactory, cfg) -> tuple[Path, int]:
+    """The report suite's TSDB directory (built by the first worker to ask, under a lock; the others wait for
+    it) and the start of its data."""
+    import fcntl
+
+    from gpu_execution_pack.rules.files import all_groups
+    from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
+
+    from harness.prometheus import Prometheus
+
+    from . import report_oracle
+
+    # Under xdist every worker's base folder lies in the run's own; without it, the base folder is the run's.
+    run = tmp_path_factory.getbasetemp()
+    shared = (run.parent if os.environ.get("PYTEST_XDIST_WORKER") else run) / "report-suite-blocks"
+    shared.mkdir(exist_ok=True)
+    with (shared / "build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        built = shared / "start"
+        if not built.exists():
+            scenario = report_oracle.report_suite()
+            end = int(time.time()) // 60 * 60 - 15 * 60
+            start = end - scenario.window_minutes * 60
+            series = Renderer(scenario, cfg).all_series()
+            for labels, firing in report_oracle.alert_series(scenario, cfg):
+                samples = tuple(1.0 if f else None for f in firing)
+                series.append(RenderedSeries("ALERTS", tuple(sorted(labels.items())), samples))
+            server = Prometheus(shared / "server")
+            try:
+                server.load(series, all_groups(cfg), start, end)
+            finally:
+                server.stop()
+            built.write_text(str(start))
+    return shared / "server" / "data", int(built.read_text())

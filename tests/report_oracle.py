@@ -35,6 +35,9 @@ from gpu_execution_pack.scenario.library import (
 )
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Host, Scenario
 
+# The report suite's configuration: its backfill evaluates every rule every 15 s, and the config says so.
+CONFIG = {"rule_interval": f"{STEP_SECONDS}s", "derived_rule_interval": f"{STEP_SECONDS}s"}
+
 
 def merged(name: str, scenarios: list[Scenario]) -> Scenario:
     """Several scenarios on one Prometheus: their hosts, executions and quirks side by side.

@@ -24,15 +24,12 @@ from gpu_execution_pack.config import config_from_mapping, load_config
 from gpu_execution_pack.output import to_yaml
 from gpu_execution_pack.query.params import RequestError
 from gpu_execution_pack.query.prometheus import PrometheusClient
-from gpu_execution_pack.rules.files import all_groups
-from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
 from starlette.testclient import TestClient
 
 from harness import browser
 from harness.postgres import Postgres
 from harness.prometheus import Prometheus
 
-from . import report_oracle
 from .conftest import REPO
 from .test_report import CONFIG, SCENARIO
 
@@ -44,22 +41,10 @@ EXPECTED = {("", e.namespace, e.id) for e in SCENARIO.executions}
 
 
 @pytest.fixture(scope="module")
-def loaded(tmp_path_factory: pytest.TempPathFactory):
-    """test_report's Prometheus: the report suite (raw series, recorded series and ALERTS) ended 15 minutes ago."""
-    cfg = config_from_mapping(CONFIG)
-    end = int(time.time()) // 60 * 60 - 15 * 60
-    start = end - SCENARIO.window_minutes * 60
-    series = Renderer(SCENARIO, cfg).all_series()
-    for labels, firing in report_oracle.alert_series(SCENARIO, cfg):
-        series.append(
-            RenderedSeries("ALERTS", tuple(sorted(labels.items())), tuple(1.0 if f else None for f in firing))
-        )
-    server = Prometheus(tmp_path_factory.mktemp("archive"))
-    try:
-        server.load(series, all_groups(cfg), start, end)
-        yield server, cfg, start
-    finally:
-        server.stop()
+def loaded(report_suite_prometheus):
+    """test_report's Prometheus: the report suite (raw series, recorded series and ALERTS) ended 15 minutes ago
+    or more (conftest.report_suite_prometheus): (server, cfg, start)."""
+    return report_suite_prometheus
 
 
 @pytest.fixture(scope="module")
@@ -246,25 +231,37 @@ def every_record(store: Store) -> dict[tuple, tuple]:
     return found
 
 
-@pytest.mark.parametrize("size", [archiver.BATCH, 4])
-def test_the_batched_archiver_writes_the_records_the_per_execution_one_does(loaded, tmp_path, size):
-    server, _cfg, _start = loaded
+def archived_records(server_url: str, folder: Path, batch_size: int) -> dict[tuple, tuple]:
+    """Every record one pass over the whole suite writes, reading ``batch_size`` executions' spans per query."""
     since = (SCENARIO.window_minutes + 60) * 60
-    kept: dict[int, dict] = {}
-    for batch_size in (1, size):
-        url = str(tmp_path / f"batch-{batch_size}.sqlite")
-        cfg = config_from_mapping({**CONFIG, "archive": {"url": url, "ended_after": ENDED_AFTER}})
-        store = Store.open(url)
-        assert store is not None
-        try:
-            assert one_pass(server.url, cfg, store, since, batch_size=batch_size).archived == len(EXPECTED)
-            kept[batch_size] = every_record(store)
-        finally:
-            store.close()
-    assert len(kept[1]) == len(EXPECTED)
-    assert kept[size].keys() == kept[1].keys()
-    for key, record in kept[1].items():
-        assert kept[size][key] == record, f"{key}: the batched record differs"
+    url = str(folder / f"batch-{batch_size}.sqlite")
+    cfg = config_from_mapping({**CONFIG, "archive": {"url": url, "ended_after": ENDED_AFTER}})
+    store = Store.open(url)
+    assert store is not None
+    try:
+        assert one_pass(server_url, cfg, store, since, batch_size=batch_size).archived == len(EXPECTED)
+        return every_record(store)
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def per_execution_records(loaded, tmp_path_factory: pytest.TempPathFactory) -> dict[tuple, tuple]:
+    """The records of a pass that reads each execution's span alone: what the batched passes must write."""
+    server, _cfg, _start = loaded
+    return archived_records(server.url, tmp_path_factory.mktemp("per-execution"), 1)
+
+
+@pytest.mark.parametrize("size", [archiver.BATCH, 4])
+def test_the_batched_archiver_writes_the_records_the_per_execution_one_does(
+    loaded, per_execution_records, tmp_path, size
+):
+    server, _cfg, _start = loaded
+    batched = archived_records(server.url, tmp_path, size)
+    assert len(per_execution_records) == len(EXPECTED)
+    assert batched.keys() == per_execution_records.keys()
+    for key, record in per_execution_records.items():
+        assert batched[key] == record, f"{key}: the batched record differs"
 
 
 def test_with_prometheus_data_gone_the_report_answers_the_same_from_the_archive(loaded, tmp_path, postgres):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -62,6 +63,35 @@ def test_the_test_command_builds_every_suite_and_promtool_passes_them(capsys: py
 def test_no_generated_suite_is_committed():
     committed = sorted(p.name for p in (REPO / "rules" / "tests").iterdir())
     assert committed == ["contract.test.yml"]
+
+
+def test_a_scenario_in_both_suites_is_evaluated_once_with_all_its_checks(tmp_path: Path):
+    """A scenario the recording and the alert suites share, with the same input series, is one promtool test
+    holding both suites' checks; every check of either suite is still built, once."""
+    executions = frozenset({"train-0001", "mig-0003", "hot-0014", "warmup-0018"})  # the last two: alert scenarios only
+    files = testsuites.suite_files(testsuites.default_variants()[:1], tmp_path, executions=executions)
+    built = [
+        t for n in ("default", "default-alerts") for t in yaml.safe_load(files[tmp_path / f"{n}.test.yml"])["tests"]
+    ]
+    apart = {  # each suite alone, as a mutation test builds it
+        n: yaml.safe_load(
+            testsuites.suite_files(testsuites.default_variants()[:1], tmp_path / n, only=n, executions=executions)[
+                tmp_path / n / f"{n}.test.yml"
+            ]
+        )["tests"]
+        for n in ("default", "default-alerts")
+    }
+
+    def checks(tests: list[dict], kind: str) -> list[str]:
+        return sorted(f"{t['name']}: {json.dumps(c, sort_keys=True)}" for t in tests for c in t.get(kind, []))
+
+    for kind, suite in (("promql_expr_test", "default"), ("alert_rule_test", "default-alerts")):
+        assert checks(built, kind) == checks(apart[suite], kind) != []
+    evaluated = [f"{t['name']}: {t['input_series']!r}" for t in built]
+    assert len(evaluated) == len(set(evaluated))  # no scenario's series evaluated twice
+    both = {t["name"] for t in built if "promql_expr_test" in t and "alert_rule_test" in t}
+    assert both == {"training, dcgm-exporter 4.8", "mig"}
+    assert len(built) == len(apart["default"]) + len(apart["default-alerts"]) - len(both)
 
 
 def _run_default_suite(tmp_path: Path, execution: str) -> str:

@@ -30,7 +30,6 @@ from gpu_execution_pack.report.verdicts import CODES, judge
 from gpu_execution_pack.scenario import model, oracle
 from gpu_execution_pack.scenario.model import STEP_SECONDS
 from gpu_execution_pack.scenario.phases import PHASES
-from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
 from starlette.testclient import TestClient
 
 from harness.prometheus import Prometheus
@@ -42,7 +41,7 @@ from .test_api import ESCAPED_IDS, INJECTION_IDS, closed_port
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("promtool_available")]
 
 # The backfill evaluates every rule every 15 s: the config says so, so samples count as 15 s each.
-CONFIG = {"rule_interval": f"{STEP_SECONDS}s", "derived_rule_interval": f"{STEP_SECONDS}s"}
+CONFIG = report_oracle.CONFIG
 SCENARIO = report_oracle.report_suite()
 ADMIN, RESEARCH, OTHER = "admin-key-0123456789", "research-key-0123456789", "other-tenant-key-012345"
 KEYS = {ADMIN: "*", RESEARCH: "research", OTHER: "physics"}
@@ -61,22 +60,9 @@ READS_ON_MINUTES = 2 * (5 - STEP_SECONDS / 60)
 
 
 @pytest.fixture(scope="module")
-def loaded(tmp_path_factory: pytest.TempPathFactory):
-    cfg = config_from_mapping(CONFIG)
-    end = int(time.time()) // 60 * 60 - 15 * 60
-    start = end - SCENARIO.window_minutes * 60
-    series = Renderer(SCENARIO, cfg).all_series()
-    for labels, firing in report_oracle.alert_series(SCENARIO, cfg):
-        samples = tuple(1.0 if f else None for f in firing)
-        series.append(RenderedSeries("ALERTS", tuple(sorted(labels.items())), samples))
-    server = Prometheus(tmp_path_factory.mktemp("report"))
-    try:
-        from gpu_execution_pack.rules.files import all_groups
-
-        server.load(series, all_groups(cfg), start, end)
-        yield server, cfg, start
-    finally:
-        server.stop()
+def loaded(report_suite_prometheus):
+    """The report suite backfilled (conftest.report_suite_prometheus): (server, cfg, start)."""
+    return report_suite_prometheus
 
 
 def last_sample(start: int, execution_id: str) -> str:

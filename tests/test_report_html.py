@@ -11,7 +11,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,12 +21,9 @@ from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.report import document, html
 from gpu_execution_pack.report.numbers import figure, percent_text
 from gpu_execution_pack.report.text import bar
-from gpu_execution_pack.scenario.model import STEP_SECONDS
-from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
 from starlette.testclient import TestClient
 
 from harness import browser
-from harness.prometheus import Prometheus
 
 from . import report_oracle
 from .conftest import REPO
@@ -35,7 +31,7 @@ from .conftest import REPO
 # The page from a report's document: the documents' figures on Prometheus 3 are test_report's.
 pytestmark = pytest.mark.single_version
 
-CONFIG = {"rule_interval": f"{STEP_SECONDS}s", "derived_rule_interval": f"{STEP_SECONDS}s"}
+CONFIG = report_oracle.CONFIG
 SCENARIO = report_oracle.report_suite()
 KEY = "admin-key-0123456789"
 BROWSER = "text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,*/*;q=0.8"
@@ -109,28 +105,14 @@ def test_script_data_cannot_end_its_script_element():
 
 
 @pytest.fixture(scope="module")
-def loaded(tmp_path_factory: pytest.TempPathFactory):
-    """The report suite backfilled (raw series, every recording rule, the ALERTS the oracle says fire), ended
-    15 minutes ago (backfilled series read on for the 5-minute lookback), and a config file that reads it."""
+def loaded(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest):
+    """The report suite backfilled (conftest.report_suite_prometheus: raw series, every recording rule, the ALERTS
+    the oracle says fire, ended 15 minutes ago or more), and a config file that reads it."""
     browser.chromium()  # the install hint before a minute of backfill
-    cfg = config_from_mapping(CONFIG)
-    end = int(time.time()) // 60 * 60 - 15 * 60
-    start = end - SCENARIO.window_minutes * 60
-    series = Renderer(SCENARIO, cfg).all_series()
-    for labels, firing in report_oracle.alert_series(SCENARIO, cfg):
-        series.append(
-            RenderedSeries("ALERTS", tuple(sorted(labels.items())), tuple(1.0 if f else None for f in firing))
-        )
-    server = Prometheus(tmp_path_factory.mktemp("report-html"))
-    try:
-        from gpu_execution_pack.rules.files import all_groups
-
-        server.load(series, all_groups(cfg), start, end)
-        config = tmp_path_factory.mktemp("config") / "pack.yml"
-        config.write_text(json.dumps({**CONFIG, "api": {"prometheus_url": server.url}}))
-        yield server, config
-    finally:
-        server.stop()
+    server, _cfg, _start = request.getfixturevalue("report_suite_prometheus")
+    config = tmp_path_factory.mktemp("config") / "pack.yml"
+    config.write_text(json.dumps({**CONFIG, "api": {"prometheus_url": server.url}}))
+    return server, config
 
 
 def cli_page(config: Path, out: Path, *args: str) -> str:

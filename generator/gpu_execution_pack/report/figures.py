@@ -729,6 +729,11 @@ def piecewise(mean: Callable[[str], Expr], seconds: Expr, window_seconds: float,
     return any_of(terms)
 
 
+def shared_gpus(scope: Scope, window: str) -> Expr:
+    """The GPUs of ``scope`` held by several executions at some sample in ``window``: their share fell below 1."""
+    return over("min_over_time", scope.gpu(catalog.GPU_SHARE), window).lt(1)
+
+
 def measured_throughout(scope: Scope, window: str) -> Expr:
     """The GPUs whose utilisation samples over ``window`` all carry the seconds the rules measured them to stand
     for (``catalog.GPU_SAMPLE_SECONDS``), all but possibly the first (none where the rules know no interval)."""
@@ -760,9 +765,7 @@ async def waste_by_execution(
     def by_execution(expr: Expr) -> Expr:
         return aggregate("sum", (EXECUTION_LABEL,), expr)
 
-    util, share, seconds = (
-        scope.gpu(s) for s in (catalog.GPU_UTILIZATION, catalog.GPU_SHARE, catalog.GPU_SAMPLE_SECONDS)
-    )
+    util, seconds = (scope.gpu(s) for s in (catalog.GPU_UTILIZATION, catalog.GPU_SAMPLE_SECONDS))
 
     def util_mean(span: str) -> Expr:
         return over("avg_over_time", util, span)
@@ -770,7 +773,7 @@ async def waste_by_execution(
     asked = (
         by_execution(over("sum_over_time", seconds, window)),
         by_execution(piecewise(util_mean, seconds, window_seconds, at)),
-        aggregate("group", (EXECUTION_LABEL,), over("min_over_time", share, window).lt(1)),
+        aggregate("group", (EXECUTION_LABEL,), shared_gpus(scope, window)),
         aggregate(
             "group",
             (EXECUTION_LABEL,),
@@ -810,7 +813,7 @@ async def shared_corrections(
     """By execution, what its shared GPUs (of ``named``) add to the billed and the worked seconds the ranking
     counted at a whole GPU and at the utilisation: their share's mean's difference from 1, and their worked
     series' mean's from the utilisation's, each times the measured seconds, piece by piece (``piecewise``)."""
-    on_shared = over("min_over_time", named.gpu(catalog.GPU_SHARE), span_range(window_seconds)).lt(1)
+    on_shared = shared_gpus(named, span_range(window_seconds))
 
     def mean(series: Series, span: str) -> Expr:
         return over("avg_over_time", named.gpu(series), span)
@@ -839,7 +842,7 @@ async def counted_as_before(
     """By execution of ``named``, the billed and the worked seconds as the ranking counted them before the rules
     measured them: each GPU's utilisation samples and their sum at the deployed interval, a shared GPU's share
     and worked series instead."""
-    on_shared = over("min_over_time", named.gpu(catalog.GPU_SHARE), window).lt(1)
+    on_shared = shared_gpus(named, window)
     counted = (
         (catalog.GPU_SHARE, over("count_over_time", named.gpu(catalog.GPU_UTILIZATION), window)),
         (catalog.GPU_WORKED, over("sum_over_time", named.gpu(catalog.GPU_UTILIZATION), window)),

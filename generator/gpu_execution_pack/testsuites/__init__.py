@@ -116,18 +116,35 @@ def suite_files(
             suites[f"{v.name}-alerts"] = lambda v=v, s=alerting: alert_suite(v.config, s)
         if amd.renders(v.config):
             suites[f"{v.name}-amd"] = lambda v=v: amd.amd_suite(v.config)
-        for name, tests in suites.items():
-            if only and name != only:
-                continue
-            built = tests()
-            if executions and not built:
+        built = {name: tests() for name, tests in suites.items() if not only or name == only}
+        if f"{v.name}-alerts" in built and v.name in built:
+            built[v.name], built[f"{v.name}-alerts"] = shared_inputs_once(built[v.name], built[f"{v.name}-alerts"])
+        for name, tests in built.items():
+            if executions and not tests:
                 continue  # none of this suite's scenarios holds the executions asked for
             files |= rules
-            doc = _test_document(v, relative, built)
+            doc = _test_document(v, relative, tests)
             files[build_dir / f"{name}.test.yml"] = yaml_document(doc, SOURCE, command("test"))
     if executions and not files:
         raise ValueError(f"no scenario of the suites asked for holds any of the executions {sorted(executions)}")
     return files
+
+
+def shared_inputs_once(
+    recording: list[dict[str, Any]], alerting: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The recording and the alert tests, a scenario in both with the same input series checked in one test of
+    the recording suite: promtool evaluates every rule at every step of each test, so a scenario tested twice
+    costs twice (``only`` names one suite, and then each suite keeps all of its own)."""
+    alerts_of = {(t["name"], repr(t["input_series"])): t for t in alerting}
+    merged = [
+        {**t, "alert_rule_test": alerts_of[key]["alert_rule_test"]}
+        if (key := (t["name"], repr(t["input_series"]))) in alerts_of
+        else t
+        for t in recording
+    ]
+    kept = {(t["name"], repr(t["input_series"])) for t in recording}
+    return merged, [t for t in alerting if (t["name"], repr(t["input_series"])) not in kept]
 
 
 def _holding(scenarios: list[Scenario], executions: frozenset[str]) -> list[Scenario]:
