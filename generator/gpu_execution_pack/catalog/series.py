@@ -416,6 +416,9 @@ GPU_SHARE_SERIES: tuple[Series, ...] = (
     GPU_POWER_ATTRIBUTED,
 )
 
+# Prometheus' default lookback (staleness) window: an instant selector reads a sample up to this old.
+LOOKBACK_SECONDS = 300
+
 # The seconds each per-GPU sample stands for, measured from the data: the time since the GPU's previous
 # utilisation sample (a missed evaluation shows as a longer gap, counted as report.timeline counts gaps up to the
 # lookback). Summed over a span, the time held, at whatever interval the rules ran, changed to or missed, without

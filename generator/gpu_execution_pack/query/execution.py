@@ -49,7 +49,7 @@ CHUNK_POINTS = 10_000  # points per series per range query, under the 11,000 Pro
 DISCOVERY_STEPS = 50  # evaluation points of the query that lists a window's entries
 DISCOVERY_MARGIN_SECONDS = 3600  # how far before the window an entry's samples may count (>= any lookback)
 CONCURRENCY = 8  # queries in flight per request
-LOOKBACK_SECONDS = 300  # Prometheus' default lookback (staleness) window
+LOOKBACK_SECONDS = catalog.LOOKBACK_SECONDS  # Prometheus' default lookback (staleness) window
 SPAN_CACHE_SECONDS = 300  # how long a finished execution's span is reused
 SPAN_CACHE_ENTRIES = 4096
 SPAN_BUCKET_SECONDS = 3600  # the shortest bucket the span's first pass counts samples in

@@ -277,13 +277,18 @@ class RuleBuilder:
         alike. Only where the utilisation has a sample at this very instant (``timestamp(...) == time()``), not
         where an instant selector still reads an older one within the lookback (a backfill writes no staleness
         markers): one value per utilisation sample. Beyond the lookback (or for a series' first sample) there is
-        no previous one: the sample counts the time since the group's previous evaluation, measured on the GPUs
-        that have a sample at both (every GPU is evaluated together), else the group's interval where the config
-        names it (with none: no value, and the sample counts nothing)."""
+        no previous one: the sample counts the time since the group's previous evaluation, the newest of every
+        GPU's previous samples (every GPU is evaluated together, a GPU whose execution ended then included), else
+        the group's interval where the config names it (with none: no value, and the sample counts nothing).
+
+        The per-GPU group's costliest rule at fleet scale (``make bench``), so each alternative reads the
+        utilisation twice, no more: the previous samples' timestamps, and the current ones' (whose value is
+        ``time()``, so the difference is the gap)."""
         util = catalog.GPU_UTILIZATION.select()
         current = call("timestamp", util).eq(call("time"))
-        measured = (call("time") - call("timestamp", util.offset("1s"))).and_(current)
-        since_last = Paren(join(current * 0, "+", on((), group_left=()), aggregate("min", None, measured)))
+        previous = call("timestamp", util.offset("1s"))
+        measured = current - previous
+        since_last = Paren(join(current, "-", on((), group_left=()), aggregate("max", None, previous)))
         alternatives = [measured, since_last]
         if self.cfg.rule_interval:
             alternatives.append(current * 0 + parse_duration_seconds(self.cfg.rule_interval))
