@@ -95,13 +95,15 @@ $(PROMETHEUS3_BIN)/prometheus:
 	for deb in $(APT3)/*.deb; do dpkg-deb -x $$deb $(PROMETHEUS3_DIR); done
 	$(PROMETHEUS3_BIN)/prometheus --version | head -1
 
-# Everything, on every core (each test file runs whole on one worker, --dist loadfile, so a module's
-# Prometheus is started once), with the system's Prometheus 2.x; then the end-to-end tests whose answer can
-# change with the version again with Prometheus 3 (its promtool and server first on PATH; conftest.py checks
-# they are 3.x): all but those marked single_version (see pyproject.toml).
+# Everything, on every core and one worker more (each test file runs whole on one worker, --dist loadfile, so a
+# module's Prometheus is started once; the extra worker keeps the cores busy while another waits on a server:
+# Alertmanager's group wait, a live scrape, a shard's remote write), with the system's Prometheus 2.x; then the
+# end-to-end tests whose answer can change with the version again with Prometheus 3 (its promtool and server
+# first on PATH; conftest.py checks they are 3.x): all but those marked single_version (see pyproject.toml).
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 test: venv promtool chromium prometheus3
-	$(VENV)/bin/pytest -n auto --dist loadfile --durations=25
-	PATH=$(PROMETHEUS3_BIN):$$PATH GPU_PACK_EXPECT_PROMETHEUS=3 $(VENV)/bin/pytest -n auto --dist loadfile -m "e2e and not single_version" --durations=25
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
+	PATH=$(PROMETHEUS3_BIN):$$PATH GPU_PACK_EXPECT_PROMETHEUS=3 $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile -m "e2e and not single_version" --durations=25
 
 # The fast tier, while you work: no Prometheus, Alertmanager, server, wheel build or large promtool suite.
 test-fast: venv

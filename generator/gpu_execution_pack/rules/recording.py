@@ -278,8 +278,9 @@ class RuleBuilder:
         where an instant selector still reads an older one within the lookback (a backfill writes no staleness
         markers): one value per utilisation sample. Beyond the lookback (or for a series' first sample) there is
         no previous one: the sample counts the time since the group's previous evaluation, the newest of every
-        GPU's previous samples (every GPU is evaluated together, a GPU whose execution ended then included), else
-        the group's interval where the config names it (with none: no value, and the sample counts nothing).
+        GPU's previous samples (every GPU is evaluated together; a GPU whose execution ended at that evaluation
+        included, its series stale only from this one), else the group's interval where the config names it
+        (with none: no value, and the sample counts nothing).
 
         The per-GPU group's costliest rule at fleet scale (``make bench``), so each alternative reads the
         utilisation twice, no more: the previous samples' timestamps, and the current ones' (whose value is

@@ -83,15 +83,12 @@ def cpu_stepped_back(host: Host, minute: float, cfg: Config | None = None) -> bo
 
 def sample_seconds(scenario: Scenario, execution: Execution, minute: float, cfg: Config) -> float | None:
     """The seconds ``execution``'s GPU samples at ``minute`` stand for, on the scenario's grid (every group
-    evaluated at every step): a step where it held its GPUs a step before; for its first sample, the time since
-    the last step within Prometheus' 5-minute lookback at which any execution of the scenario held GPUs, else
-    the config's ``rule_interval`` (None: no sample)."""
+    evaluated at every step): a step where it held its GPUs a step before; for its first sample, a step where
+    any execution of the scenario held GPUs a step before (one that ended then included: its series is not
+    stale until this evaluation), else the config's ``rule_interval`` (None: no sample)."""
     before = minute - STEP_SECONDS / 60
-    if execution.phase_at(before) is not None:
+    if any(e.phase_at(before) is not None for e in (execution, *scenario.executions)):
         return float(STEP_SECONDS)
-    for steps_back in range(1, catalog.LOOKBACK_SECONDS // STEP_SECONDS + 1):
-        if any(e.phase_at(minute - steps_back * STEP_SECONDS / 60) is not None for e in scenario.executions):
-            return float(steps_back * STEP_SECONDS)
     return parse_duration_seconds(cfg.rule_interval) if cfg.rule_interval else None
 
 

@@ -321,6 +321,7 @@ def default_suite() -> list[Scenario]:
         ),
         *real_installs(),
         *work_suite(),
+        queued_jobs(),
     ]
 
 
@@ -493,6 +494,15 @@ def gap_job() -> Scenario:
     """h18's exporter is down for 10 minutes in the middle of a job, then answers again."""
     e = Execution("gap-0023", (Gpu("h18", 0),), ("compute",) * 6)
     return Scenario("a gap in telemetry", gap_job.__doc__ or "", (Host("h18", dcgm_outage=(25, 35)),), (e,))
+
+
+def queued_jobs() -> Scenario:
+    """One GPU's queue: a job ends, and the next starts on the GPU at the following evaluation, nothing else
+    running: its first sample stands for the time since the first job's last (the per-GPU group's previous
+    evaluation), not the config's interval."""
+    first = Execution("queued-0046", (Gpu("h46", 0),), ("compute", "compute"))
+    second = Execution("queued-0047", (Gpu("h46", 0),), ("compute", "idle"), start_minute=first.end_minute)
+    return Scenario("a GPU's queue", queued_jobs.__doc__ or "", (Host("h46"),), (first, second))
 
 
 # --- Work truth: activity, and GPUs held by several executions ----------------------------------
