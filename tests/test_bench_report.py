@@ -7,6 +7,7 @@ import re
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import config_from_mapping
+from gpu_execution_pack.doctor import advice
 from gpu_execution_pack.promql import render
 from gpu_execution_pack.report import figures
 from gpu_execution_pack.report.figures import Scope
@@ -110,6 +111,15 @@ def test_the_scaling_guide_quotes_figures_the_benchmark_report_holds():
     figures = {f for f in re.findall(r"\d[\d,]*(?:\.\d+)?", section) if len(f) >= 3}
     assert len(figures) >= 10, figures  # the section still quotes the report
     assert not {f for f in figures if f not in report}, "figures in docs/scaling.md not in docs/benchmarks.md"
+
+
+def test_the_saving_doctor_writes_quotes_figures_the_benchmark_report_holds():
+    """The comment doctor --write-config puts in the config cites the fleet shapes' ratios: a rerun of `make bench`
+    that changes them must not leave it stale."""
+    ratios = re.findall(r"\d+\.\d+x", advice.SAVING)
+    assert len(ratios) == 4, advice.SAVING  # the defaults and doctor's config on both shapes
+    report = DOC.read_text(encoding="utf-8")
+    assert not [r for r in ratios if f"| {r} |" not in report], "figures in doctor's SAVING not in docs/benchmarks.md"
 
 
 # --- make bench-report (bench/report.py): the execution report at fleet scale -----------------------
