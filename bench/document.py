@@ -255,7 +255,7 @@ SHAPE_NOTES = (
     "  power series, the device-wide utilisation and memory, the seconds each sample stands for), each",
     "  over every GPU entry at every evaluation. doctor's config takes out the host-map join, the other",
     "  generations' names and the other vendor's; what it leaves is the per-GPU rules themselves.",
-    "- `execution_gpu:gpu_sample_seconds` (issue 36) was the costliest per-GPU rule of doctor's config on",
+    f"- `{catalog.GPU_SAMPLE_SECONDS.name}` (issue 36) was the costliest per-GPU rule of doctor's config on",
     "  the 32-CPU shape in a run before this one, at 0.85 s: it read the utilisation seven times per",
     "  evaluation. It now reads it four times (the gap is the current sample's timestamp less the",
     "  previous one's, and a first sample the newest previous sample of any GPU).",
