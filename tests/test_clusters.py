@@ -53,7 +53,8 @@ def test_without_a_cluster_label_no_rule_names_one():
 @pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_the_scenario_library_passes_with_a_cluster_label_on_every_series(tmp_path: Path):
-    assert suite_failures(testsuites.config_variants(config_from_mapping(CLUSTERED)), tmp_path) == ""
+    # Its AMD suite is the test command's clusters-amd (the same config).
+    assert suite_failures(testsuites.config_variants(config_from_mapping(CLUSTERED)), tmp_path, amd=False) == ""
 
 
 @pytest.mark.single_version
@@ -75,7 +76,7 @@ def two_clusters(tmp_path: Path) -> str:
     variant = testsuites.Variant(
         "clusters", config_from_mapping(CLUSTERED), tuple(library.two_clusters()), together=True
     )
-    return suite_failures([variant], tmp_path)
+    return suite_failures([variant], tmp_path, amd=False)  # its AMD suite: the test command's clusters-amd
 
 
 @pytest.mark.single_version
@@ -88,6 +89,7 @@ def test_two_clusters_with_the_same_names_keep_their_own_values(tmp_path: Path):
     assert two_clusters(tmp_path) == ""
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 @pytest.mark.usefixtures("promtool_available")
 def test_rules_not_computed_per_cluster_mix_the_two_clusters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

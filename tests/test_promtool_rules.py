@@ -135,6 +135,7 @@ def _virtual_gpu_suites() -> list[testsuites.Variant]:
     return [testsuites.Variant("default", Config(), pair), testsuites.Variant("kubernetes", kubernetes, pair)]
 
 
+@pytest.mark.single_version
 @pytest.mark.e2e
 def test_the_virtual_gpu_pair_sees_the_gpus_capacity_and_own_plus_free_fails(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -148,14 +149,14 @@ def test_the_virtual_gpu_pair_sees_the_gpus_capacity_and_own_plus_free_fails(
     for minute in (5.0, 15.0, 25.0):
         totals = expected.expected(pair, minute)[catalog.GPU_MEMORY_TOTAL.name]
         assert [s.value for s in totals] == [capacity, capacity]
-    assert suite_failures(_virtual_gpu_suites(), tmp_path / "device") == ""
+    assert suite_failures(_virtual_gpu_suites(), tmp_path / "device", amd=False) == ""
     own_plus_free = Formula(signal("fb_used") + signal("fb_free"))
     _replace_gpu_series(
         monkeypatch,
         catalog.GPU_MEMORY_TOTAL,
         formulas=(own_plus_free, *catalog.GPU_MEMORY_TOTAL.formulas[1:]),
     )
-    out = suite_failures(_virtual_gpu_suites(), tmp_path / "own")
+    out = suite_failures(_virtual_gpu_suites(), tmp_path / "own", amd=False)
     assert f'expr: "{catalog.GPU_MEMORY_TOTAL.name}"' in out
     assert "vgpu-0035" in out and "vgpu-0036" in out
     assert f"{float(capacity):.10E}" in out  # promtool's spelling of the capacity it expected: 2.3622320128E+10

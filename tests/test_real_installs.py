@@ -22,6 +22,7 @@ from gpu_execution_pack.scenario.oracle import FRAMEBUFFER_SIGNALS
 
 from .conftest import suite_failures
 
+# Our suites catching a broken rule (single_version: what breaks is ours); the real Prometheus test runs on both.
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("promtool_available")]
 
 INSTALLS = {s.hosts[0].name: s for s in library.real_installs()}
@@ -38,14 +39,21 @@ MEMORY_SERIES = (
 def failures(tmp_path: Path, hosts: list[str], overrides: dict[str, Any] | None = None) -> str:
     """Run the recording suite of the named real-install scenarios; promtool's failure text ('' if it passes)."""
     cfg = config_from_mapping(overrides or {})
-    return suite_failures([testsuites.Variant("installs", cfg, tuple(INSTALLS[h] for h in hosts))], tmp_path)
+    return suite_failures([testsuites.Variant("installs", cfg, tuple(INSTALLS[h] for h in hosts))], tmp_path, amd=False)
 
 
-def test_every_real_install_records_every_series_under_the_nodes_real_name(tmp_path: Path):
+@pytest.mark.single_version
+def test_every_real_install_records_every_series_under_the_nodes_real_name():
+    """Every real install is in the library the defaults' recording suite runs: `gpu-execution-pack test` checks
+    each of its recorded series, under the node's real name, on Prometheus 2 and 3
+    (test_promtool_rules.test_the_test_command_builds_every_suite_and_promtool_passes_them)."""
     assert len(INSTALLS) >= 14
-    assert failures(tmp_path, list(INSTALLS)) == ""
+    default = library.default_suite()
+    assert [name for name, s in INSTALLS.items() if s not in default] == []
+    assert testsuites.default_variants()[0].scenarios == tuple(default)
 
 
+@pytest.mark.single_version
 def test_1_the_upstream_helm_charts_pod_name_is_resolved_through_kube_state_metrics(tmp_path, monkeypatch):
     original = HostIdentity.host_candidates
 
@@ -57,6 +65,7 @@ def test_1_the_upstream_helm_charts_pod_name_is_resolved_through_kube_state_metr
     assert 'hostname="dcgm-exporter-wwwjh"' in out and catalog.GPU_UTILIZATION.name in out
 
 
+@pytest.mark.single_version
 def test_2_a_relabelled_hostname_wins_over_the_exporters_own_hostname(tmp_path, monkeypatch):
     original = HostIdentity.host_candidates
 
@@ -70,6 +79,7 @@ def test_2_a_relabelled_hostname_wins_over_the_exporters_own_hostname(tmp_path, 
     assert 'hostname="nvidia-dcgm-exporter-x7k2p"' in out
 
 
+@pytest.mark.single_version
 def test_3_short_names_and_fqdns_are_matched_on_both_sides(tmp_path):
     # gpuop4's FQDN is still matched through the shared address; bm2x's short label is not. An FQDN both
     # exporters give matches exactly, whatever the regex.
@@ -92,6 +102,7 @@ def without_exact_names(monkeypatch) -> None:
     monkeypatch.setattr(HostIdentity, "node_host_candidates", node)
 
 
+@pytest.mark.single_version
 def test_10_an_fqdn_both_exporters_give_is_matched_exactly_and_kept(tmp_path, monkeypatch):
     without_exact_names(monkeypatch)
     out = failures(tmp_path, ["fqdn1.dc1.example.com", "gpu-02.dc1.example.com", "ip-10-0-1-5.ec2.internal"])
@@ -101,6 +112,7 @@ def test_10_an_fqdn_both_exporters_give_is_matched_exactly_and_kept(tmp_path, mo
     assert catalog.NODE_RAM_TOTAL.name in out
 
 
+@pytest.mark.single_version
 def test_11_a_short_name_two_machines_claim_joins_no_gpu(tmp_path, monkeypatch):
     # Without the collision check, both nodes are named by the short name and merged: each execution
     # reads the other machine's RAM and CPU.
@@ -110,6 +122,7 @@ def test_11_a_short_name_two_machines_claim_joins_no_gpu(tmp_path, monkeypatch):
     assert f'expr: "{catalog.NODE_HOST_COLLISIONS.name}"' in out
 
 
+@pytest.mark.single_version
 def test_4a_without_a_host_label_the_shared_address_names_the_host(tmp_path, monkeypatch):
     original = HostIdentity.host_candidates
 
@@ -121,16 +134,19 @@ def test_4a_without_a_host_label_the_shared_address_names_the_host(tmp_path, mon
     assert 'hostname="192.0.2.31"' in out and catalog.NODE_RAM_USED.name in out
 
 
+@pytest.mark.single_version
 def test_4b_a_placeholder_nodename_takes_the_name_of_the_gpu_exporter_beside_it(tmp_path):
     out = failures(tmp_path, ["badnode1"], {"node": {"placeholder_nodenames": "^$"}})
     assert 'hostname="localhost"' in out
 
 
+@pytest.mark.single_version
 def test_5_legacy_pcie_throughput_fields_are_read_in_kib_per_second(tmp_path):
     out = failures(tmp_path, ["bm2x"], {"dcgm": {"generations": ["4.8", "4.9", "4.10"]}})
     assert f'expr: "{catalog.GPU_PCIE_RX.name}"' in out and "got: nil" in out.replace("got:  nil", "got: nil")
 
 
+@pytest.mark.single_version
 def test_6_a_counter_back_jump_yields_no_rate_for_its_window(tmp_path, monkeypatch):
     # Without the ceiling on the recorded rate, irate() reads CPU 0 stepping back as a reset worth its
     # whole counter: the host reads as idle (clamped to 0) instead of having no value.
@@ -139,18 +155,21 @@ def test_6_a_counter_back_jump_yields_no_rate_for_its_window(tmp_path, monkeypat
     assert catalog.NODE_CPU_UTILIZATION.name in out and "oldnode1" in out and "exp: nil" in out
 
 
+@pytest.mark.single_version
 def test_7_a_one_minute_scrape_still_answers_through_the_fallback_window(tmp_path):
     # A fallback window shorter than the scrape interval never holds a CPU's last two samples.
     out = failures(tmp_path, ["slow1"], {"rate_window_fallback": "30s"})
     assert catalog.NODE_CPU_UTILIZATION.name in out and "slow1" in out
 
 
+@pytest.mark.single_version
 def test_8_the_tenant_is_the_workloads_namespace_behind_a_service_monitor(tmp_path, monkeypatch):
     monkeypatch.setattr(Attribution, "label_aliases", property(lambda self: ()))
     out = failures(tmp_path, ["gpuop4", "gpuop3"])
     assert 'namespace="gpu-operator"' in out
 
 
+@pytest.mark.single_version
 def test_9_mig_enabled_h100s_without_framebuffer_fields_still_record_their_other_series(tmp_path, monkeypatch):
     # With the framebuffer use as the only sign of a reporting GPU, the target has no host labels and
     # no host map: every series of its GPUs is lost, not just the memory ones the exporter leaves out.
@@ -221,6 +240,7 @@ def test_a_real_prometheus_records_every_api_series_of_every_install_under_the_n
 CPU_EACH_MINUTE = {"node": {"cpu_rate_interval": "1m"}}
 
 
+@pytest.mark.single_version
 def test_6b_recorded_each_minute_a_counter_back_jump_blanks_the_rates_window_and_the_average(tmp_path, monkeypatch):
     # rate() over 4m sees the step back as a reset for 4m, and the host series average 2m of recorded
     # rates: no value from minute 7.25 to 13.25, checked at 7.5 and 12.5. Without the ceiling they read
@@ -231,6 +251,7 @@ def test_6b_recorded_each_minute_a_counter_back_jump_blanks_the_rates_window_and
     assert catalog.NODE_CPU_UTILIZATION.name in out and "time: 12m30s" in out and "exp: nil" in out
 
 
+@pytest.mark.single_version
 def test_7b_recorded_more_often_than_scraped_the_rate_still_answers_through_the_fallback_window(tmp_path):
     # rate() over the interval alone (30s) never holds two samples of a node_exporter scraped every
     # minute: the rate's window is the fallback (4m) where that is longer.
