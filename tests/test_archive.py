@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from gpu_execution_pack.api.app import PATH, SUMMARY_PATH, create_app
 from gpu_execution_pack.archive import archiver, reader
 from gpu_execution_pack.archive.store import Store, records
-from gpu_execution_pack.config import config_from_mapping, load_config
+from gpu_execution_pack.config import ConfigError, config_from_mapping, load_config
 from gpu_execution_pack.output import to_yaml
 from gpu_execution_pack.query.params import RequestError
 from gpu_execution_pack.query.prometheus import PrometheusClient
@@ -133,7 +133,7 @@ def test_an_archiver_killed_mid_run_and_restarted_keeps_every_record_once(loaded
                 try:
                     if kept(archive_url):
                         break
-                except (AssertionError, sa.exc.OperationalError, sa.exc.ProgrammingError):
+                except (AssertionError, ConfigError, sa.exc.OperationalError, sa.exc.ProgrammingError):
                     pass  # the archive or its tables are not there yet
             time.sleep(0.05)
     finally:

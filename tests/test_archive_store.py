@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+import sqlalchemy as sa
 from gpu_execution_pack.archive.store import MIGRATIONS, Record, Store, engine_url
 from gpu_execution_pack.config import ConfigError
 
@@ -33,6 +34,31 @@ def test_a_new_archive_is_at_the_last_schema_version_and_opening_it_again_change
     again.close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("select count(*) from schema_version").fetchone() == (1,)
+
+
+def test_an_archive_another_process_creates_meanwhile_is_opened_not_refused(tmp_path):
+    """Two processes opening a new SQLite archive at once (an archiver and a report, say): between one's check
+    for the schema table and its CREATE, the other creates it. SQLite refuses the CREATE ("table ... already
+    exists"); the store reads the tables again instead of failing."""
+    path = tmp_path / "archive.sqlite"
+    engine = sa.create_engine(engine_url(str(path)))
+    created = []
+
+    @sa.event.listens_for(engine, "before_cursor_execute")
+    def the_other_process_first(conn, cursor, statement, *_args) -> None:
+        if statement.lstrip().upper().startswith("CREATE TABLE SCHEMA_VERSION") and not created:
+            with sqlite3.connect(path, timeout=0) as other:  # its own connection, committed before ours runs
+                other.execute("create table schema_version (version integer not null)")
+            created.append(statement)
+
+    store = Store(engine)
+    try:
+        assert store.migrate() == len(MIGRATIONS)
+    finally:
+        store.close()
+    assert created, "the race was not staged: no CREATE TABLE schema_version ran"
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("select version from schema_version").fetchall() == [(len(MIGRATIONS),)]
 
 
 def test_a_record_written_twice_is_kept_once_and_a_reappearing_id_updates_it(store):

@@ -155,9 +155,11 @@ class Store:
                         conn.execute(schema_version.delete())
                         conn.execute(schema_version.insert().values(version=number))
                     return max(done, len(MIGRATIONS))
-            except (sa.exc.IntegrityError, sa.exc.ProgrammingError):
-                # Another process created the tables between our check and our CREATE: read them again.
-                if attempt == MIGRATE_ATTEMPTS - 1:
+            except (sa.exc.IntegrityError, sa.exc.ProgrammingError, sa.exc.OperationalError) as err:
+                # Another process created the tables between our check and our CREATE (PostgreSQL: a duplicate
+                # table or key; SQLite: "table ... already exists", an OperationalError): read them again.
+                created_meanwhile = not isinstance(err, sa.exc.OperationalError) or "already exists" in str(err)
+                if not created_meanwhile or attempt == MIGRATE_ATTEMPTS - 1:
                     raise
         raise AssertionError("unreachable")
 
