@@ -81,13 +81,13 @@ def cpu_stepped_back(host: Host, minute: float, cfg: Config | None = None) -> bo
     return jump <= minute <= jump + seen + _minutes(cfg.cpu_average_window)
 
 
-def sample_seconds(scenario: Scenario, execution: Execution, minute: float, cfg: Config) -> float | None:
-    """The seconds ``execution``'s GPU samples at ``minute`` stand for, on the scenario's grid (every group
-    evaluated at every step): a step where it held its GPUs a step before; for its first sample, a step where
-    any execution of the scenario held GPUs a step before (one that ended then included: its series is not
-    stale until this evaluation), else the config's ``rule_interval`` (None: no sample)."""
+def sample_seconds(scenario: Scenario, minute: float, cfg: Config) -> float | None:
+    """The seconds the GPU samples at ``minute`` stand for, on the scenario's grid (every group evaluated at
+    every step): a step where any execution of the scenario held GPUs a step before (whether the sample's own
+    execution, or one that ended then, its series not stale until this evaluation, for a first sample), else
+    the config's ``rule_interval`` (None: no sample)."""
     before = minute - STEP_SECONDS / 60
-    if any(e.phase_at(before) is not None for e in (execution, *scenario.executions)):
+    if any(e.phase_at(before) is not None for e in scenario.executions):
         return float(STEP_SECONDS)
     return parse_duration_seconds(cfg.rule_interval) if cfg.rule_interval else None
 
@@ -107,9 +107,9 @@ def expected(scenario: Scenario, minute: float, cfg: Config | None = None) -> di
     for collision in scenario.host_name_collisions:
         if collision.at(minute):
             out[catalog.NODE_HOST_COLLISIONS.name].append(Sample({HOST_LABEL: collision.name}, collision.machines))
+    seconds = sample_seconds(scenario, minute, cfg or Config())  # the same for every execution sampled now
     for e in running(scenario, minute):
         per_gpu = [(g, oracle.gpu_truth(scenario, e, g, minute)) for g in e.gpus]
-        seconds = sample_seconds(scenario, e, minute, cfg or Config())
         for gpu, truth in per_gpu:
             assert truth is not None
             for key, value in truth.items():
