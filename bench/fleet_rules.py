@@ -52,6 +52,8 @@ MEASURE_S = scaled(60, 30)
 # The floor's CPU rate window: four of the fleet's 15 s scrapes, the shortest Prometheus' own guidance
 # allows for a rate (the pack's rate_window_fallback at 1m reads the same).
 FLOOR_CPU_RATE_WINDOW = "1m"
+# The floor's per-GPU rules, one bare selector each: their names begin with this.
+FLOOR_GPU_RULE_PREFIX = "bench_floor:series_"
 FETCHES = {"recorded": 7, "floor": 7, "raw": 3}  # fetches per path (the raw one is slow)
 # No new fetch starts once a path's fetches have taken this long (one always runs): bounds the raw path.
 FETCH_BUDGET_S = scaled(120, 30)
@@ -162,7 +164,7 @@ def floor_rules(path: Path) -> dict[str, str]:
     rules = []
     for i, series in enumerate(catalog.GPU_SERIES):
         expr = f'{first_raw_metric(series)}{{execution_id!=""}}'
-        rules.append({"record": f"bench_floor:series_{i:02d}", "expr": expr})
+        rules.append({"record": f"{FLOOR_GPU_RULE_PREFIX}{i:02d}", "expr": expr})
     for key in ("mem_total", "mem_available"):
         rules.append({"record": f"bench_floor:node_{key}", "expr": render(catalog.SIGNALS[key].raws[0].select())})
     idle = render(catalog.SIGNALS["cpu_idle_seconds"].raws[0].select())

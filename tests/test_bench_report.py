@@ -84,6 +84,32 @@ def test_the_report_shows_both_fleet_shapes_side_by_side_and_judges_issue_39s_ta
     assert "## Fleet shapes" not in report(results | {"shapes": None})
 
 
+def test_the_report_says_where_a_target_needs_fewer_series_not_cheaper_rules():
+    """Each per-GPU rule writes one series per GPU entry as each floor selector does: a rule set of 19 per-GPU
+    rules, each at the floor's 0.1 s, with the floor's 0.3 s CPU rate, takes (19 * 0.1 + 0.3) / 15 s = 14.7 %
+    at least, 1.47x a floor of 10 %: out of reach of a 1.2x target, within a 2x one; a CPU rate recorded each
+    minute counts a quarter."""
+    results = json.loads(RESULTS.read_text())
+    shape = shape_figures(32, 2, floor=0.10, defaults=0.25, doctor=0.2)
+    per_gpu = [s.name for s in (*catalog.GPU_SERIES, *catalog.GPU_SHARE_SERIES, *catalog.GPU_TIME_SERIES)]
+    assert len(per_gpu) == 19
+    floor = {f"bench_floor:series_{i:02d}": 0.1 for i in range(11)}
+    floor["bench_floor:node_cpu_idle_seconds:avg_irate"] = 0.3
+    pack = dict.fromkeys(per_gpu, 0.2) | {catalog.NODE_GPU_COUNT.name: 0.2}  # a host series: not counted
+    shape["rule_seconds"] = {"floor": floor, "defaults": pack, "doctor": pack}
+    minute = shape_figures(128, 8, floor=0.10, defaults=0.25, doctor=0.2)
+    minute["rule_seconds"] = shape["rule_seconds"]
+    minute["doctor_config"] = {"node": {"cpu_rate_interval": "1m"}}
+    results["shapes"] = [minute, shape]
+    rows = [line for line in report(results).splitlines() if "(the floor: 11)" in line]
+    assert rows == [
+        "| 128 CPUs | built-in defaults | 19 (the floor: 11) | 14.7 % (1.47x the floor) | 1.5x | yes |",
+        "| 128 CPUs | doctor's config | 19 (the floor: 11) | 13.2 % (1.32x the floor) | 1.2x | **no** |",
+        "| 32 CPUs | built-in defaults | 19 (the floor: 11) | 14.7 % (1.47x the floor) | 2.0x | yes |",
+        "| 32 CPUs | doctor's config | 19 (the floor: 11) | 14.7 % (1.47x the floor) | 1.2x | **no** |",
+    ]
+
+
 def test_the_report_renders_the_fleet_part_as_make_bench_measures_it_now():
     """Since 2026-12-06 the fleet part runs the pack, the floor and none, and fetches the last hour, each path
     within a time budget: the report says so from the figures (older figures keep their own words)."""
