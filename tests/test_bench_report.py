@@ -102,11 +102,12 @@ def test_the_report_says_where_a_target_needs_fewer_series_not_cheaper_rules():
     minute["doctor_config"] = {"node": {"cpu_rate_interval": "1m"}}
     results["shapes"] = [minute, shape]
     rows = [line for line in report(results).splitlines() if "(the floor: 11)" in line]
+    # Room: (target * 10 % * 15 s - the CPU rate's 0.3 s, or 0.075 s each minute) / 0.1 s per rule.
     assert rows == [
-        "| 128 CPUs | built-in defaults | 19 (the floor: 11) | 14.7 % (1.47x the floor) | 1.5x | yes |",
-        "| 128 CPUs | doctor's config | 19 (the floor: 11) | 13.2 % (1.32x the floor) | 1.2x | **no** |",
-        "| 32 CPUs | built-in defaults | 19 (the floor: 11) | 14.7 % (1.47x the floor) | 2.0x | yes |",
-        "| 32 CPUs | doctor's config | 19 (the floor: 11) | 14.7 % (1.47x the floor) | 1.2x | **no** |",
+        "| 128 CPUs | built-in defaults | 19 (the floor: 11) | 14.7 % (1.47x the floor) | 1.5x | 19 | yes |",
+        "| 128 CPUs | doctor's config | 19 (the floor: 11) | 13.2 % (1.32x the floor) | 1.2x | 17 | **no** |",
+        "| 32 CPUs | built-in defaults | 19 (the floor: 11) | 14.7 % (1.47x the floor) | 2.0x | 27 | yes |",
+        "| 32 CPUs | doctor's config | 19 (the floor: 11) | 14.7 % (1.47x the floor) | 1.2x | 15 | **no** |",
     ]
 
 
