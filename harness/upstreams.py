@@ -2,7 +2,8 @@
 
 The upstreams know nothing of PromQL. ``Proxy`` passes every request to a real Prometheus and may
 replace what comes back (a body Prometheus never sends) while it records what it was sent;
-``Trickle`` answers every request with a body that never ends, a byte at a time, and records when
+``FaultServer`` answers every request as a function of it says (a body of the wrong shape, a page that is no
+API); ``Trickle`` answers every request with a body that never ends, a byte at a time, and records when
 the endpoint gives up on it and closes the connection.
 """
 
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import uvicorn
 from gpu_execution_pack.api.server import uvicorn_config
@@ -58,39 +59,43 @@ class Seen:
 Rewrite = Callable[[Seen, int, bytes], tuple[int, bytes]]
 
 
+Answer = tuple[int, dict[str, str], bytes]
+
+
+class QuietServer(ThreadingHTTPServer):
+    """Says nothing when the client hangs up mid-answer: the doctor drops its other requests at the first error."""
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+
 @dataclass
-class Proxy:
-    """Forwards GETs to ``target`` (None: nowhere) and answers what ``rewrite`` makes of the answer.
+class FaultServer:
+    """Answers every GET and POST with ``answer(seen)`` (status, headers, body) and keeps each request in
+    ``seen``."""
 
-    ``rewrite(seen, status, body)`` gets the request and the target's answer (0 and b"" without a
-    target) and returns the status and JSON body to send back. Every request is kept in ``seen``.
-    """
-
-    target: str | None
-    rewrite: Rewrite = lambda seen, status, body: (status, body)
+    answer: Callable[[Seen], Answer]
     seen: list[Seen] = field(default_factory=list)
 
-    def __enter__(self) -> Proxy:
-        proxy = self
+    def __enter__(self) -> FaultServer:
+        owner = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                parts = urlsplit(self.path)
-                seen = Seen(parts.path, parse_qs(parts.query), {k.lower(): v for k, v in self.headers.items()})
-                proxy.seen.append(seen)
-                status, body = 0, b""
-                if proxy.target is not None:
-                    hop = ("host", "connection", "accept-encoding")  # plain JSON back, for rewrite to read
-                    headers = {k: v for k, v in self.headers.items() if k.lower() not in hop}
-                    request = urllib.request.Request(proxy.target + self.path, headers=headers)
-                    try:
-                        with urllib.request.urlopen(request, timeout=30) as r:
-                            status, body = r.status, r.read()
-                    except urllib.error.HTTPError as err:
-                        status, body = err.code, err.read()
-                status, body = proxy.rewrite(seen, status, body)
+                self.reply(parse_qs(urlsplit(self.path).query))
+
+            def do_POST(self) -> None:  # a long query comes as a form
+                length = int(self.headers.get("Content-Length", 0))
+                self.reply(parse_qs(self.rfile.read(length).decode()))
+
+            def reply(self, params: dict[str, list[str]]) -> None:
+                seen = Seen(urlsplit(self.path).path, params, {k.lower(): v for k, v in self.headers.items()})
+                owner.seen.append(seen)
+                status, headers, body = owner.answer(seen)
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                for name, value in {"Content-Type": "application/json", **headers}.items():
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
@@ -98,12 +103,7 @@ class Proxy:
             def log_message(self, *args: object) -> None:
                 pass
 
-        class Server(ThreadingHTTPServer):
-            def handle_error(self, request: object, client_address: object) -> None:
-                if not isinstance(sys.exc_info()[1], ConnectionError):  # the endpoint hung up: it may
-                    super().handle_error(request, client_address)  # type: ignore[arg-type]
-
-        self.server = Server(("127.0.0.1", 0), Handler)
+        self.server = QuietServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         return self
@@ -115,6 +115,45 @@ class Proxy:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+@dataclass
+class Proxy:
+    """Forwards requests to ``target`` (None: nowhere) and answers what ``rewrite`` makes of the answer.
+
+    ``rewrite(seen, status, body)`` gets the request and the target's answer (0 and b"" without a
+    target) and returns the status and JSON body to send back. Every request is kept in ``seen``.
+    """
+
+    target: str | None
+    rewrite: Rewrite = lambda seen, status, body: (status, body)
+    seen: list[Seen] = field(default_factory=list)
+
+    def __enter__(self) -> Proxy:
+        self.server = FaultServer(self.forward, self.seen).__enter__()
+        return self
+
+    def forward(self, seen: Seen) -> Answer:
+        status, body = 0, b""
+        if self.target is not None:  # as a GET: a POST's form is the same parameters
+            hop = ("host", "connection", "accept-encoding", "content-length", "content-type")  # plain JSON back
+            headers = {k: v for k, v in seen.headers.items() if k not in hop}
+            query = f"?{urlencode(seen.params, doseq=True)}" if seen.params else ""
+            request = urllib.request.Request(self.target + seen.path + query, headers=headers)
+            try:
+                with urllib.request.urlopen(request, timeout=30) as r:
+                    status, body = r.status, r.read()
+            except urllib.error.HTTPError as err:
+                status, body = err.code, err.read()
+        status, body = self.rewrite(seen, status, body)
+        return status, {}, body
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.__exit__(*exc)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
 
 
 @dataclass

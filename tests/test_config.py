@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from gpu_execution_pack import build
-from gpu_execution_pack.config import Config, ConfigError, config_from_mapping, load_config
+from gpu_execution_pack.config import Config, ConfigError, config_from_mapping, load_config, read_yaml
 from gpu_execution_pack.docs import configuration as config_docs
 from gpu_execution_pack.promql import match
 from gpu_execution_pack.rules.recording import recording_groups
@@ -180,6 +180,35 @@ def test_unreadable_and_invalid_files_are_named(tmp_path: Path):
     broken.write_text("alerts: [unclosed\n")
     with pytest.raises(ConfigError, match=r"broken\.yml: not valid YAML"):
         load_config(broken)
+
+
+def test_a_config_file_is_refused_on_one_line_naming_the_file_and_the_problem(tmp_path: Path):
+    """A file saved in Latin-1, a YAML error and a key written twice (PyYAML would keep the second silently):
+    each a ConfigError on one line naming the file and where, never a traceback or a quietly dropped key."""
+    cases = {
+        "latin1.yml": (
+            "# \xc9quipe GPU\nvendors: [nvidia]\n".encode("latin-1"),
+            "not UTF-8 text (byte 0xc9 on line 1)",
+        ),
+        "broken.yml": (b"vendors: [nvidia\nnode: {\n", "not valid YAML at line 2, column 5"),
+        "twice.yml": (
+            b"vendors: [nvidia]\nnode:\n  host_identity: scrape\nvendors: [amd]\n",
+            "line 4, column 1: key 'vendors' is written twice (first on line 1)",
+        ),
+        "flow.yml": (b"node: {host_identity: scrape, host_identity: map}\n", "'host_identity' is written twice"),
+    }
+    for name, (content, said) in cases.items():
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(ConfigError) as err:
+            load_config(tmp_path / name)
+        assert str(err.value).startswith(str(tmp_path / name)) and said in str(err.value), err.value
+        assert "\n" not in str(err.value)
+
+
+def test_a_yaml_merge_overridden_by_a_key_is_not_a_key_written_twice(tmp_path: Path):
+    merged = tmp_path / "merged.yml"
+    merged.write_text("a: &x {b: 1, c: 1}\nd:\n  <<: *x\n  b: 2\n")
+    assert read_yaml(merged) == {"a": {"b": 1, "c": 1}, "d": {"b": 2, "c": 1}}
 
 
 def test_empty_file_means_defaults(tmp_path: Path):

@@ -68,7 +68,9 @@ def serve(
     server.config_text = (
         f"global: {{scrape_interval: {scrape}, evaluation_interval: {evaluation}}}\n"
         + (f"rule_files: ['{workdir / 'rules'}/{rules}.rules.yml']\n" if rules else "")
-        + "scrape_configs:\n- job_name: self\n  static_configs:\n"
+        # The one live target stands in for the GPU exporters: its job is theirs (the backfilled series'), so the
+        # scrape-interval check, which judges the jobs the rules read, judges it.
+        + "scrape_configs:\n- job_name: dcgm-exporter\n  static_configs:\n"
         + f"  - targets: ['127.0.0.1:{server.port}']\n    labels: {{hostname: prometheus-host}}\n"
     )
     server.reload()
@@ -187,7 +189,7 @@ def test_the_defaults_against_a_one_generation_nvidia_fleet_say_what_to_pin(matc
     checks = checks_of(run)
     assert checks["vendors"]["status"] == "warn" and checks["vendors"]["fix"].startswith("set vendors: [nvidia] ")
     assert checks["dcgm generations"]["status"] == "warn"
-    assert checks["dcgm generations"]["fix"].startswith("set dcgm.generations: [4.8]")
+    assert checks["dcgm generations"]["fix"].startswith("set dcgm.generations: ['4.8']")
     # The defaults read AMD too: their amd group is not among the loaded ones.
     assert checks["rule groups"]["status"] == "fail" and "gpu-execution-pack.amd" in checks["rule groups"]["found"]
     assert run.returncode == 1
@@ -196,7 +198,7 @@ def test_the_defaults_against_a_one_generation_nvidia_fleet_say_what_to_pin(matc
 def test_a_config_pinned_to_another_generation_fails_with_the_fix(matching, tmp_path: Path):
     checks = checks_of(doctor(matching, {"dcgm": {"generations": ["4.9", "4.10"]}}, tmp_path, "--json"))
     assert checks["dcgm generations"]["status"] == "fail"
-    assert checks["dcgm generations"]["fix"] == "set dcgm.generations: [4.8]"
+    assert checks["dcgm generations"]["fix"] == "set dcgm.generations: ['4.8']"
 
 
 def test_every_divergence_is_named_with_its_fix(divergent, tmp_path: Path):
@@ -205,7 +207,7 @@ def test_every_divergence_is_named_with_its_fix(divergent, tmp_path: Path):
     assert run.returncode == 1
     text = run.stdout
     assert "FAIL  clusters" in text and "-> set cluster_label: cluster" in text
-    assert "FAIL  scrape intervals" in text and "every 300s" in text and "rate_window_fallback" in text
+    assert "FAIL  scrape intervals" in text and "every 5m" in text and "rate_window_fallback" in text
     assert "FAIL  rule groups" in text and "not loaded: gpu-execution-pack.execution_node" in text
     assert "WARN  rules version" in text and "execution-gpu.rules.yml (0.1.0)" in text
     assert f"-> generate the rules with this pack ({__version__})" in text

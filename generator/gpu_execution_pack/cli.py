@@ -11,10 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpu_execution_pack import __version__, build, promtool, testsuites
-from gpu_execution_pack.config import Config, ConfigError, load_config
+from gpu_execution_pack.config import Config, ConfigError, load_config, read_yaml
 from gpu_execution_pack.docs.configuration import defaults_yaml
 from gpu_execution_pack.output import stale_files, write_all
 from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, rule_files
@@ -285,22 +283,61 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     config it should have."""
     _require_api_extra()
     from gpu_execution_pack.doctor import advice, checks, probe, text
+    from gpu_execution_pack.query import prometheus
 
+    # Refused before Prometheus is asked: an empty name would write nothing and say nothing.
+    if args.write_config is not None and not args.write_config.strip():
+        print("error: --write-config: empty; accepted: a file path, or - for standard output", file=sys.stderr)
+        return 2
+    # With -, standard output carries the config alone, so that it can be piped or redirected to a file.
+    to_stdout = args.write_config == "-"
+    if to_stdout and args.json:
+        print("error: --json and --write-config -: both print to standard output; give one of them", file=sys.stderr)
+        return 2
     deployment = ask_prometheus(args, probe.probe)
     if isinstance(deployment, int):
         return deployment
     cfg = load_config(args.config)
-    where = args.prometheus or cfg.api.prometheus_url
+    where = prometheus.redacted(args.prometheus or cfg.api.prometheus_url)  # no password in the header or a CI log
     items = checks.checklist(cfg, deployment)
+    status = 1 if checks.worst(items) == "fail" else 0
     if args.json:
         print_json(text.document(items, where))
     else:
-        sys.stdout.write(text.render(items, where))
-    if args.write_config:
-        user = yaml.safe_load(Path(args.config).read_text()) if args.config else None
-        write_all({Path(args.write_config): advice.suggested_config(user or {}, cfg, deployment)})
-        print(f"wrote {args.write_config}", file=sys.stderr)
-    return 1 if checks.worst(items) == "fail" else 0
+        (sys.stderr if to_stdout else sys.stdout).write(text.render(items, where))
+    if args.write_config is None:
+        return status
+    user, mode = None, None
+    if args.config:
+        try:
+            # A new file gets the user's config's mode: it may hold a password (archive.url) not for all to read.
+            mode = os.stat(args.config).st_mode & 0o777
+        except OSError as err:  # load_config read it a moment ago: it went since
+            raise ConfigError(f"{args.config}: cannot read the config file: {err.strerror}") from None
+        user = read_yaml(Path(args.config))
+        if user is not None and not isinstance(user, dict):
+            raise ConfigError(f"{args.config}: top level: expected a mapping of keys, got {type(user).__name__}")
+    # Its relative paths are read from its folder: rewritten to name the same files from FILE's folder as
+    # named (a symlink's own, where the written config will be loaded from), or with - the working directory.
+    body = advice.suggested_config(
+        user,
+        cfg,
+        deployment,
+        read_from=Path(args.config).parent if args.config else None,
+        written_to=Path.cwd() if to_stdout else Path(args.write_config).parent,
+        fails=sum(item.status == "fail" for item in items),
+    )
+    if to_stdout:
+        sys.stdout.write(body)
+        return status
+    # Written whole or not at all, through a symlink, an existing file keeping its mode (output.write_all).
+    try:
+        write_all({Path(args.write_config): body}, mode=mode, keep_existing=True)
+    except OSError as err:
+        print(f"error: --write-config: cannot write {args.write_config}: {err.strerror or err}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.write_config}", file=sys.stderr)
+    return status
 
 
 ARCHIVE_EXTRA_HINT = "the archive needs the archive extra: pip install '.[archive]'"
@@ -345,7 +382,8 @@ def cmd_archive(args: argparse.Namespace) -> int:
                 print(f"archive: {tally.line()} ({time.monotonic() - started:.1f} s)", flush=True)
             except (params.RequestError, prometheus.PrometheusError) as err:
                 print(f"error: {err}", file=sys.stderr, flush=True)
-                if not every:
+                # A malformed URL is no outage to wait out: --follow would print it every pass, forever.
+                if not every or isinstance(err, prometheus.InvalidPrometheusURL):
                     return 2 if err.status < 500 else 3
             except DATABASE_ERRORS as err:  # the archive's database went away: say so, and retry next pass
                 print(f"error: archive.url: {one_line(err)}", file=sys.stderr, flush=True)
@@ -500,7 +538,13 @@ def add_reading_commands(sub: argparse._SubParsersAction) -> None:
     d = with_config(sub.add_parser("doctor", help="check a live deployment against the config (exit 1 on a fail)"))
     d.add_argument("--prometheus", help="Prometheus URL (default: api.prometheus_url)")
     d.add_argument("--json", action="store_true", help="print the checklist as JSON (for CI)")
-    d.add_argument("--write-config", metavar="FILE", help="write the config the deployment should have")
+    d.add_argument(
+        "--write-config",
+        metavar="FILE",
+        help="write the config the deployment should have to FILE, its relative paths rewritten to name the same "
+        "files from FILE's folder; with -, print it to standard output (its paths as read from the working "
+        "directory) and the checklist to standard error",
+    )
     d.set_defaults(func=cmd_doctor)
     add_archive(with_config(sub.add_parser("archive", help=ARCHIVE_HELP)))
 
@@ -541,6 +585,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, promtool.PromtoolError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C while a command waits (on Prometheus, say): one line, 128 + SIGINT
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -53,33 +55,62 @@ def yaml_document(data: Any, source: str, regenerate: str) -> str:
     return HEADER.format(version=__version__, source=source, command=regenerate) + to_yaml(data)
 
 
-def write_all(files: Mapping[Path, str]) -> list[Path]:
+def write_all(files: Mapping[Path, str], *, mode: int | None = None, keep_existing: bool = False) -> list[Path]:
     """Write every file or none: each goes to a temporary file first, then all are renamed.
 
-    A failure while preparing leaves the previous files untouched. Returns the paths that
-    changed.
+    A failure while preparing (a folder in the way, no room, no permission) leaves the previous files
+    untouched, and no failure leaves a temporary file behind. A new file gets ``mode`` (default: readable
+    by everyone the umask allows, as generated rules and dashboards are meant to be). With
+    ``keep_existing`` (a file the user owns, such as a config that may hold a password), a symlink is
+    written through to the file it names rather than replaced, and a file that exists keeps its mode.
+    Returns the paths that changed.
     """
-    staged: list[tuple[Path, Path]] = []
+    pending: list[tuple[Path, Path, Path]] = []  # (temporary file, path as given, file written)
     try:
         for path, text in files.items():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-                fh.write(text)
-            os.chmod(tmp, _FILE_MODE)  # mkstemp creates 0600; generated files are for everyone to read
-            staged.append((Path(tmp), path))
-    except BaseException:
-        for tmp, _ in staged:
+            target = _through_links(path) if keep_existing else path
+            data = text.encode("utf-8")
+            # Read before anything is renamed, so that a target that cannot be read (a folder) stops them all;
+            # bytes, not text: an existing file that is not UTF-8 is simply different.
+            if target.exists() and target.read_bytes() == data:
+                continue
+            _make_parent(target.parent)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+            pending.append((Path(tmp), path, target))  # before writing: a full disk must not leave it behind
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            # mkstemp creates 0600: a new file gets the mode asked for, an existing one (keep_existing) its own.
+            if keep_existing and target.is_file():
+                os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))
+            else:
+                os.chmod(tmp, _FILE_MODE if mode is None else mode)
+        changed = []
+        while pending:
+            tmp, path, target = pending[0]
+            os.replace(tmp, target)
+            changed.append(path)
+            pending.pop(0)
+        return changed
+    finally:
+        # Whatever failed, staging or renaming, the temporary files not renamed go with it.
+        for tmp, _, _ in pending:
             tmp.unlink(missing_ok=True)
-        raise
-    changed = []
-    for tmp, path in staged:
-        if path.exists() and path.read_text(encoding="utf-8") == files[path]:
-            tmp.unlink()
-            continue
-        os.replace(tmp, path)
-        changed.append(path)
-    return changed
+
+
+def _through_links(path: Path) -> Path:
+    """The file ``path`` names once every symlink in the chain is followed (also where the last one dangles)."""
+    try:
+        return path.resolve()
+    except RuntimeError:  # what Python 3.11 and 3.12 raise for a loop of links: an OSError like any other
+        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path)) from None
+
+
+def _make_parent(directory: Path) -> None:
+    """Create ``directory`` and its parents; a file in the way is reported as such (ENOTDIR), not as EEXIST."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(directory)) from None
 
 
 def stale_files(files: Mapping[Path, str], directory: Path, pattern: str) -> list[Path]:

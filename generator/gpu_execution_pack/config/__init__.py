@@ -33,6 +33,7 @@ __all__ = [
     "cluster_scope",
     "config_from_mapping",
     "load_config",
+    "read_yaml",
 ]
 
 
@@ -51,15 +52,58 @@ def load_config(path: str | Path | None) -> Config:
     if path is None:
         return Config()
     path = Path(path)
+    return relative_to(config_from_mapping(read_yaml(path), str(path)), path.parent)
+
+
+def read_yaml(path: Path) -> Any:
+    """The YAML document of the config file ``path``; ConfigError naming the file and the first problem on one line
+    (where the file cannot be read, is not UTF-8, is not YAML, or writes one key twice in a mapping)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as err:
         raise ConfigError(f"{path}: cannot read the config file: {err.strerror}") from None
     try:
-        data = yaml.safe_load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte 0x{raw[err.start]:02x} on line {line}); save the file as UTF-8"
+        ) from None
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: no Python objects
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = " ".join(str(err.problem or err.context or "unreadable").split())
+        raise ConfigError(f"{path}: not valid YAML{where}: {problem}") from None
     except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from None
-    return relative_to(config_from_mapping(data, str(path)), path.parent)
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(err).split())}") from None
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader, refusing a key written twice in one mapping: PyYAML keeps the last one silently, so a
+    second ``vendors:`` further down would quietly replace the first."""
+
+
+def _unique_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    first: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:` merges: an explicit key may override a merged one
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            line = first.get(key)
+        except TypeError:  # an unhashable key: construct_mapping says so itself
+            continue
+        if line is not None:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} is written twice (first on line {line + 1})", key_node.start_mark
+            )
+        first[key] = key_node.start_mark.line
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
 
 
 def relative_to(cfg: Config, base: Path) -> Config:

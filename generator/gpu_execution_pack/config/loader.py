@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from gpu_execution_pack.promql.durations import is_duration
 from gpu_execution_pack.promql.matchers import parse_matchers
@@ -33,6 +35,7 @@ DNS_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 # Label matchers (kind "selector", for PromQL and Alertmanager alike) are read by promql.parse_matchers.
 SELECTOR_ACCEPTS = 'comma-separated label matchers such as job="dcgm", zone=~"eu-.*"'
 HTTP_URL_RE = re.compile(r"^https?://[^/?#\s]+(/[^?#\s]*)?\Z")
+URL_ACCEPTS = "an http:// or https:// URL (a path is a prefix; no query or fragment)"
 HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # RFC 9110 token
 HEADER_VALUE_RE = re.compile(r"^[\x20-\x7e]*\Z")
 
@@ -112,10 +115,15 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         value = float(value)
         if kind == "ratio" and not 0 < value <= 1:
             raise ConfigError(f"{where}: {value} is not accepted; expected a ratio above 0 and at most 1")
-        if kind == "positive" and value <= 0:
-            raise ConfigError(f"{where}: {value} is not accepted; expected a number above 0")
-        if kind == "non_negative" and value < 0:
-            raise ConfigError(f"{where}: {value} is not accepted; expected 0 (off) or a number above 0")
+        # YAML's .nan and .inf are floats too: NaN passes every comparison's negation (``nan <= 0`` is false),
+        # and an infinity means "never" to no key (a deadline of .inf was no deadline; a budget of it, int() fails).
+        finite = "" if math.isfinite(value) else "finite "
+        if kind == "positive" and (finite or value <= 0):
+            raise ConfigError(f"{where}: {value} is not accepted; expected a {finite}number above 0")
+        if kind == "non_negative" and (finite or value < 0):
+            raise ConfigError(f"{where}: {value} is not accepted; expected 0 (off) or a {finite}number above 0")
+        if finite:
+            raise ConfigError(f"{where}: {value} is not accepted; expected a finite number")
         return value
     if not isinstance(value, str):
         raise ConfigError(f"{where}: expected a string, got {value!r}")
@@ -123,6 +131,9 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         raise ConfigError(f"{where}: {value!r} is not accepted; accepted: {', '.join(choices)}")
     if kind == "selector":
         check_selector(value, where)
+    if kind == "url" and value and (problem := url_problem(value)):
+        # The value is shown with its password masked: a config's URL may carry credentials.
+        raise ConfigError(f"{where}: {redacted(value)!r} is not accepted; expected {URL_ACCEPTS} (here: {problem})")
     checks = {
         "duration": (
             is_duration,
@@ -136,7 +147,7 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         "name": (lambda v: v.strip() != "" and "\n" not in v, "a non-empty name on one line"),
         # Kubernetes object names (RFC 1123 labels), of which the value is a prefix.
         "dns_label": (DNS_LABEL_RE.match, "lower-case letters, digits and '-', starting with a letter"),
-        "url": (HTTP_URL_RE.match, "an http:// or https:// URL (a path is a prefix; no query or fragment)"),
+        "url": (HTTP_URL_RE.match, URL_ACCEPTS),
         "header": (HEADER_NAME_RE.match, "an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)"),
         "header_value": (HEADER_VALUE_RE.match, "printable ASCII without line breaks"),
     }
@@ -158,6 +169,44 @@ def _check_int(value: Any, kind: str, where: str) -> int:
     if value < 0:
         raise ConfigError(f"{where}: {value} is not accepted; expected 0 or a whole number above 0")
     return value
+
+
+def url_problem(url: str) -> str:
+    """Why ``url`` is not ``http(s)://host[:port][/path]`` in words ("no host", "port 99999 is not from 1 to
+    65535"), or "" where it is one. The regular expression of kind "url" passes ``http://[::1`` and ports past
+    65535, which only fail (with a traceback) when a client connects."""
+    if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", url):
+        return "no scheme (http:// or https://)"
+    if any(c.isspace() or not c.isprintable() for c in url):
+        return "a space or control character in it"
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed IPv6 bracket
+        return "not a valid URL"
+    if parts.scheme.lower() not in ("http", "https"):
+        return f"scheme {parts.scheme!r} is not http or https"
+    if parts.query or parts.fragment or "?" in url or "#" in url:
+        return "a query or fragment in it"
+    if not parts.hostname:
+        return "no host"
+    written = parts.netloc.rpartition("@")[2].rpartition("]")[2]  # host:port, an IPv6 host's brackets left out
+    port = written.rpartition(":")[2] if ":" in written else ""
+    if port and not (port.isascii() and port.isdigit()):
+        return f"port {port!r} is not a number"
+    if port and not 1 <= int(port) <= 65535:
+        return f"port {port} is not from 1 to 65535"
+    return ""
+
+
+def redacted(url: str) -> str:
+    """``url`` with the password of its user info masked (``http://admin:***@host``; a user name alone, which may
+    be a token, as ``***``), for messages and output that name the URL; unchanged without user info."""
+    # The user info runs to the authority's last "@" (a password may hold an unencoded one), before any /?#.
+    found = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/?#]*)@", url)
+    if not found:
+        return url
+    user, colon, _ = found.group(2).partition(":")
+    return f"{found.group(1)}{user + ':***' if colon else '***'}@{url[found.end() :]}"
 
 
 def check_selector(value: str, where: str) -> None:

@@ -8,9 +8,12 @@ why, and what a pinned config costs later.
 from __future__ import annotations
 
 import copy
+import os
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from gpu_execution_pack.config import Config, cluster_scope, config_from_mapping
+from gpu_execution_pack.config import Config, ConfigError, cluster_scope, config_from_mapping
 from gpu_execution_pack.output import to_yaml
 
 from .checks import generations_found, hosts_named_at_scrape, vendors_found
@@ -36,11 +39,39 @@ WARNING = (
 )
 
 
+# The keys load_config reads from the config file's folder where they are relative (config.relative_to): a
+# config written to another folder must name them from there to mean the same files. A test holds this list
+# to what load_config resolves.
+FOLDER_RELATIVE_KEYS: tuple[str, ...] = (
+    "output.rules_dir",
+    "output.dashboards_dir",
+    "output.docs_dir",
+    "api.keys_file",
+)
+
+
 def _set(data: dict[str, Any], dotted: str, value: Any) -> None:
     *parents, key = dotted.split(".")
     for name in parents:
-        data = data.setdefault(name, {})
+        # A section with only comments under it is null in YAML, and the config accepts it as empty.
+        if data.get(name) is None:
+            data[name] = {}
+        data = data[name]
     data[key] = value
+
+
+def rebase_paths(data: dict[str, Any], read_from: Path, written_to: Path) -> None:
+    """Rewrite in ``data`` each relative path of FOLDER_RELATIVE_KEYS, as read from a config in folder
+    ``read_from``, so that a config in folder ``written_to`` names the same file; absolute ones are kept."""
+    for dotted in FOLDER_RELATIVE_KEYS:
+        *parents, key = dotted.split(".")
+        section: Any = data
+        for name in parents:
+            section = section.get(name) if isinstance(section, dict) else None
+        value = section.get(key) if isinstance(section, dict) else None
+        # As config.relative_to reads them: an empty value is no path, an absolute one is the same from anywhere.
+        if isinstance(value, str) and value and not Path(value).is_absolute():
+            section[key] = os.path.relpath(os.path.abspath(read_from / value), os.path.abspath(written_to))
 
 
 def changes(cfg: Config, d: Deployment) -> dict[str, tuple[Any, str]]:
@@ -62,14 +93,40 @@ def changes(cfg: Config, d: Deployment) -> dict[str, tuple[Any, str]]:
     return out
 
 
-def suggested_config(user: dict[str, Any], cfg: Config, d: Deployment) -> str:
-    """The YAML of ``user``'s config (its keys kept) with the deployment's facts set, checked by loading it."""
-    data = copy.deepcopy(user)
+def suggested_config(
+    user: Any,
+    cfg: Config,
+    d: Deployment,
+    *,
+    read_from: Path | None = None,
+    written_to: Path | None = None,
+    fails: int = 0,
+) -> str:
+    """The YAML of ``user``'s config (its keys kept) with the deployment's facts set, checked by loading it.
+
+    ``read_from`` and ``written_to`` are the folders of the user's config and of the file written, when both
+    are known: its relative paths are rewritten to name the same files from there. ``fails`` is how many of
+    the checklist's checks failed, so that a file that changes nothing does not read as the fleet fitting.
+    """
+    if user is None:  # an empty file
+        user = {}
+    if not isinstance(user, Mapping):  # load_config refuses this first; never a traceback all the same
+        raise ConfigError(f"top level: expected a mapping of keys, got {type(user).__name__}")
+    data = copy.deepcopy(dict(user))
+    if read_from is not None and written_to is not None:
+        rebase_paths(data, read_from, written_to)
     advised = changes(cfg, d)
     for key, (value, _) in advised.items():
         _set(data, key, value)
     config_from_mapping(data, "the suggested config")  # a ConfigError here is a bug of ours, not the user's
-    why = "\n".join(f"#   {key}: {reason}" for key, (_, reason) in advised.items()) or "#   nothing: it fits"
+    why = "\n".join(f"#   {key}: {reason}" for key, (_, reason) in advised.items())
+    if not why:  # say only what is known: the facts doctor reads ask for nothing, the checklist may still fail
+        why = "#   nothing the deployment's facts call for" + (
+            f"; the checklist's {fails} fail{'s' if fails > 1 else ''} need{'' if fails > 1 else 's'} changes "
+            "this file does not make (see the fixes it prints)"
+            if fails
+            else ""
+        )
     return (
         f"# Written by gpu-execution-pack doctor from the live deployment. Changed:\n{why}\n# {SAVING}\n# {WARNING}\n"
         + (to_yaml(data) if data else "{}\n")

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 from gpu_execution_pack import __version__, catalog
 from gpu_execution_pack.config import Config, cluster_scope
-from gpu_execution_pack.promql.durations import parse_duration_seconds
+from gpu_execution_pack.promql.durations import duration_text, parse_duration_seconds
 from gpu_execution_pack.rules.files import all_groups
 
+from . import probe
 from .probe import HOST_TARGET_LABEL, Deployment
 
 STATUSES: tuple[str, ...] = ("pass", "info", "warn", "fail")  # in rising order of concern
@@ -34,9 +35,12 @@ class Item:
 
 
 def nvidia_generations_of(names: frozenset[str]) -> dict[str, frozenset[str]]:
-    """For each dcgm-exporter raw metric present, the catalog's generations that publish it."""
+    """For each dcgm-exporter raw metric present, the catalog's generations that publish it (node_exporter's
+    metrics carry every generation too, as the rules read them alike: they are no sign of dcgm-exporter)."""
     generations: dict[str, set[str]] = {}
     for signal in catalog.SIGNALS.values():
+        if signal.exporter != "dcgm":
+            continue
         for raw in signal.raws:
             if raw.vendor == "nvidia" and raw.generations and raw.name in names:
                 generations.setdefault(raw.name, set()).update(raw.generations)
@@ -111,7 +115,7 @@ def check_generations(cfg: Config, d: Deployment) -> Item:
             "fail",
             f"{len(unread)} dcgm-exporter metrics are named as no generation of dcgm.generations names them "
             f"(e.g. {unread[0]}); their series are not recorded",
-            f"set dcgm.generations: [{', '.join(found)}]",
+            f"set dcgm.generations: [{', '.join(repr(g) for g in found)}]",
         )
     extra = [g for g in cfg.dcgm.generations if g not in found]
     if extra:
@@ -119,13 +123,15 @@ def check_generations(cfg: Config, d: Deployment) -> Item:
             "dcgm generations",
             "warn",
             f"the fleet's names are those of generation(s) {', '.join(found)}; the rules also read {', '.join(extra)}",
-            f"set dcgm.generations: [{', '.join(found)}] (fewer `or` branches per rule)",
+            f"set dcgm.generations: [{', '.join(repr(g) for g in found)}] (fewer `or` branches per rule)",
         )
     return Item("dcgm generations", "pass", f"the rules read exactly the generation(s) found: {', '.join(found)}")
 
 
 def check_optional_fields(cfg: Config, d: Deployment) -> Item:
     """The fields dcgm-exporter does not collect by default: which are there, and what the missing ones feed."""
+    if "nvidia" not in cfg.vendors or not nvidia_generations_of(d.metric_names):
+        return Item("optional fields", "info", "no dcgm-exporter metrics read: nothing to check")
     missing = []
     for signal in catalog.SIGNALS.values():
         raws = [r for r in signal.raws_for(cfg.dcgm.generations) if r.vendor == "nvidia"]
@@ -140,6 +146,19 @@ def check_optional_fields(cfg: Config, d: Deployment) -> Item:
         f"not collected: {'; '.join(missing)}",
         "add them to dcgm-exporter's counters file (-f) where you want the series, verdicts and alerts they feed",
     )
+
+
+def recording_group(cfg: Config, series: catalog.Series) -> str:
+    """The name of the pack's group that records ``series`` for ``cfg``."""
+    return next(g.name for g in all_groups(cfg) if any(getattr(r, "record", None) == series.name for r in g.rules))
+
+
+def not_loaded(cfg: Config, d: Deployment, series: catalog.Series) -> str:
+    """Where the group recording ``series`` is not loaded, what to say instead of judging what it records ("")."""
+    group = recording_group(cfg, series)
+    if any(g.name == group for g in d.groups):
+        return ""
+    return f"{group}, which records {series.name}, is not loaded here (see rule groups)"
 
 
 def expected_groups(cfg: Config) -> dict[str, float]:
@@ -246,17 +265,31 @@ def check_missed_iterations(cfg: Config, d: Deployment) -> Item:
 
 
 def check_scrape_intervals(cfg: Config, d: Deployment) -> Item:
-    slowest = max((t.interval_seconds for t in d.targets), default=0.0)
-    if not slowest:
+    """The slowest scrape of a target the rules read (a job publishing GPU presence or host CPU counters: another
+    job's interval, Prometheus scraping itself every 5m say, empties no rate of theirs) against the windows."""
+    targets = [t for t in d.targets if t.interval_seconds]
+    if not targets:
         return Item("scrape intervals", "info", "no active scrape targets in this Prometheus (remote-written data?)")
+    if d.read_jobs is not None:
+        targets = [t for t in targets if t.job in d.read_jobs]
+        if not targets:
+            return Item(
+                "scrape intervals",
+                "info",
+                "no active target of a job that publishes what the rules read (federated or remote-written "
+                "series?): their scrape intervals cannot be told here",
+            )
+    target = max(targets, key=lambda t: t.interval_seconds)
+    slowest = target.interval_seconds
     fallback, window = parse_duration_seconds(cfg.rate_window_fallback), parse_duration_seconds(cfg.rate_window)
     if fallback < 2 * slowest:
+        named = f"{target.job} ({target.labels.get('instance', '?')})"
         return Item(
             "scrape intervals",
             "fail",
-            f"a target is scraped every {slowest:g}s: rate_window_fallback {cfg.rate_window_fallback} holds "
-            "fewer than two samples, so rates and the host CPU are empty",
-            f"set rate_window_fallback to at least {2 * slowest:g}s",
+            f"{named} is scraped every {duration_text(slowest)}: rate_window_fallback {cfg.rate_window_fallback} "
+            "holds fewer than two of its samples, so its rates and host CPU are empty",
+            f"set rate_window_fallback to at least {duration_text(2 * slowest)}",
         )
     if window < 2 * slowest:
         return Item(
@@ -271,6 +304,8 @@ def check_scrape_intervals(cfg: Config, d: Deployment) -> Item:
 def check_attribution(cfg: Config, d: Deployment) -> Item:
     if not d.gpus:
         return Item("attribution", "info", "no GPU reports now")
+    if unread := not_loaded(cfg, d, catalog.GPU_PRESENCE):
+        return Item("attribution", "info", f"{d.gpus} GPUs report; which an execution holds cannot be told: {unread}")
     share = d.attributed_gpus / d.gpus
     found = f"{d.attributed_gpus} of {d.gpus} GPUs ({share * 100:.0f} %) are held by an execution now"
     if not d.attributed_gpus:
@@ -287,7 +322,16 @@ def check_attribution(cfg: Config, d: Deployment) -> Item:
 def check_attributed_gpu_time(cfg: Config, d: Deployment) -> Item:
     """The share of GPU-time over the last day that an execution held, per cluster: a cluster whose GPUs
     report and never carry an execution id is one whose attribution does not reach the rules."""
+    if unread := not_loaded(cfg, d, catalog.GPU_PRESENCE):
+        return Item("attributed GPU-time", "info", f"cannot be told: {unread}")
     if not any(total for total, _ in d.gpu_time.values()):
+        if d.gpus:  # GPUs report now, yet no step of the span holds one: a server younger than one step
+            return Item(
+                "attributed GPU-time",
+                "info",
+                f"no GPU-time counted yet: the last day is read in {probe.COVERAGE_STEP} steps and none holds a "
+                f"GPU sample (this Prometheus has under {probe.COVERAGE_STEP} of data?); run doctor again later",
+            )
         return Item("attributed GPU-time", "info", "no GPU reported over the last day")
     shares = {cluster or "the store": held / total for cluster, (total, held) in sorted(d.gpu_time.items()) if total}
     found = "over the last day, GPU-time held by an execution: " + ", ".join(
@@ -306,6 +350,8 @@ def check_attributed_gpu_time(cfg: Config, d: Deployment) -> Item:
 
 
 def check_host_names(cfg: Config, d: Deployment) -> Item:
+    if unread := not_loaded(cfg, d, catalog.NODE_HOST_COLLISIONS):
+        return Item("host names", "info", f"collisions cannot be told: {unread}")
     if d.collisions:
         return Item(
             "host names",

@@ -8,8 +8,10 @@ doctor judges the deployment by its data, not by what the config assumes of it.
 from __future__ import annotations
 
 import asyncio
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -19,9 +21,10 @@ from gpu_execution_pack.promql import Expr, Range, aggregate, any_of, call, rend
 from gpu_execution_pack.promql.durations import parse_duration_seconds
 from gpu_execution_pack.query.prometheus import PrometheusClient, PrometheusError
 
+T = TypeVar("T")
 # Labels that name a cluster on real installs: kube-prometheus' and Thanos' external labels, the
 # GKE/EKS managed collectors' and the mixins' defaults. Any of them with two values on the GPU series
-# means several clusters share the store.
+# means several clusters share the store. The configured cluster_label is asked too (``cluster_labels``).
 CLUSTER_LABELS: tuple[str, ...] = ("cluster", "cluster_name", "k8s_cluster", "kubernetes_cluster", "cluster_id")
 # The target label a scrape config sets to name a target's host (node.host_identity: scrape).
 HOST_TARGET_LABEL = "hostname"
@@ -72,6 +75,8 @@ class Deployment:
     # cluster ("" without cluster_label) -> (GPU-time, GPU-time held by an execution) over COVERAGE_SPAN,
     # in COVERAGE_STEP steps
     gpu_time: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # The jobs whose targets publish what the rules read (a GPU's presence, a host's CPU counters); None: not asked
+    read_jobs: frozenset[str] | None = None
 
 
 def presence(vendors: tuple[str, ...]) -> Expr:
@@ -85,10 +90,72 @@ def gpu_count(expr: Expr, labels: tuple[str, ...] = ("UUID", "GPU_I_ID")) -> Exp
     return aggregate("count", None, aggregate("group", labels, expr))
 
 
+def cluster_labels(cfg: Config) -> tuple[str, ...]:
+    """The labels whose values on the GPU series are asked: CLUSTER_LABELS, and the configured cluster label
+    where it is another (``region``, say), or the clusters check finds none of it on a fleet that carries it."""
+    return (*CLUSTER_LABELS, *(label for label in cluster_scope(cfg).partition if label not in CLUSTER_LABELS))
+
+
+class Unexpected(ValueError):
+    """What in an API answer's ``data`` is not of the shape Prometheus serves, in words."""
+
+
+def unexpected(client: PrometheusClient, what: str, reason: str) -> PrometheusError:
+    """The 502 of an answer of the wrong shape, as the client gives one for a query answer's (the CLI exits 3)."""
+    return PrometheusError(502, f"Prometheus answered {what} with an unexpected body", client.url, reason)
+
+
+def json_type(value: Any) -> str:
+    """``value``'s JSON type in words ("null", "a list"), for what an answer holds instead of what it should."""
+    names = {type(None): "null", bool: "a boolean", str: "a string", list: "a list", dict: "an object"}
+    return names.get(type(value), "a number")
+
+
+def expect(value: Any, kind: type, what: str) -> Any:
+    """``value`` where it is a ``kind`` (dict: an object, list, str), else Unexpected naming ``what``."""
+    if not isinstance(value, kind):
+        wanted = {dict: "an object", list: "a list", str: "a string"}[kind]
+        raise Unexpected(f"{what} is {json_type(value)}, not {wanted}")
+    return value
+
+
+def seconds(value: Any, what: str) -> float:
+    """A duration in seconds as the API writes it (a number; a numeric string where a compatible API quotes it)."""
+    try:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValueError
+        number = float(value)
+    except ValueError:
+        raise Unexpected(f"{what} is {json_type(value)} {str(value)[:40]!r}, not a number of seconds") from None
+    if not math.isfinite(number) or number < 0:
+        raise Unexpected(f"{what} is {number}, not a number of seconds")
+    return number
+
+
+async def api_object(
+    client: PrometheusClient, path: str, read: Callable[[Any], T], params: dict[str, Any] | None = None
+) -> T:
+    """``read`` of the ``data`` of ``path``'s answer: the 502 an unexpected body deserves where its shape is not
+    what ``read`` takes (``data: null``, a list where an object is expected), never a crash."""
+    data = await client.api_data(path, params)
+    try:
+        return read(data)
+    except Unexpected as err:
+        raise unexpected(client, path, str(err)) from None
+
+
+def first_value(client: PrometheusClient, item: dict[str, Any]) -> float:
+    """An instant query's result item's value: a vector's one sample (or a matrix series' first, as a
+    compatible API may answer)."""
+    if not item["values"]:
+        raise unexpected(client, "an instant query", "a series without a sample")
+    return item["values"][0][1]
+
+
 async def instant_value(client: PrometheusClient, expr: Expr) -> float:
     """A one-sample instant query's value, 0 where it has none."""
     items = await client.instant(render(expr))
-    return items[0]["values"][0][1] if items else 0.0
+    return first_value(client, items[0]) if items else 0.0
 
 
 async def label_values(client: PrometheusClient, label: str, expr: Expr) -> tuple[str, ...]:
@@ -97,31 +164,58 @@ async def label_values(client: PrometheusClient, label: str, expr: Expr) -> tupl
     return tuple(sorted(v for v in (i["metric"].get(label, "") for i in items) if v))
 
 
-def loaded_groups(rules: dict[str, Any]) -> tuple[LoadedGroup, ...]:
-    return tuple(
-        LoadedGroup(
-            g["name"],
-            g.get("file", ""),
-            float(g.get("interval", 0)),
-            float(g.get("evaluationTime", 0)),
-            tuple(
-                str((r.get("labels") or {}).get("version", ""))
-                for r in g.get("rules", [])
-                if r.get("name") == catalog.PACK_RULES_INFO.name
-            ),
-            any(r.get("type") == "recording" for r in g.get("rules", [])),
-        )
-        for g in rules.get("groups", [])
-    )
+def metric_names(names: Any) -> frozenset[str]:
+    """The metric names ``/api/v1/label/__name__/values`` serves: a list of strings (Unexpected otherwise)."""
+    for name in expect(names, list, "data"):
+        expect(name, str, "a metric name")
+    return frozenset(names)
 
 
-def active_targets(targets: dict[str, Any]) -> tuple[Target, ...]:
+def loaded_groups(rules: Any) -> tuple[LoadedGroup, ...]:
+    """The rule groups ``/api/v1/rules`` serves (Unexpected where its ``data`` is not of their shape)."""
     out = []
-    for t in targets.get("activeTargets", []):
-        labels = t.get("labels", {})
-        interval = t.get("scrapeInterval", "")
-        out.append(Target(labels.get("job", ""), labels, parse_duration_seconds(interval) if interval else 0.0))
+    for g in expect(expect(rules, dict, "data").get("groups", []), list, "data.groups"):
+        expect(g, dict, "a rule group")
+        name = expect(g.get("name"), str, "a rule group's name")
+        where = f"rule group {name[:60]!r}"
+        group_rules = [expect(r, dict, f"a rule of {where}") for r in expect(g.get("rules", []), list, where)]
+        out.append(
+            LoadedGroup(
+                name,
+                expect(g.get("file", ""), str, f"the file of {where}"),
+                seconds(g.get("interval", 0), f"the interval of {where}"),
+                seconds(g.get("evaluationTime", 0), f"the evaluationTime of {where}"),
+                tuple(
+                    str(expect(r.get("labels") or {}, dict, f"the labels of a rule of {where}").get("version", ""))
+                    for r in group_rules
+                    if r.get("name") == catalog.PACK_RULES_INFO.name
+                ),
+                any(r.get("type") == "recording" for r in group_rules),
+            )
+        )
     return tuple(out)
+
+
+def active_targets(targets: Any) -> tuple[Target, ...]:
+    """The scrape targets ``/api/v1/targets`` serves (Unexpected where its ``data`` is not of their shape)."""
+    out = []
+    for t in expect(expect(targets, dict, "data").get("activeTargets", []), list, "data.activeTargets"):
+        labels = expect(expect(t, dict, "an active target").get("labels", {}), dict, "a target's labels")
+        if not all(isinstance(v, str) for v in labels.values()):
+            raise Unexpected("a target's labels are not all strings")
+        interval = expect(t.get("scrapeInterval", ""), str, "a target's scrapeInterval")
+        try:
+            every = parse_duration_seconds(interval) if interval else 0.0
+        except ValueError:
+            raise Unexpected(f"a target's scrapeInterval {interval[:40]!r} is not a duration") from None
+        out.append(Target(labels.get("job", ""), labels, every))
+    return tuple(out)
+
+
+def storage_retention(info: Any) -> str:
+    """The retention ``/api/v1/status/runtimeinfo`` states ("" where it does not say)."""
+    retention = expect(info, dict, "data").get("storageRetention", "")
+    return str(retention) if isinstance(retention, (str, int, float)) else ""
 
 
 def group_iterations(metrics_text: str) -> dict[str, tuple[float, float]]:
@@ -132,8 +226,12 @@ def group_iterations(metrics_text: str) -> dict[str, tuple[float, float]]:
         metric, _, rest = line.partition("{")
         if metric in (ITERATIONS_MISSED, ITERATIONS) and rest.count('"') == 2:
             _, rule_group, value = rest.split('"')
+            try:  # "} 12", or "} 12 1700000000000" with a timestamp; a line not of that shape is not counted
+                number = float(value.lstrip("} ").split(" ")[0])
+            except ValueError:
+                continue
             pair = counts.setdefault(rule_group.rsplit(";", 1)[-1], [0.0, 0.0])
-            pair[metric == ITERATIONS] += float(value.lstrip("} "))
+            pair[metric == ITERATIONS] += number
     return {name: (missed, scheduled) for name, (missed, scheduled) in counts.items()}
 
 
@@ -152,7 +250,7 @@ async def iterations(client: PrometheusClient) -> dict[str, tuple[float, float]]
         grown = call("increase", Range(selector(metric), COVERAGE_SPAN))
         for item in await client.instant(render(aggregate("sum", ("rule_group",), grown))):
             name = item["metric"].get("rule_group", "").rsplit(";", 1)[-1]
-            stored.setdefault(name, [0.0, 0.0])[index] += item["values"][0][1]
+            stored.setdefault(name, [0.0, 0.0])[index] += first_value(client, item)
     return {name: (missed, scheduled) for name, (missed, scheduled) in stored.items()}
 
 
@@ -168,52 +266,62 @@ async def gpu_time(client: PrometheusClient, cfg: Config, present: Expr) -> dict
     total, held = await asyncio.gather(
         client.instant(render(steps(present))), client.instant(render(steps(catalog.GPU_PRESENCE.select())))
     )
-    held_by = {cluster_scope(cfg).of(i["metric"]): i["values"][0][1] for i in held}
+    held_by = {cluster_scope(cfg).of(i["metric"]): first_value(client, i) for i in held}
     return {
-        (cluster := cluster_scope(cfg).of(i["metric"])): (i["values"][0][1], held_by.get(cluster, 0.0)) for i in total
+        (cluster := cluster_scope(cfg).of(i["metric"])): (first_value(client, i), held_by.get(cluster, 0.0))
+        for i in total
     }
 
 
 async def retention(client: PrometheusClient) -> str:
     """The TSDB retention Prometheus states in its runtime info (2.x and 3.x both have it)."""
+    path = "/api/v1/status/runtimeinfo"
     try:
-        info = await client.api_data("/api/v1/status/runtimeinfo")
-    except PrometheusError:  # Mimir and Thanos Query serve no runtime info
+        info = await client.api_data(path)
+    except PrometheusError as err:  # Mimir and Thanos Query serve no runtime info
+        if err.status == 504:  # past the deadline: said as such, not as a retention nobody stated
+            raise
         return ""
-    return str(info.get("storageRetention", ""))
+    try:  # served, but not as runtime info is: as any other unexpected body
+        return storage_retention(info)
+    except Unexpected as err:
+        raise unexpected(client, path, str(err)) from None
 
 
 async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
     """Read every fact the checks need from the Prometheus behind ``client``."""
     present = presence(catalog.VENDORS)
     idle_cpus = catalog.SIGNALS["cpu_idle_seconds"].raws[0].select()
-    names, rules, targets, kept = await asyncio.gather(
-        client.api_data("/api/v1/label/__name__/values"),
-        client.api_data("/api/v1/rules"),
-        client.api_data("/api/v1/targets", {"state": "active"}),
+    names, groups, targets, kept = await asyncio.gather(
+        api_object(client, "/api/v1/label/__name__/values", metric_names),
+        api_object(client, "/api/v1/rules", loaded_groups),
+        api_object(client, "/api/v1/targets", active_targets, {"state": "active"}),
         retention(client),
     )
-    clusters = await asyncio.gather(*(label_values(client, label, present) for label in CLUSTER_LABELS))
+    asked = cluster_labels(cfg)
+    clusters = await asyncio.gather(*(label_values(client, label, present) for label in asked))
     gpus, attributed, most_cpus = await asyncio.gather(
         instant_value(client, gpu_count(present)),
         instant_value(client, gpu_count(catalog.GPU_PRESENCE.select())),
         instant_value(client, aggregate("max", None, aggregate("count", ("instance",), idle_cpus))),
     )
-    collisions, missed, coverage = await asyncio.gather(
+    collisions, missed, coverage, read_jobs = await asyncio.gather(
         label_values(client, "hostname", catalog.NODE_HOST_COLLISIONS.select()),
         iterations(client),
         gpu_time(client, cfg, present),
+        label_values(client, "job", any_of([present, idle_cpus])),
     )
     return Deployment(
-        metric_names=frozenset(names),
-        groups=loaded_groups(rules),
-        targets=active_targets(targets),
+        metric_names=names,
+        groups=groups,
+        targets=targets,
         retention=kept,
-        cluster_values={label: values for label, values in zip(CLUSTER_LABELS, clusters, strict=True) if values},
+        cluster_values={label: values for label, values in zip(asked, clusters, strict=True) if values},
         gpus=int(gpus),
         attributed_gpus=int(attributed),
         collisions=collisions,
         max_cpus_per_host=int(most_cpus),
         iterations=missed,
         gpu_time=coverage,
+        read_jobs=frozenset(read_jobs),
     )

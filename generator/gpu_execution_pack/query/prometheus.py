@@ -18,6 +18,8 @@ import anyio
 import httpx
 import orjson
 
+# ``redacted`` is taken from here by what else prints a Prometheus URL (the doctor's header), to mask it as errors do.
+from gpu_execution_pack.config.loader import redacted, url_problem
 from gpu_execution_pack.config.schema import Api
 from gpu_execution_pack.promql import call, render
 
@@ -63,6 +65,12 @@ POST_QUERY_CHARS = 2048
 # upstream error can be kilobytes long (a whole query echoed back), and the client needs only its gist.
 MAX_UPSTREAM_TEXT = 240
 
+# What a URL that serves no Prometheus API is told: a 404, a page that is not JSON or a redirect (to a login page,
+# say) is what a web server other than Prometheus, or a Prometheus asked without its --web.route-prefix, answers.
+NOT_PROMETHEUS_HINT = "is it a Prometheus base URL, e.g. http://host:9090 or http://host:9090/<route-prefix>?"
+# The shape a Prometheus URL is written in, as a refused one is told.
+URL_SHAPE = "http(s)://host[:port][/route-prefix]"
+
 
 def bounded(text: str, limit: int = MAX_UPSTREAM_TEXT) -> str:
     """``text`` cut to ``limit`` characters, saying how much was cut."""
@@ -74,15 +82,25 @@ class PrometheusError(Exception):
 
     ``public`` is what an HTTP answer may say: no URL (where Prometheus lives is the operator's
     business, not the client's) and at most MAX_UPSTREAM_TEXT characters of Prometheus' own text.
-    ``str()`` adds the URL, for the log and the CLI.
+    ``str()`` adds the URL (its password masked) and ``hint`` (what to check), for the log and the CLI.
     """
 
-    def __init__(self, status: int, message: str, url: str = "", upstream: str = ""):
+    def __init__(self, status: int, message: str, url: str = "", upstream: str = "", hint: str = ""):
         self.public = f"{message}: {bounded(upstream)}" if upstream else message
         full = f"{message}: {upstream}" if upstream else message
-        super().__init__(f"{full} (Prometheus at {url})" if url else full)
+        url = redacted(url)
+        located = f"{full} (Prometheus at {url})" if url else full
+        super().__init__(f"{located}; {hint}" if hint else located)
         self.status = status
         self.url = url
+
+
+class InvalidPrometheusURL(PrometheusError):
+    """The URL to reach Prometheus at is not ``http(s)://host[:port][/route-prefix]``: a 400 (the request, not
+    Prometheus: the CLI exits 2), whose message names where the URL came from (``source``)."""
+
+    def __init__(self, source: str, url: str, problem: str):
+        super().__init__(400, f"{source} {redacted(url)!r}: {problem}; expected {URL_SHAPE}")
 
 
 class PrometheusUnreachable(PrometheusError):
@@ -90,9 +108,10 @@ class PrometheusUnreachable(PrometheusError):
 
     def __init__(self, url: str, err: httpx.ConnectError):
         super().__init__(502, f"Prometheus is unreachable: {self.reason(err)}")
-        self.url = url
+        self.url = redacted(url)
         # str() (the CLI, the log) says where, in words a reader acts on; ``public`` (an HTTP answer) does not.
-        self.args = (f"{self.public} at {httpx.URL(url).netloc.decode() or url}",)
+        # The netloc is host and port: no user info.
+        self.args = (f"{self.public} at {httpx.URL(url).netloc.decode() or self.url}",)
 
     @staticmethod
     def reason(err: BaseException) -> str:
@@ -127,7 +146,9 @@ class PrometheusClient:
     """``instant`` and ``range`` queries against one Prometheus; reuse it across requests.
 
     ``headers`` go with every query (e.g. Mimir's ``X-Scope-OrgID``); ``params`` too (e.g. Thanos'
-    ``partial_response``). A path in ``url`` prefixes every API path.
+    ``partial_response``). A path in ``url`` prefixes every API path; user info in it (``http://user:pass@host``)
+    is sent as basic auth. ``url`` is checked here, before anything connects: InvalidPrometheusURL, whose message
+    names ``source`` (the option or key the URL came from), where it is not ``http(s)://host[:port][/prefix]``.
     """
 
     def __init__(
@@ -137,14 +158,27 @@ class PrometheusClient:
         transport: httpx.AsyncBaseTransport | None = None,
         headers: dict[str, str] | None = None,
         params: dict[str, str] | None = None,
+        source: str = "the Prometheus URL",
     ):
-        self.url = url.rstrip("/")
+        base = url.rstrip("/")
+        problem = url_problem(url)  # as written: "http://" stripped of its slashes would read as no scheme
+        if not problem:
+            try:  # what the checks above pass and httpx still refuses (a host IDNA cannot encode, say)
+                httpx.URL(base)
+            except httpx.InvalidURL:
+                problem = "not a valid URL"
+        if problem:
+            raise InvalidPrometheusURL(source, url, problem)
+        # What messages and logs name: the URL with its password masked. The real one stays in the httpx client,
+        # which sends its user info as basic auth with every request.
+        self.url = redacted(base)
         self.params = dict(params or {})
-        self.client = httpx.AsyncClient(base_url=self.url, timeout=timeout, transport=transport, headers=headers)
+        self.client = httpx.AsyncClient(base_url=base, timeout=timeout, transport=transport, headers=headers)
 
     @classmethod
     def for_config(cls, api: Api, url: str | None = None, timeout: float | None = None) -> PrometheusClient:
-        """A client as ``api`` configures it (its URL, tenant header and partial_response); ``url`` overrides."""
+        """A client as ``api`` configures it (its URL, tenant header and partial_response); ``url`` (the CLI's
+        --prometheus) overrides."""
         headers = {api.tenant_header: api.tenant_id} if api.tenant_id else {}
         params = {"partial_response": "true" if api.partial_response else "false"}
         return cls(
@@ -152,6 +186,7 @@ class PrometheusClient:
             api.timeout_seconds if timeout is None else timeout,
             headers=headers,
             params=params,
+            source="--prometheus" if url else "api.prometheus_url",
         )
 
     async def close(self) -> None:
@@ -187,15 +222,23 @@ class PrometheusClient:
             raise PrometheusError(502, "Prometheus did not serve its configuration", self.url) from None
 
     async def api_data(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        """Any API answer's ``data`` (rule groups, targets, label values, runtime info); a 502 otherwise."""
+        """Any API answer's ``data`` (rule groups, targets, label values, runtime info), of whatever JSON type
+        it came as (the caller checks its shape); a 502 otherwise."""
         response = await self._answer(path, params or {})
         try:
             body = parse_json(response.content)
         except ValueError:
             body = None
         if not isinstance(body, dict) or body.get("status") != "success" or "data" not in body:
-            error = str(body.get("error", "")) if isinstance(body, dict) else "no JSON"
-            raise PrometheusError(502, f"Prometheus did not serve {path} ({response.status_code}: {error[:200]})")
+            error = str(body.get("error") or "not an API answer") if isinstance(body, dict) else "no JSON"
+            if response.is_redirect:
+                error += f", redirected to {response.headers.get('location', 'nowhere')}"
+            raise PrometheusError(
+                502,
+                f"Prometheus did not serve {path} ({response.status_code}: {bounded(error, 200)})",
+                self.url,
+                hint=NOT_PROMETHEUS_HINT if not_prometheus(response, body) else "",
+            )
         return body["data"]
 
     async def rule_groups(self) -> list[dict[str, Any]]:
@@ -233,7 +276,13 @@ class PrometheusClient:
         try:
             body = parse_json(response.content)
         except ValueError:
-            raise PrometheusError(502, f"Prometheus answered {response.status_code} without JSON", self.url) from None
+            moved = f" (redirected to {response.headers.get('location', 'nowhere')})" if response.is_redirect else ""
+            raise PrometheusError(
+                502,
+                f"Prometheus answered {response.status_code} without JSON{moved}",
+                self.url,
+                hint=NOT_PROMETHEUS_HINT,
+            ) from None
         if isinstance(body, dict) and body.get("status") == "error":
             raise PrometheusError(
                 502, "Prometheus refused the query", self.url, str(body.get("error", "unknown error"))
@@ -244,6 +293,12 @@ class PrometheusClient:
             raise PrometheusError(
                 502, f"Prometheus answered {response.status_code} with an unexpected body", self.url, str(err)
             ) from None
+
+
+def not_prometheus(response: httpx.Response, body: Any) -> bool:
+    """Whether ``response`` looks like no Prometheus API at all (a 404, a redirect, a body that is not JSON),
+    rather than a Prometheus refusing or failing: where a hint about the base URL helps."""
+    return response.status_code == 404 or response.is_redirect or not isinstance(body, dict)
 
 
 def result_of(body: Any) -> list[dict[str, Any]]:

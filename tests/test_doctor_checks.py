@@ -1,0 +1,114 @@
+"""The doctor's checks on deployments built by hand, for what the real servers of tests/test_doctor.py do not
+stage cheaply: a store without dcgm-exporter, the pack's rules not loaded (what they record cannot be judged,
+rather than passed or blamed on the attribution), a server younger than the coverage step, and the scrape check
+naming the target it fails on."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from gpu_execution_pack import catalog
+from gpu_execution_pack.config import Config, config_from_mapping
+from gpu_execution_pack.doctor import checks
+from gpu_execution_pack.doctor.probe import Deployment, LoadedGroup, Target
+from gpu_execution_pack.rules.files import all_groups
+
+NVIDIA_48 = frozenset({"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_TEMP", "node_uname_info"})
+
+
+def deployment(cfg: Config, *, names: frozenset[str] = NVIDIA_48, loaded: bool = True, **facts) -> Deployment:
+    """Four GPUs reporting, all held, on a deployment with (``loaded``) or without the pack's groups for ``cfg``."""
+    groups = tuple(LoadedGroup(g.name, f"{g.file}.rules.yml", 15.0, 0.1, (), True) for g in all_groups(cfg))
+    base = Deployment(
+        metric_names=names,
+        groups=groups if loaded else (),
+        targets=(Target("dcgm-exporter", {"job": "dcgm-exporter", "instance": "gpu-01:9400"}, 15.0),),
+        retention="15d",
+        cluster_values={},
+        gpus=4,
+        attributed_gpus=4 if loaded else 0,
+        collisions=(),
+        max_cpus_per_host=32,
+        gpu_time={"": (96.0, 96.0)},
+    )
+    return dataclasses.replace(base, **facts)
+
+
+def item(check: str, cfg: Config, d: Deployment) -> checks.Item:
+    return next(i for i in checks.checklist(cfg, d) if i.check == check)
+
+
+def test_without_dcgm_exporter_the_optional_fields_are_not_listed_as_missing():
+    """No dcgm-exporter metric in the store (an AMD fleet, or none): nothing to say of dcgm-exporter's optional
+    fields; with one, the profiling fields it does not collect by default are named."""
+    amd = config_from_mapping({"vendors": ["amd"]})
+    for cfg, names in ((Config(), frozenset({"node_uname_info"})), (amd, NVIDIA_48)):
+        found = item("optional fields", cfg, deployment(cfg, names=names))
+        assert (found.status, found.found) == ("info", "no dcgm-exporter metrics read: nothing to check")
+    nvidia = item("optional fields", Config(), deployment(Config()))
+    assert nvidia.found.startswith("not collected: ") and "DCGM_FI_PROF_" in nvidia.found
+
+
+def test_without_the_packs_rules_what_they_record_is_not_judged():
+    """Attribution, attributed GPU-time and host-name collisions read series the pack's groups record: with those
+    groups not loaded they are info naming the group, not a pass (no collision recorded) or a warn blaming
+    attribution.mode (no GPU recorded as held)."""
+    cfg = Config()
+    d = deployment(cfg, loaded=False, gpu_time={"": (96.0, 0.0)})
+    for check, records in (
+        ("attribution", catalog.GPU_PRESENCE),
+        ("attributed GPU-time", catalog.GPU_PRESENCE),
+        ("host names", catalog.NODE_HOST_COLLISIONS),
+    ):
+        found = item(check, cfg, d)
+        assert found.status == "info", found
+        assert f"which records {records.name}, is not loaded here" in found.found, found
+        assert "gpu-execution-pack." in found.found
+    # Loaded, the same facts are judged.
+    assert item("attribution", cfg, deployment(cfg, attributed_gpus=0)).status == "warn"
+    assert item("host names", cfg, deployment(cfg)).status == "pass"
+
+
+def test_a_server_younger_than_the_coverage_step_says_so():
+    """GPUs report now but no 5m step of the last day holds one: not "no GPU reported over the last day"."""
+    found = item("attributed GPU-time", Config(), deployment(Config(), gpu_time={}))
+    assert found.status == "info" and found.found.startswith("no GPU-time counted yet"), found
+    idle = item("attributed GPU-time", Config(), deployment(Config(), gpus=0, gpu_time={}))
+    assert idle.found == "no GPU reported over the last day"
+
+
+def test_a_scrape_too_slow_for_the_fallback_window_names_its_target_and_the_window_as_a_duration():
+    """The default rate_window_fallback (4m) holds two samples of a 2m scrape, not of a 5m one: 10m would."""
+    slow = Target("node", {"job": "node", "instance": "gpu-07:9100"}, 300.0)
+    found = item("scrape intervals", Config(), deployment(Config(), targets=(*deployment(Config()).targets, slow)))
+    assert found.status == "fail"
+    assert found.found.startswith("node (gpu-07:9100) is scraped every 5m: rate_window_fallback 4m"), found
+    assert found.fix == "set rate_window_fallback to at least 10m"
+    two_minutes = dataclasses.replace(slow, interval_seconds=120.0)
+    assert item("scrape intervals", Config(), deployment(Config(), targets=(two_minutes,))).status != "fail"
+
+
+def test_node_exporters_metrics_are_no_sign_of_dcgm_exporter():
+    """node_exporter's metrics are read by every generation's rules: they must not make an AMD fleet (or a store
+    of hosts alone) look like one with dcgm-exporter, nor make doctor advise vendors it does not have."""
+    node = frozenset({"node_uname_info", "node_cpu_seconds_total", "node_memory_MemTotal_bytes"})
+    hosts_only = item("vendors", Config(), deployment(Config(), names=node))
+    assert (hosts_only.status, hosts_only.found) == ("fail", "no GPU exporter's metrics in this Prometheus")
+    amd_fleet = deployment(Config(), names=node | {"amd_gpu_gfx_activity", "amd_gpu_used_vram"})
+    assert checks.vendors_found(Config(), amd_fleet) == ("amd",)
+    assert item("vendors", Config(), amd_fleet).fix.startswith("set vendors: [amd] ")
+    assert item("dcgm generations", Config(), amd_fleet).found == "no dcgm-exporter metrics read: nothing to check"
+
+
+def test_only_the_targets_the_rules_read_are_judged_on_their_scrape_interval():
+    """Prometheus scraping itself every 5m empties no rate of the rules': with the jobs that publish GPU presence
+    or host CPU known, only their targets count; none of them active (federated series) is said, not failed."""
+    gpus = Target("dcgm-exporter", {"job": "dcgm-exporter", "instance": "gpu-01:9400"}, 15.0)
+    itself = Target("prometheus", {"job": "prometheus", "instance": "localhost:9090"}, 300.0)
+    read = deployment(Config(), targets=(gpus, itself), read_jobs=frozenset({"dcgm-exporter", "node"}))
+    assert item("scrape intervals", Config(), read).status == "pass"
+    unknown = dataclasses.replace(read, read_jobs=None)  # not asked: every target counts, as before
+    assert item("scrape intervals", Config(), unknown).status == "fail"
+    federated = dataclasses.replace(read, targets=(itself,))
+    found = item("scrape intervals", Config(), federated)
+    assert found.status == "info" and "cannot be told" in found.found, found
