@@ -128,6 +128,7 @@ READING_COMMANDS = [("doctor",), ("query", "job-1"), ("report", "job-1")]
         ("http://", "host"),
         ("http://prom etheus:9090", "space"),
         ("http://127.0.0.1:9090/prom?x=1", "query"),
+        ("", "scheme"),  # not "use the config's": an empty option given is a mistake to say
     ],
 )
 def test_a_malformed_prometheus_url_is_one_line_naming_the_option_and_the_shape(

@@ -126,7 +126,8 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
             raise ConfigError(f"{where}: {value} is not accepted; expected a finite number")
         return value
     if not isinstance(value, str):
-        raise ConfigError(f"{where}: expected a string, got {value!r}")
+        described = {"duration": "a Prometheus duration such as 30s, 5m or 1h30m", "label": "a label name"}
+        raise ConfigError(f"{where}: expected {described.get(kind, 'a string')}, got {value!r}")
     if choices and value not in choices:
         raise ConfigError(f"{where}: {value!r} is not accepted; accepted: {', '.join(choices)}")
     if kind == "selector":
@@ -279,6 +280,12 @@ def _tuple(value: Any, f: dataclasses.Field, where: str) -> tuple[str, ...]:
         raise ConfigError(f"{where}: expected a {'' if empty_ok else 'non-empty '}list, got {value!r}")
     choices = f.metadata.get("choices", ())
     for item in value:
+        if isinstance(item, (int, float)) and not isinstance(item, bool) and choices:
+            # YAML reads an unquoted 4.10 as the number 4.1: say to quote it, not only that 4.1 is no choice.
+            quoted = ", ".join(repr(c) for c in choices)
+            raise ConfigError(
+                f"{where}: {item!r} is a number (YAML reads unquoted 4.10 as 4.1); write each in quotes: {quoted}"
+            )
         if not isinstance(item, str) or (choices and item not in choices):
             raise ConfigError(f"{where}: {item!r} is not accepted; accepted: {', '.join(choices)}")
         if f.metadata.get("kind") == "prefix" and not PREFIX_RE.match(item):

@@ -181,12 +181,13 @@ class PrometheusClient:
         --prometheus) overrides."""
         headers = {api.tenant_header: api.tenant_id} if api.tenant_id else {}
         params = {"partial_response": "true" if api.partial_response else "false"}
+        given = url is not None  # an empty --prometheus is refused as a URL, not read as "the config's"
         return cls(
-            url or api.prometheus_url,
+            url if given else api.prometheus_url,
             api.timeout_seconds if timeout is None else timeout,
             headers=headers,
             params=params,
-            source="--prometheus" if url else "api.prometheus_url",
+            source="--prometheus" if given else "api.prometheus_url",
         )
 
     async def close(self) -> None:
