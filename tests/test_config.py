@@ -280,3 +280,13 @@ def test_api_execution_id_pattern_must_compile():
     with pytest.raises(ConfigError) as err:
         config_from_mapping({"api": {"execution_id_pattern": "[a-"}}, "pack.yml")
     assert str(err.value).startswith("pack.yml: api.execution_id_pattern: not a regular expression")
+
+
+def test_a_file_far_larger_than_a_config_is_refused_without_reading_it_all(tmp_path: Path):
+    """-c naming a log or an image by mistake (or /dev/zero, which never ends): refused after a MiB."""
+    big = tmp_path / "big.yml"
+    big.write_text("# " + "x" * 2**20 + "\n")
+    with pytest.raises(ConfigError, match=r"big\.yml: larger than 1 MiB: not a config file"):
+        load_config(big)
+    with pytest.raises(ConfigError, match="larger than 1 MiB"):
+        load_config("/dev/zero")

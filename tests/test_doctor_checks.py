@@ -64,6 +64,7 @@ def test_without_the_packs_rules_what_they_record_is_not_judged():
         assert found.status == "info", found
         assert f"which records {records.name}, is not loaded here" in found.found, found
         assert "gpu-execution-pack." in found.found
+    assert item("evaluation time", cfg, d).found == "no pack group is loaded here (see rule groups)"
     # Loaded, the same facts are judged.
     assert item("attribution", cfg, deployment(cfg, attributed_gpus=0)).status == "warn"
     assert item("host names", cfg, deployment(cfg)).status == "pass"

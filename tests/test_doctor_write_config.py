@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,7 @@ def doctor(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
     code, standard output and standard error."""
 
     def run(*args: str, facts: probe.Deployment | None = None) -> tuple[int, str, str]:
-        def ask(_args: Any, _work: Any, _then: Any = None) -> probe.Deployment:
+        def ask(_args: Any, _work: Any, _then: Any = None, cfg: Any = None) -> probe.Deployment:
             assert facts is not None, "Prometheus was asked, and the command should have stopped before"
             return facts
 
@@ -447,3 +448,42 @@ def test_doctor_with_a_failing_checklist_and_no_change_names_the_fails(tmp_path:
     assert code == 1 and "FAIL" in out  # no rule group loaded
     said = changed_lines(written.read_text())
     assert "fits" not in said and "fail" in said, said
+
+
+def test_a_fifo_or_device_is_never_replaced_nor_read_to_its_end(tmp_path: Path, doctor):
+    """Renaming onto /dev/null would replace the device with a file, and reading /dev/zero or a FIFO before
+    comparing never ends: a target that is no regular file is refused, left as it was."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        write_all({fifo: "a\n"}, keep_existing=True)
+    code, _, err = doctor("--write-config", str(fifo), facts=deployment())
+    assert code == 2 and one_error_line(err).startswith(f"error: --write-config: cannot write {fifo}: not a regular")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and leftovers(tmp_path) == []
+
+
+def test_a_config_read_from_a_pipe_keeps_its_keys(tmp_path: Path, doctor):
+    """-c /dev/stdin (or a FIFO) can be read once: the written config keeps the keys it had."""
+    fifo = tmp_path / "pack.yml"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_text, args=("rule_interval: 30s\nalerts: {runbook_url: https://rb}\n",))
+    writer.start()
+    written = tmp_path / "out" / "advised.yml"
+    code, _, err = doctor("-c", str(fifo), "--write-config", str(written), facts=deployment())
+    writer.join(timeout=10)
+    assert code in (0, 1), err
+    data = yaml.safe_load(written.read_text())
+    assert data["rule_interval"] == "30s" and data["alerts"]["runbook_url"] == "https://rb", data
+
+
+def test_the_prometheus_doctor_read_is_written_and_a_password_is_not(tmp_path: Path, doctor):
+    """The written config's header says to run `doctor -c` on it: it names the --prometheus doctor read, unless
+    that URL carries a password, which stays out of the file (and the line about it masks it)."""
+    written = tmp_path / "advised.yml"
+    doctor("--prometheus", "http://prom.example:9090", "--write-config", str(written), facts=deployment())
+    assert load_config(written).api.prometheus_url == "http://prom.example:9090"
+    url = "http://admin:s3cret@prom.example:9090"
+    doctor("--prometheus", url, "--write-config", str(written), facts=deployment())
+    text = written.read_text()
+    assert "s3cret" not in text and "admin:***@prom.example:9090" in text
+    assert load_config(written).api.prometheus_url == Config().api.prometheus_url

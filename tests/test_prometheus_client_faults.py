@@ -333,6 +333,8 @@ def test_a_plain_web_server_is_named_with_the_hint_by_every_reading_command(
         ("http://tok3n@127.0.0.1:9090", "http://***@127.0.0.1:9090"),  # a user name alone may be a token
         ("http://127.0.0.1:9090/a@b", "http://127.0.0.1:9090/a@b"),  # an "@" in the path is no user info
         ("http://127.0.0.1:9090", "http://127.0.0.1:9090"),
+        ("admin:s3cret@127.0.0.1:9090", "admin:***@127.0.0.1:9090"),  # the scheme left out: refused, and masked
+        ("//admin:s3cret@127.0.0.1:9090", "//admin:***@127.0.0.1:9090"),
     ],
 )
 def test_redacted_masks_the_password_and_keeps_where(url: str, shown: str):
@@ -493,3 +495,43 @@ def test_ctrl_c_while_prometheus_hangs_is_one_line_and_exit_130():
             running.wait()
     assert running.returncode == 130, err
     assert err == "interrupted\n", err
+
+
+def test_a_count_answered_as_nan_or_infinite_is_an_unexpected_body(capsys: pytest.CaptureFixture[str]):
+    """A compatible API may answer a count with "NaN" or "+Inf": one line, exit 3, not a crash in int()."""
+    for value in ("NaN", "+Inf"):
+
+        def counted(seen: Seen, value: str = value) -> Any:
+            return {"resultType": "vector", "result": [{"metric": {}, "value": [1e9, value]}]}
+
+        with FaultServer(prometheus_like(QUERY=counted)) as server:
+            status, _, err = run_cli(capsys, "doctor", "--prometheus", server.url)
+        line = one_error_line(err)
+        assert status == 3 and "unexpected body" in line and "counted as" in line, line
+
+
+def test_a_401_hints_at_the_credentials_not_the_base_url(capsys: pytest.CaptureFixture[str]):
+    with FaultServer(
+        always(401, {"Content-Type": "text/plain", "WWW-Authenticate": "Basic"}, b"Unauthorized")
+    ) as server:
+        status, _, err = run_cli(capsys, "doctor", "--prometheus", server.url)
+    line = one_error_line(err)
+    assert status == 3 and "check the credentials" in line and BASE_URL_HINT not in line, line
+
+
+def test_the_fleet_report_says_prometheus_is_unreachable_not_that_it_serves_no_configuration(
+    capsys: pytest.CaptureFixture[str],
+):
+    """report --since reads Prometheus' evaluation interval where the config names none: with nothing listening,
+    the error is that (as every other command says it), not advice for a query API without a configuration."""
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    status, _, err = run_cli(capsys, "report", "--since", "1d", "--prometheus", f"http://127.0.0.1:{port}")
+    line = one_error_line(err)
+    assert status == 3 and "unreachable" in line and "rule_interval" not in line, line
+    with FaultServer(always(404, {"Content-Type": "text/plain"}, b"404 page not found")) as server:
+        status, _, err = run_cli(capsys, "report", "--since", "1d", "--prometheus", server.url)
+    line = one_error_line(err)
+    # A server without /api/v1/status/config (a query frontend, or no Prometheus): both are said.
+    assert status == 3 and line.endswith(BASE_URL_HINT) and "set rule_interval and derived_rule_interval where" in line

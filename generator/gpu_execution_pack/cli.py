@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_execution_pack import __version__, build, promtool, testsuites
-from gpu_execution_pack.config import Config, ConfigError, load_config, read_yaml
+from gpu_execution_pack.config import Config, ConfigError, load_config, load_config_document
 from gpu_execution_pack.docs.configuration import defaults_yaml
 from gpu_execution_pack.output import stale_files, write_all
 from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, rule_files
@@ -121,19 +121,21 @@ def _require_api_extra() -> None:
         raise ConfigError(API_EXTRA_HINT) from None
 
 
-def ask_prometheus(args: argparse.Namespace, work, then=None) -> Any:
+def ask_prometheus(args: argparse.Namespace, work, then=None, cfg: Config | None = None) -> Any:
     """``work(cfg, client)``'s document, against the configured (or --prometheus) query API within the
     request deadline; on a refusal, the message on stderr and the exit code (2: the request, 3: Prometheus).
 
     ``then(document)``, if given, runs past the deadline with the client still open (a stream read
-    piece by piece, each within its own timeout) and its result is returned instead.
+    piece by piece, each within its own timeout) and its result is returned instead. ``cfg``: the config
+    already loaded (else -c's is).
     """
     import asyncio
 
     _require_api_extra()
     from gpu_execution_pack.query import params, prometheus
 
-    cfg = load_config(args.config)
+    if cfg is None:
+        cfg = load_config(args.config)
 
     async def run() -> Any:
         client = prometheus.PrometheusClient.for_config(cfg.api, url=args.prometheus)
@@ -294,10 +296,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     if to_stdout and args.json:
         print("error: --json and --write-config -: both print to standard output; give one of them", file=sys.stderr)
         return 2
-    deployment = ask_prometheus(args, probe.probe)
+    # The config file read once: --write-config keeps its keys, and a pipe (-c /dev/stdin) has none the second time.
+    cfg, user = load_config_document(args.config) if args.config else (Config(), None)
+    deployment = ask_prometheus(args, probe.probe, cfg=cfg)
     if isinstance(deployment, int):
         return deployment
-    cfg = load_config(args.config)
     where = prometheus.redacted(args.prometheus or cfg.api.prometheus_url)  # no password in the header or a CI log
     items = checks.checklist(cfg, deployment)
     status = 1 if checks.worst(items) == "fail" else 0
@@ -307,16 +310,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         (sys.stderr if to_stdout else sys.stdout).write(text.render(items, where))
     if args.write_config is None:
         return status
-    user, mode = None, None
+    mode = None
     if args.config:
         try:
             # A new file gets the user's config's mode: it may hold a password (archive.url) not for all to read.
             mode = os.stat(args.config).st_mode & 0o777
-        except OSError as err:  # load_config read it a moment ago: it went since
+        except OSError as err:  # read a moment ago: it went since
             raise ConfigError(f"{args.config}: cannot read the config file: {err.strerror}") from None
-        user = read_yaml(Path(args.config))
-        if user is not None and not isinstance(user, dict):
-            raise ConfigError(f"{args.config}: top level: expected a mapping of keys, got {type(user).__name__}")
     # Its relative paths are read from its folder: rewritten to name the same files from FILE's folder as
     # named (a symlink's own, where the written config will be loaded from), or with - the working directory.
     body = advice.suggested_config(
@@ -326,6 +326,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         read_from=Path(args.config).parent if args.config else None,
         written_to=Path.cwd() if to_stdout else Path(args.write_config).parent,
         fails=sum(item.status == "fail" for item in items),
+        prometheus_url=args.prometheus,
     )
     if to_stdout:
         sys.stdout.write(body)

@@ -70,9 +70,15 @@ def write_all(files: Mapping[Path, str], *, mode: int | None = None, keep_existi
         for path, text in files.items():
             target = _through_links(path) if keep_existing else path
             data = text.encode("utf-8")
-            # Read before anything is renamed, so that a target that cannot be read (a folder) stops them all;
-            # bytes, not text: an existing file that is not UTF-8 is simply different.
-            if target.exists() and target.read_bytes() == data:
+            # Checked before anything is renamed, so that a target that is no regular file stops them all: a rename
+            # would put a file in the place of a device (/dev/null) and reading one may never end (/dev/zero, a FIFO).
+            if target.is_dir():
+                raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
+            if target.exists() and not target.is_file():
+                raise OSError(errno.EINVAL, "not a regular file (a device, a FIFO or a socket)", str(target))
+            # Bytes, not text: an existing file that is not UTF-8 is simply different. Its size first: no need to
+            # read a file of another length.
+            if target.exists() and target.stat().st_size == len(data) and target.read_bytes() == data:
                 continue
             _make_parent(target.parent)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")

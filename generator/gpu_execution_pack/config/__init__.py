@@ -33,6 +33,7 @@ __all__ = [
     "cluster_scope",
     "config_from_mapping",
     "load_config",
+    "load_config_document",
     "read_yaml",
 ]
 
@@ -51,17 +52,31 @@ def load_config(path: str | Path | None) -> Config:
     """Load and validate a config file; ``None`` gives the built-in defaults."""
     if path is None:
         return Config()
+    return load_config_document(path)[0]
+
+
+def load_config_document(path: str | Path) -> tuple[Config, Any]:
+    """A config file's Config and the YAML document it was read from, the file read once (a pipe, such as
+    ``-c /dev/stdin``, can be read only once)."""
     path = Path(path)
-    return relative_to(config_from_mapping(read_yaml(path), str(path)), path.parent)
+    document = read_yaml(path)
+    return relative_to(config_from_mapping(document, str(path)), path.parent), document
+
+
+# A config file is a few kilobytes; one far larger is another file given by mistake.
+MAX_CONFIG_BYTES = 2**20
 
 
 def read_yaml(path: Path) -> Any:
     """The YAML document of the config file ``path``; ConfigError naming the file and the first problem on one line
     (where the file cannot be read, is not UTF-8, is not YAML, or writes one key twice in a mapping)."""
     try:
-        raw = path.read_bytes()
+        with path.open("rb") as file:  # at most MAX_CONFIG_BYTES and one more: /dev/zero would never end
+            raw = file.read(MAX_CONFIG_BYTES + 1)
     except OSError as err:
         raise ConfigError(f"{path}: cannot read the config file: {err.strerror}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than {MAX_CONFIG_BYTES // 2**20} MiB: not a config file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:

@@ -202,8 +202,9 @@ def url_problem(url: str) -> str:
 def redacted(url: str) -> str:
     """``url`` with the password of its user info masked (``http://admin:***@host``; a user name alone, which may
     be a token, as ``***``), for messages and output that name the URL; unchanged without user info."""
-    # The user info runs to the authority's last "@" (a password may hold an unencoded one), before any /?#.
-    found = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/?#]*)@", url)
+    # The user info runs to the authority's last "@" (a password may hold an unencoded one), before any /?#; also
+    # where the scheme was left out (``admin:s3cret@host:9090``, ``//admin:s3cret@host``), as such a URL is refused.
+    found = re.match(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?//|)([^/?#]*)@", url)
     if not found:
         return url
     user, colon, _ = found.group(2).partition(":")

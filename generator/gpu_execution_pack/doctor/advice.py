@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gpu_execution_pack.config import Config, ConfigError, cluster_scope, config_from_mapping
+from gpu_execution_pack.config.loader import redacted
 from gpu_execution_pack.output import to_yaml
 
 from .checks import generations_found, hosts_named_at_scrape, vendors_found
@@ -74,9 +75,19 @@ def rebase_paths(data: dict[str, Any], read_from: Path, written_to: Path) -> Non
             section[key] = os.path.relpath(os.path.abspath(read_from / value), os.path.abspath(written_to))
 
 
-def changes(cfg: Config, d: Deployment) -> dict[str, tuple[Any, str]]:
-    """Each key the deployment's facts call for, with its value and why."""
+def changes(cfg: Config, d: Deployment, prometheus_url: str | None = None) -> dict[str, tuple[Any, str]]:
+    """Each key the deployment's facts call for, with its value and why; ``prometheus_url`` is the one doctor read
+    (--prometheus), which the config needs for `doctor -c` (and everything else) to read the same one."""
     out: dict[str, tuple[Any, str]] = {}
+    if prometheus_url and prometheus_url.rstrip("/") != cfg.api.prometheus_url.rstrip("/"):
+        if redacted(prometheus_url) == prometheus_url:
+            out["api.prometheus_url"] = (prometheus_url, "the Prometheus doctor read (--prometheus)")
+        else:  # a password given on the command line is not written into a file: the user decides where it goes
+            out["api.prometheus_url"] = (
+                cfg.api.prometheus_url,
+                f"unchanged: the Prometheus doctor read ({redacted(prometheus_url)}) carries a password, "
+                "not written here",
+            )
     vendors = vendors_found(cfg, d)
     if vendors and vendors != cfg.vendors:
         out["vendors"] = (list(vendors), "the GPU exporters found")
@@ -101,6 +112,7 @@ def suggested_config(
     read_from: Path | None = None,
     written_to: Path | None = None,
     fails: int = 0,
+    prometheus_url: str | None = None,
 ) -> str:
     """The YAML of ``user``'s config (its keys kept) with the deployment's facts set, checked by loading it.
 
@@ -115,8 +127,10 @@ def suggested_config(
     data = copy.deepcopy(dict(user))
     if read_from is not None and written_to is not None:
         rebase_paths(data, read_from, written_to)
-    advised = changes(cfg, d)
+    advised = changes(cfg, d, prometheus_url)
     for key, (value, _) in advised.items():
+        if key == "api.prometheus_url" and value == cfg.api.prometheus_url:
+            continue  # said, not written (a password)
         _set(data, key, value)
     config_from_mapping(data, "the suggested config")  # a ConfigError here is a bug of ours, not the user's
     why = "\n".join(f"#   {key}: {reason}" for key, (_, reason) in advised.items())

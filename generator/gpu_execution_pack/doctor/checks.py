@@ -226,6 +226,8 @@ def check_evaluation(cfg: Config, d: Deployment) -> Item:
         ),
         reverse=True,
     )
+    if not any(g.name.startswith(GROUP_PREFIX) for g in d.groups):
+        return Item("evaluation time", "info", "no pack group is loaded here (see rule groups)")
     if not shares:
         return Item("evaluation time", "info", "no pack group has been evaluated yet")
     share, name = shares[0]

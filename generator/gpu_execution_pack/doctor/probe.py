@@ -144,6 +144,14 @@ async def api_object(
         raise unexpected(client, path, str(err)) from None
 
 
+def count(client: PrometheusClient, value: float, what: str) -> int:
+    """A count a query answered as a number; NaN or an infinity (what a compatible API may answer) is the 502 of an
+    unexpected body, not a crash in int()."""
+    if not math.isfinite(value) or value < 0:
+        raise unexpected(client, "an instant query", f"{what} counted as {value}")
+    return int(value)
+
+
 def first_value(client: PrometheusClient, item: dict[str, Any]) -> float:
     """An instant query's result item's value: a vector's one sample (or a matrix series' first, as a
     compatible API may answer)."""
@@ -317,10 +325,10 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         targets=targets,
         retention=kept,
         cluster_values={label: values for label, values in zip(asked, clusters, strict=True) if values},
-        gpus=int(gpus),
-        attributed_gpus=int(attributed),
+        gpus=count(client, gpus, "the GPUs reporting"),
+        attributed_gpus=count(client, attributed, "the GPUs held"),
         collisions=collisions,
-        max_cpus_per_host=int(most_cpus),
+        max_cpus_per_host=count(client, most_cpus, "the most CPUs of a host"),
         iterations=missed,
         gpu_time=coverage,
         read_jobs=frozenset(read_jobs),

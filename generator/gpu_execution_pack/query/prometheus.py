@@ -93,6 +93,7 @@ class PrometheusError(Exception):
         super().__init__(f"{located}; {hint}" if hint else located)
         self.status = status
         self.url = url
+        self.hint = hint
 
 
 class InvalidPrometheusURL(PrometheusError):
@@ -212,15 +213,12 @@ class PrometheusClient:
         return await self._answer("/api/v1/query_range", {"query": query, "start": start, "end": end, "step": step})
 
     async def status_config(self) -> str:
-        """Prometheus' loaded configuration, as the YAML text ``/api/v1/status/config`` returns."""
-        try:
-            response = await self.client.get("/api/v1/status/config")
-            body = response.json()
-            return str(body["data"]["yaml"])
-        except httpx.TimeoutException:
-            raise PrometheusError(504, "Prometheus did not answer in time", self.url) from None
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
-            raise PrometheusError(502, "Prometheus did not serve its configuration", self.url) from None
+        """Prometheus' loaded configuration, as the YAML text ``/api/v1/status/config`` returns: what api_data
+        says where there is no such answer (unreachable, no Prometheus API there), a 502 where it holds no YAML."""
+        data = await self.api_data("/api/v1/status/config")
+        if not isinstance(data, dict) or not isinstance(data.get("yaml"), str):
+            raise PrometheusError(502, "Prometheus did not serve its configuration", self.url, "no yaml in its answer")
+        return data["yaml"]
 
     async def api_data(self, path: str, params: dict[str, Any] | None = None) -> Any:
         """Any API answer's ``data`` (rule groups, targets, label values, runtime info), of whatever JSON type
@@ -238,7 +236,7 @@ class PrometheusClient:
                 502,
                 f"Prometheus did not serve {path} ({response.status_code}: {bounded(error, 200)})",
                 self.url,
-                hint=NOT_PROMETHEUS_HINT if not_prometheus(response, body) else "",
+                hint=answer_hint(response, body),
             )
         return body["data"]
 
@@ -282,7 +280,7 @@ class PrometheusClient:
                 502,
                 f"Prometheus answered {response.status_code} without JSON{moved}",
                 self.url,
-                hint=NOT_PROMETHEUS_HINT,
+                hint=answer_hint(response, None),
             ) from None
         if isinstance(body, dict) and body.get("status") == "error":
             raise PrometheusError(
@@ -294,6 +292,18 @@ class PrometheusClient:
             raise PrometheusError(
                 502, f"Prometheus answered {response.status_code} with an unexpected body", self.url, str(err)
             ) from None
+
+
+# What a 401 or 403 is told: a Prometheus behind a proxy that wants credentials (or other ones).
+CREDENTIALS_HINT = "check the credentials: user info in the URL (http://user:password@host) or api.tenant_header"
+
+
+def answer_hint(response: httpx.Response, body: Any) -> str:
+    """What to check about an answer that is no API answer: the credentials (401, 403), else the base URL where it
+    looks like no Prometheus API at all; "" for a Prometheus refusing or failing."""
+    if response.status_code in (401, 403):
+        return CREDENTIALS_HINT
+    return NOT_PROMETHEUS_HINT if not_prometheus(response, body) else ""
 
 
 def not_prometheus(response: httpx.Response, body: Any) -> bool:

@@ -42,7 +42,7 @@ from gpu_execution_pack.promql import (
     render,
     selector,
 )
-from gpu_execution_pack.query.prometheus import PrometheusClient, PrometheusError
+from gpu_execution_pack.query.prometheus import PrometheusClient, PrometheusError, PrometheusUnreachable
 from gpu_execution_pack.report import timeline
 from gpu_execution_pack.rules.files import all_groups
 from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
@@ -320,13 +320,16 @@ async def configured_intervals(cfg: Config, prometheus: PrometheusClient) -> tup
         if found is None:
             try:
                 found = await global_interval(prometheus)
+            except PrometheusUnreachable:  # no server at all: nothing the config's intervals would mend
+                raise
             except PrometheusError as err:
-                raise PrometheusError(
-                    502,
-                    f"{err.public}; set rule_interval and derived_rule_interval in the config where the query API "
-                    "(Thanos, Mimir) does not serve Prometheus' configuration",
-                    err.url,
-                ) from None
+                if err.status == 504:
+                    raise
+                # Short: an answer's message is bounded (what Prometheus said comes first).
+                advice = (
+                    "set rule_interval and derived_rule_interval where the configuration is not served (Thanos, Mimir)"
+                )
+                raise PrometheusError(502, f"{err.public}; {advice}", err.url, hint=err.hint) from None
         return found
 
     return await of(cfg.rule_interval), await of(cfg.derived_interval)
