@@ -121,6 +121,7 @@ READING_COMMANDS = [("doctor",), ("query", "job-1"), ("report", "job-1")]
         ("http://[::1", "not a valid URL"),  # an IPv6 host's bracket left open
         ("http://127.0.0.1:99999", "65535"),  # past the last port: the range is named
         ("http://127.0.0.1:0", "65535"),
+        ("http://127.0.0.1:-1", "65535"),  # a negative port is out of range, not "not a number"
         ("http://127.0.0.1:90a", "port"),
         ("not-a-url", "scheme"),
         ("127.0.0.1:40809", "scheme"),  # host and port without http://
@@ -267,8 +268,9 @@ HTML = {"Content-Type": "text/html"}
         (always(302, {"Location": "/login"}, b""), "redirected to /login", True),
         (always(502, HTML, b"<html>Bad Gateway</html>"), "(502: no JSON", True),
         (always(500, {}, json.dumps({"status": "error", "error": "boom"}).encode()), "(500: boom)", False),
+        (always(200, {}, b"[1, 2]"), "(200: JSON, not an API answer", True),
     ],
-    ids=["404", "html-page", "redirect", "proxy-502", "prometheus-500"],
+    ids=["404", "html-page", "redirect", "proxy-502", "prometheus-500", "json-list"],
 )
 def test_a_server_that_serves_no_prometheus_api_is_named_with_its_url(
     capsys: pytest.CaptureFixture[str], answer: Callable[[Seen], Answer], shown: str, hinted: bool

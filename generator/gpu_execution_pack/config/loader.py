@@ -192,7 +192,7 @@ def url_problem(url: str) -> str:
         return "no host"
     written = parts.netloc.rpartition("@")[2].rpartition("]")[2]  # host:port, an IPv6 host's brackets left out
     port = written.rpartition(":")[2] if ":" in written else ""
-    if port and not (port.isascii() and port.isdigit()):
+    if port and not (port.isascii() and port.removeprefix("-").isdigit()):
         return f"port {port!r} is not a number"
     if port and not 1 <= int(port) <= 65535:
         return f"port {port} is not from 1 to 65535"

@@ -225,11 +225,14 @@ class PrometheusClient:
         it came as (the caller checks its shape); a 502 otherwise."""
         response = await self._answer(path, params or {})
         try:
-            body = parse_json(response.content)
+            body, parsed = parse_json(response.content), True
         except ValueError:
-            body = None
+            body, parsed = None, False
         if not isinstance(body, dict) or body.get("status") != "success" or "data" not in body:
-            error = str(body.get("error") or "not an API answer") if isinstance(body, dict) else "no JSON"
+            if isinstance(body, dict):
+                error = str(body.get("error") or "not an API answer")
+            else:  # JSON of another shape (a list, null) is no API answer either; say which it is
+                error = "JSON, not an API answer" if parsed else "no JSON"
             if response.is_redirect:
                 error += f", redirected to {response.headers.get('location', 'nowhere')}"
             raise PrometheusError(
