@@ -466,7 +466,9 @@ def test_a_config_read_from_a_pipe_keeps_its_keys(tmp_path: Path, doctor):
     """-c /dev/stdin (or a FIFO) can be read once: the written config keeps the keys it had."""
     fifo = tmp_path / "pack.yml"
     os.mkfifo(fifo)
-    writer = threading.Thread(target=fifo.write_text, args=("rule_interval: 30s\nalerts: {runbook_url: https://rb}\n",))
+    text = "rule_interval: 30s\nalerts: {runbook_url: https://rb}\n"
+    # A daemon: were doctor never to open the FIFO, the writer blocked in open() must not hold the worker at exit.
+    writer = threading.Thread(target=fifo.write_text, args=(text,), daemon=True)
     writer.start()
     written = tmp_path / "out" / "advised.yml"
     code, _, err = doctor("-c", str(fifo), "--write-config", str(written), facts=deployment())
