@@ -253,7 +253,6 @@ def costliest_rules(shapes: list[dict], most: int = 4) -> list[str]:
 
 
 # The per-GPU series the served groups record: each rule of them writes one series per GPU entry.
-FLOOR_CPU_RULE = "bench_floor:node_cpu_idle_seconds:avg_irate"  # bench_fleet.floor_rules' CPU rate
 PER_GPU_SERIES = frozenset(s.name for s in (*catalog.GPU_SERIES, *catalog.GPU_SHARE_SERIES, *catalog.GPU_TIME_SERIES))
 
 
@@ -270,7 +269,7 @@ def per_gpu_bounds(shapes: list[dict]) -> list[str]:
         floor = [v for k, v in floor_rules.items() if k.startswith(bench_fleet.FLOOR_GPU_RULE_PREFIX)]
         if not floor:  # figures from before the shapes kept each rule's time
             continue
-        each, cpu = statistics.median(floor), floor_rules.get(FLOOR_CPU_RULE, 0.0)
+        each, cpu = statistics.median(floor), floor_rules.get(bench_fleet.FLOOR_CPU_RULE, 0.0)
         cpus, floor_share = shape["cpus_per_host"], shape["median"]["floor"]
         configs = {"defaults": Config(), "doctor": config_from_mapping(shape["doctor_config"] or {}, "doctor")}
         for name, target in judged_targets(cpus):
@@ -279,10 +278,11 @@ def per_gpu_bounds(shapes: list[dict]) -> list[str]:
                 continue
             cpu_interval = configs[name].node.cpu_rate_interval
             every = parse_duration_seconds(cpu_interval) / bench_fleet.STEP_SECONDS if cpu_interval else 1
-            least = (len(rules) * each + cpu / every) / bench_fleet.STEP_SECONDS
+            cpu_per_step = cpu / every  # the CPU rate's seconds per served evaluation
+            least = (len(rules) * each + cpu_per_step) / bench_fleet.STEP_SECONDS
             # The per-GPU rules the target's time holds at that cost, with the CPU rate and nothing else (a
             # whole number of rules: a sum that lands on one exactly is not rounded down by float error).
-            room = math.floor((target * floor_share * bench_fleet.STEP_SECONDS - cpu / every) / each + 1e-9)
+            room = math.floor((target * floor_share * bench_fleet.STEP_SECONDS - cpu_per_step) / each + 1e-9)
             rows.append(
                 f"| {cpus} CPUs | {SHAPE_SETS[name]} | {len(rules)} (the floor: {len(floor)}) | "
                 f"{100 * least:.1f} % ({least / floor_share:.2f}x the floor) | {target}x | {room} | "

@@ -52,8 +52,9 @@ MEASURE_S = scaled(60, 30)
 # The floor's CPU rate window: four of the fleet's 15 s scrapes, the shortest Prometheus' own guidance
 # allows for a rate (the pack's rate_window_fallback at 1m reads the same).
 FLOOR_CPU_RATE_WINDOW = "1m"
-# The floor's per-GPU rules, one bare selector each: their names begin with this.
+# The floor's per-GPU rules, one bare selector each: their names begin with this. Its host CPU rate's name.
 FLOOR_GPU_RULE_PREFIX = "bench_floor:series_"
+FLOOR_CPU_RULE = "bench_floor:node_cpu_idle_seconds:avg_irate"
 FETCHES = {"recorded": 7, "floor": 7, "raw": 3}  # fetches per path (the raw one is slow)
 # No new fetch starts once a path's fetches have taken this long (one always runs): bounds the raw path.
 FETCH_BUDGET_S = scaled(120, 30)
@@ -169,7 +170,7 @@ def floor_rules(path: Path) -> dict[str, str]:
         rules.append({"record": f"bench_floor:node_{key}", "expr": render(catalog.SIGNALS[key].raws[0].select())})
     idle = render(catalog.SIGNALS["cpu_idle_seconds"].raws[0].select())
     expr = f"avg by (job, instance) (irate({idle}[{FLOOR_CPU_RATE_WINDOW}]))"
-    rules.append({"record": "bench_floor:node_cpu_idle_seconds:avg_irate", "expr": expr})
+    rules.append({"record": FLOOR_CPU_RULE, "expr": expr})
     path.write_text(json.dumps({"groups": [{"name": "bench-floor", "rules": rules}]}))
     return {rule["record"]: rule["expr"] for rule in rules}
 

@@ -15,7 +15,7 @@ from gpu_execution_pack.report.figures import Scope
 from bench import report as bench_report
 from bench.common import RESULTS
 from bench.document import DOC, PHASE_ORDER, PLOT, report
-from bench.fleet_rules import PINNED
+from bench.fleet_rules import FLOOR_CPU_RULE, FLOOR_GPU_RULE_PREFIX, PINNED
 
 from .conftest import REPO
 
@@ -93,8 +93,8 @@ def test_the_report_says_where_a_target_needs_fewer_series_not_cheaper_rules():
     shape = shape_figures(32, 2, floor=0.10, defaults=0.25, doctor=0.2)
     per_gpu = [s.name for s in (*catalog.GPU_SERIES, *catalog.GPU_SHARE_SERIES, *catalog.GPU_TIME_SERIES)]
     assert len(per_gpu) == 19
-    floor = {f"bench_floor:series_{i:02d}": 0.1 for i in range(11)}
-    floor["bench_floor:node_cpu_idle_seconds:avg_irate"] = 0.3
+    floor = {f"{FLOOR_GPU_RULE_PREFIX}{i:02d}": 0.1 for i in range(11)}
+    floor[FLOOR_CPU_RULE] = 0.3
     pack = dict.fromkeys(per_gpu, 0.2) | {catalog.NODE_GPU_COUNT.name: 0.2}  # a host series: not counted
     shape["rule_seconds"] = {"floor": floor, "defaults": pack, "doctor": pack}
     minute = shape_figures(128, 8, floor=0.10, defaults=0.25, doctor=0.2)
