@@ -76,15 +76,16 @@ def rebase_paths(data: dict[str, Any], read_from: Path, written_to: Path) -> Non
 
 
 def changes(cfg: Config, d: Deployment, prometheus_url: str | None = None) -> dict[str, tuple[Any, str]]:
-    """Each key the deployment's facts call for, with its value and why; ``prometheus_url`` is the one doctor read
-    (--prometheus), which the config needs for `doctor -c` (and everything else) to read the same one."""
+    """Each key the deployment's facts call for, with its value (None: said, not written) and why;
+    ``prometheus_url`` is the one doctor read (--prometheus), which the config needs for `doctor -c` (and
+    everything else) to read the same one."""
     out: dict[str, tuple[Any, str]] = {}
     if prometheus_url and prometheus_url.rstrip("/") != cfg.api.prometheus_url.rstrip("/"):
         if redacted(prometheus_url) == prometheus_url:
             out["api.prometheus_url"] = (prometheus_url, "the Prometheus doctor read (--prometheus)")
         else:  # a password given on the command line is not written into a file: the user decides where it goes
             out["api.prometheus_url"] = (
-                cfg.api.prometheus_url,
+                None,
                 f"unchanged: the Prometheus doctor read ({redacted(prometheus_url)}) carries a password, "
                 "not written here",
             )
@@ -129,9 +130,8 @@ def suggested_config(
         rebase_paths(data, read_from, written_to)
     advised = changes(cfg, d, prometheus_url)
     for key, (value, _) in advised.items():
-        if key == "api.prometheus_url" and value == cfg.api.prometheus_url:
-            continue  # said, not written (a password)
-        _set(data, key, value)
+        if value is not None:
+            _set(data, key, value)
     config_from_mapping(data, "the suggested config")  # a ConfigError here is a bug of ours, not the user's
     why = "\n".join(f"#   {key}: {reason}" for key, (_, reason) in advised.items())
     if not why:  # say only what is known: the facts doctor reads ask for nothing, the checklist may still fail
