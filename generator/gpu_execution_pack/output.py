@@ -70,15 +70,16 @@ def write_all(files: Mapping[Path, str], *, mode: int | None = None, keep_existi
         for path, text in files.items():
             target = _through_links(path) if keep_existing else path
             data = text.encode("utf-8")
+            existing = _stat(target)
             # Checked before anything is renamed, so that a target that is no regular file stops them all: a rename
             # would put a file in the place of a device (/dev/null) and reading one may never end (/dev/zero, a FIFO).
-            if target.is_dir():
+            if existing is not None and stat.S_ISDIR(existing.st_mode):
                 raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(target))
-            if target.exists() and not target.is_file():
+            if existing is not None and not stat.S_ISREG(existing.st_mode):
                 raise OSError(errno.EINVAL, "not a regular file (a device, a FIFO or a socket)", str(target))
             # Bytes, not text: an existing file that is not UTF-8 is simply different. Its size first: no need to
             # read a file of another length.
-            if target.exists() and target.stat().st_size == len(data) and target.read_bytes() == data:
+            if existing is not None and existing.st_size == len(data) and target.read_bytes() == data:
                 continue
             _make_parent(target.parent)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -86,8 +87,8 @@ def write_all(files: Mapping[Path, str], *, mode: int | None = None, keep_existi
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
             # mkstemp creates 0600: a new file gets the mode asked for, an existing one (keep_existing) its own.
-            if keep_existing and target.is_file():
-                os.chmod(tmp, stat.S_IMODE(target.stat().st_mode))
+            if keep_existing and existing is not None:
+                os.chmod(tmp, stat.S_IMODE(existing.st_mode))
             else:
                 os.chmod(tmp, _FILE_MODE if mode is None else mode)
         changed = []
@@ -101,6 +102,17 @@ def write_all(files: Mapping[Path, str], *, mode: int | None = None, keep_existi
         # Whatever failed, staging or renaming, the temporary files not renamed go with it.
         for tmp, _, _ in pending:
             tmp.unlink(missing_ok=True)
+
+
+def _stat(path: Path) -> os.stat_result | None:
+    """What ``path`` names, its links followed; None where nothing is there (as ``Path.exists`` says: also a file
+    in place of a folder on the way, or a loop of links)."""
+    try:
+        return path.stat()
+    except OSError as err:
+        if err.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.EBADF):
+            return None
+        raise
 
 
 def _through_links(path: Path) -> Path:
