@@ -137,7 +137,11 @@ async def api_object(
 ) -> T:
     """``read`` of the ``data`` of ``path``'s answer: the 502 an unexpected body deserves where its shape is not
     what ``read`` takes (``data: null``, a list where an object is expected), never a crash."""
-    data = await client.api_data(path, params)
+    return shaped(client, path, await client.api_data(path, params), read)
+
+
+def shaped(client: PrometheusClient, path: str, data: Any, read: Callable[[Any], T]) -> T:
+    """``read`` of ``path``'s ``data``, or the 502 of an unexpected body where it is not of the shape ``read`` takes."""
     try:
         return read(data)
     except Unexpected as err:
@@ -290,10 +294,7 @@ async def retention(client: PrometheusClient) -> str:
         if err.status == 504:  # past the deadline: said as such, not as a retention nobody stated
             raise
         return ""
-    try:  # served, but not as runtime info is: as any other unexpected body
-        return storage_retention(info)
-    except Unexpected as err:
-        raise unexpected(client, path, str(err)) from None
+    return shaped(client, path, info, storage_retention)  # served, but not as runtime info is: unexpected
 
 
 async def probe(cfg: Config, client: PrometheusClient) -> Deployment:

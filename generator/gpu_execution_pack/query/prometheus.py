@@ -234,7 +234,7 @@ class PrometheusClient:
             else:  # JSON of another shape (a list, null) is no API answer either; say which it is
                 error = "JSON, not an API answer" if parsed else "no JSON"
             if response.is_redirect:
-                error += f", redirected to {response.headers.get('location', 'nowhere')}"
+                error += f", {redirected_to(response)}"
             raise PrometheusError(
                 502,
                 f"Prometheus did not serve {path} ({response.status_code}: {bounded(error, 200)})",
@@ -278,7 +278,7 @@ class PrometheusClient:
         try:
             body = parse_json(response.content)
         except ValueError:
-            moved = f" (redirected to {response.headers.get('location', 'nowhere')})" if response.is_redirect else ""
+            moved = f" ({redirected_to(response)})" if response.is_redirect else ""
             raise PrometheusError(
                 502,
                 f"Prometheus answered {response.status_code} without JSON{moved}",
@@ -307,6 +307,11 @@ def answer_hint(response: httpx.Response, body: Any) -> str:
     if response.status_code in (401, 403):
         return CREDENTIALS_HINT
     return NOT_PROMETHEUS_HINT if not_prometheus(response, body) else ""
+
+
+def redirected_to(response: httpx.Response) -> str:
+    """Where a redirect sends the client, in words (the client does not follow it: a login page, say)."""
+    return f"redirected to {response.headers.get('location', 'nowhere')}"
 
 
 def not_prometheus(response: httpx.Response, body: Any) -> bool:
