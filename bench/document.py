@@ -827,7 +827,7 @@ TARGET_NOTES = (
     f"  (`{catalog.NODE_CPU_IDLE_RATE.name}`, irate over the fallback window), and the per-execution",
     "  rule averages that over the rate window;",
     "  a counter that stepped back shows as a rate no CPU can have, and blanks its window. That pass",
-    "  is the floor's own CPU rate but for its window (the fallback's): most of the `hosts` group.",
+    "  is the floor's own CPU rate but for its window (the fallback's): the `host_rates` group.",
     "- The host map (host identity resolved once per scrape target, `make bench-host-map`) cost the",
     "  served groups 1.3x the rules before it while the host CPU still read every counter twice; with",
     "  the one-pass CPU rate they cost less than before the map (0.91x). Since then the per-GPU group",

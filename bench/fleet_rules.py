@@ -195,6 +195,10 @@ def rule_cost(server: Prometheus, rule_files: str) -> dict:
             if not rule_files or not fnmatch.fnmatch(file, rule_files):
                 continue
             if name == "prometheus_rule_group_last_duration_seconds":
+                # A group of a longer interval than the settling time (the host map's minute) may not have run
+                # since the reload: its 0 is no evaluation, not a free one.
+                if not metrics.get(key.replace(name, "prometheus_rule_group_last_evaluation_timestamp_seconds")):
+                    continue
                 per_group.setdefault(group, []).append(value)
             elif name == "prometheus_rule_group_interval_seconds":
                 intervals[group] = value

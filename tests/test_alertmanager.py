@@ -283,6 +283,9 @@ def e2e_config(runbook_url: str) -> Config:
         {
             "rule_interval": "1s",
             "derived_rule_interval": "1s",
+            # The host maps with every evaluation too: their first, up to a minute after Prometheus starts at the
+            # default interval, would outlast every deadline here.
+            "node": {"host_map_interval": ""},
             "alerts": {
                 "runbook_url": runbook_url,
                 "gpu_memory_high": {"for": "2s"},

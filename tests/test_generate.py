@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 from gpu_execution_pack import build, catalog, cli
-from gpu_execution_pack.config import Config, config_from_mapping, load_config
+from gpu_execution_pack.config import Config, ConfigError, config_from_mapping, load_config
 from gpu_execution_pack.output import write_all
 from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.rules.groups import MAX_RULES_PER_GROUP
@@ -108,24 +108,42 @@ def test_write_all_writes_nothing_when_one_file_fails(tmp_path: Path):
 
 
 def test_served_series_follow_rule_interval_and_readers_of_recorded_series_the_derived_one():
-    """The served per-GPU and per-host groups run at rule_interval; the rest at derived_rule_interval."""
+    """The served per-GPU and per-host groups (and the host CPU rate they read) run at rule_interval, the host
+    maps at node.host_map_interval (rule_interval where it is empty), the rest at derived_rule_interval."""
     served = {
         "gpu-execution-pack.amd",
-        "gpu-execution-pack.hosts",
+        "gpu-execution-pack.host_rates",
         "gpu-execution-pack.execution_gpu",
         "gpu-execution-pack.execution_gpu_activity",
         "gpu-execution-pack.execution_node",
     }
-    for cfg, fast, slow in (
-        (Config(), None, "1m"),
-        (Config(rule_interval="15s", derived_rule_interval="2m"), "15s", "2m"),
-        (Config(rule_interval="30s", derived_rule_interval=""), "30s", "30s"),
+    for overrides, fast, host_maps, slow in (
+        ({}, None, "1m", "1m"),
+        ({"rule_interval": "15s", "derived_rule_interval": "2m"}, "15s", "1m", "2m"),
+        (
+            {"rule_interval": "30s", "derived_rule_interval": "", "node": {"host_map_interval": "2m"}},
+            "30s",
+            "2m",
+            "30s",
+        ),
+        ({"rule_interval": "15s", "node": {"host_map_interval": ""}}, "15s", "15s", "1m"),
+        ({"node": {"host_map_interval": ""}}, None, None, "1m"),
     ):
+        cfg = config_from_mapping(overrides, "pack.yml")
         files = rule_files(cfg, Path("rules"))
         groups = [g for text in files.values() for g in yaml.safe_load(text)["groups"]]
-        assert len(groups) == 10
+        assert len(groups) == 11
         for g in groups:
-            assert g.get("interval") == (fast if g["name"] in served else slow), (cfg, g["name"])
+            expected = host_maps if g["name"] == "gpu-execution-pack.hosts" else fast if g["name"] in served else slow
+            assert g.get("interval") == expected, (overrides, g["name"])
+
+
+def test_a_host_map_interval_past_the_lookback_is_refused():
+    """The per-GPU rules join the host map's newest entry within Prometheus' 5-minute lookback: an interval that
+    could leave none there is a config error naming the key, not rules that silently record nothing."""
+    with pytest.raises(ConfigError, match=r"node\.host_map_interval: 3m is longer than 2m"):
+        config_from_mapping({"node": {"host_map_interval": "3m"}}, "pack.yml")
+    assert config_from_mapping({"node": {"host_map_interval": "2m"}}, "pack.yml").node.host_map_interval == "2m"
 
 
 def groups_of(cfg: Config, placement: str = "") -> dict[str, dict]:
@@ -135,14 +153,17 @@ def groups_of(cfg: Config, placement: str = "") -> dict[str, dict]:
 
 
 def test_the_host_cpu_rate_runs_in_a_group_of_its_own_at_cpu_rate_interval():
-    """Empty (the default): each CPU's irate over the fallback window in the hosts group, averaged over
-    rate_window. Set: rate() over the interval or the fallback, whichever is longer, in its own group at
-    that interval after the hosts group, averaged over twice the interval or rate_window."""
+    """Empty (the default): each CPU's irate over the fallback window in the host_rates group at rule_interval
+    (not with the host maps, which run less often), averaged over rate_window. Set: rate() over the interval
+    or the fallback, whichever is longer, in that group at that interval, averaged over twice the interval or
+    rate_window. Either way the group comes after the hosts group."""
     default = groups_of(Config())
-    assert "gpu-execution-pack.host_rates" not in default
-    hosts = {r["record"]: r["expr"] for r in default["gpu-execution-pack.hosts"]["rules"]}
+    assert "interval" not in default["gpu-execution-pack.host_rates"]
+    assert list(default).index("gpu-execution-pack.host_rates") == list(default).index("gpu-execution-pack.hosts") + 1
+    assert "cpu_idle" not in str(default["gpu-execution-pack.hosts"]["rules"])
+    rates = {r["record"]: r["expr"] for r in default["gpu-execution-pack.host_rates"]["rules"]}
     irate, rate = catalog.NODE_CPU_IDLE_RATE.name, catalog.NODE_CPU_IDLE_RATE_OVER_INTERVAL.name
-    assert 'irate(node_cpu_seconds_total{mode="idle"}[4m])' in hosts[irate]
+    assert 'irate(node_cpu_seconds_total{mode="idle"}[4m])' in rates[irate]
     node = str(default["gpu-execution-pack.execution_node"]["rules"])
     assert f"avg_over_time({irate}[1m])" in node
 

@@ -28,8 +28,9 @@ from harness.victoriametrics import VictoriaMetrics, dry_run, prometheus_text
 pytestmark = [pytest.mark.single_version, pytest.mark.e2e]
 
 REPO = Path(__file__).resolve().parent.parent
-# The groups replayed, in dependency order: the per-GPU series join their host through the host map.
-REPLAYED = ("gpu-execution-pack.hosts", "gpu-execution-pack.execution_gpu")
+# The groups replayed, in dependency order: the per-GPU series join their host through the host map (and the
+# host CPU rate, compared below, has a group of its own).
+REPLAYED = ("gpu-execution-pack.hosts", "gpu-execution-pack.host_rates", "gpu-execution-pack.execution_gpu")
 # Prometheus' lookback (5 minutes) in steps: how much longer it records after the raw samples end.
 LOOKBACK_STEPS = 5 * 60 // STEP_SECONDS
 # Series read from raw samples, and one read from another recorded series (two lookbacks deep in Prometheus).

@@ -149,6 +149,10 @@ class Config:
         return _longest(self.rate_window, doubled)
 
 
+# The longest node.host_map_interval: two evaluations and a late one still within the 5-minute lookback.
+HOST_MAP_INTERVAL_MAX_S = 120
+
+
 def _longest(*durations: str) -> str:
     """The longest of ``durations``, as written (empty ones ignored)."""
     return max((d for d in durations if d), key=parse_duration_seconds)
@@ -169,6 +173,12 @@ def validate(cfg: Config) -> None:
         raise ConfigError(
             f"alerts.telemetry_missing.window: {missing.window} must be longer than its for ({missing.for_}), "
             "or the alert resolves before it fires"
+        )
+    host_map = cfg.node.host_map_interval
+    if host_map and parse_duration_seconds(host_map) > HOST_MAP_INTERVAL_MAX_S:
+        raise ConfigError(
+            f"node.host_map_interval: {host_map} is longer than 2m; the per-GPU and per-host rules read the host "
+            "map within Prometheus' 5-minute lookback, and a late evaluation past it leaves them no host to join"
         )
     freshness, interval = cfg.sharding.heartbeat_freshness, cfg.rule_interval
     if cfg.sharding.shards and interval and parse_duration_seconds(freshness) <= parse_duration_seconds(interval):

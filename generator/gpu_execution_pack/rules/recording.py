@@ -53,7 +53,7 @@ from gpu_execution_pack.rules.hosts import HostIdentity, with_host
 
 GROUP_PREFIX = "gpu-execution-pack"
 AMD_GROUP = f"{GROUP_PREFIX}.amd"  # only where vendors has amd
-HOST_RATES_GROUP = f"{GROUP_PREFIX}.host_rates"  # only where node.cpu_rate_interval is set
+HOST_RATES_GROUP = f"{GROUP_PREFIX}.host_rates"  # the host CPU rate, at node.cpu_rate_interval or rule_interval
 
 
 class Attribution:
@@ -345,15 +345,9 @@ class RuleBuilder:
         # Where the scrape named the host, the per-target rate keeps it for the host series.
         return RecordingRule(rate.name, partitioned(expr, HOST_LABEL) if self.cfg.node.at_scrape else expr)
 
-    # -- host identity ---------------------------------------------------------------------
-    def host_rules(self) -> tuple[RecordingRule, ...]:
-        """The ``hosts`` group: the host maps (``hosts.HostIdentity``), then the per-target node counter rates
-        unless node.cpu_rate_interval gives them a group of their own."""
-        return (*self.hosts.rules(), *(() if self.cfg.node.cpu_rate_interval else self.node_rate_rules()))
-
+    # -- host CPU rate ---------------------------------------------------------------------
     def node_rate_rules(self) -> tuple[RecordingRule, ...]:
-        """The per-target node counter rates (the host CPU rate): in the ``hosts`` group, or in their own
-        at node.cpu_rate_interval."""
+        """The per-target node counter rates (the host CPU rate), in the ``host_rates`` group."""
         return tuple(self.node_rate_rule(key) for key in catalog.NODE_COUNTER_RATES)
 
     # -- alert conditions ----------------------------------------------------------------
@@ -414,13 +408,17 @@ class RuleBuilder:
         return [
             # AMD's exporter in the names and units the rest reads: before everything that reads them.
             *([RuleGroup(AMD_GROUP, "execution-gpu", self.amd.rules(), interval)] if "amd" in self.cfg.vendors else []),
-            # Read by every per-GPU and per-host rule: first, at the same interval.
-            RuleGroup(f"{GROUP_PREFIX}.hosts", "execution-gpu", self.host_rules(), interval),
-            # The host CPU rate, where it is recorded less often than the series it feeds.
-            *(
-                [RuleGroup(HOST_RATES_GROUP, "execution-gpu", self.node_rate_rules(), cpu_interval)]
-                if (cpu_interval := self.cfg.node.cpu_rate_interval)
-                else []
+            # Read by every per-GPU and per-host rule: first. A target's host rarely changes, and the rules join
+            # its newest entry within the lookback, so the maps may run less often (node.host_map_interval).
+            RuleGroup(
+                f"{GROUP_PREFIX}.hosts",
+                "execution-gpu",
+                self.hosts.rules(),
+                self.cfg.node.host_map_interval or interval,
+            ),
+            # The host CPU rate: at the served interval (irate), or less often (node.cpu_rate_interval).
+            RuleGroup(
+                HOST_RATES_GROUP, "execution-gpu", self.node_rate_rules(), self.cfg.node.cpu_rate_interval or interval
             ),
             RuleGroup(
                 f"{GROUP_PREFIX}.execution_gpu",

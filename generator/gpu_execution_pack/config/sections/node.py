@@ -46,7 +46,7 @@ class Node:
     )
     cpu_rate_interval: str = opt(
         "",
-        "Evaluation interval of the per-target host CPU rate, in a group of its own. Empty: the `hosts` group at "
+        "Evaluation interval of the per-target host CPU rate, in a group of its own (`host_rates`). Empty: "
         "`rule_interval`, each evaluation rating each CPU's last two samples (irate). Set: each evaluation "
         "records `rate()` over this interval or `rate_window_fallback`, whichever is longer, so every recorded "
         "rate covers the time since the last; the host CPU series average the rates recorded within twice this "
@@ -56,6 +56,19 @@ class Node:
         "most expensive rule (on 128-CPU hosts, about 40 % of their time, docs/benchmarks.md); at 1m it costs "
         "a quarter of what it does every 15 s.",
         kind="duration",
+    )
+    host_map_interval: str = opt(
+        "1m",
+        "Evaluation interval of the `hosts` group: the host maps (which host each exporter target is on) and the "
+        "names two machines claim. Every per-GPU and per-host rule joins its target's newest map entry within "
+        "Prometheus' 5-minute lookback, so a map evaluated less often than they are still names every host; only "
+        "a target that appeared since the map's last evaluation waits for the next to be recorded (at most this "
+        "long). Empty: `rule_interval`. At most 2m, so that a late evaluation stays within the lookback.",
+        "Your targets come and go faster than a minute matters (new exporter pods' first minute of GPU series): "
+        "shorten it, or set it empty to evaluate the maps with the per-GPU series, which costs the served groups "
+        "the host map's whole work at every evaluation (docs/benchmarks.md).",
+        kind="duration",
+        empty_ok=True,
     )
 
     @property
