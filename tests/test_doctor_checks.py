@@ -9,7 +9,7 @@ import dataclasses
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config, config_from_mapping
-from gpu_execution_pack.doctor import checks
+from gpu_execution_pack.doctor import advice, checks
 from gpu_execution_pack.doctor.probe import Deployment, LoadedGroup, Target
 from gpu_execution_pack.rules.files import all_groups
 
@@ -113,3 +113,29 @@ def test_only_the_targets_the_rules_read_are_judged_on_their_scrape_interval():
     federated = dataclasses.replace(read, targets=(itself,))
     found = item("scrape intervals", Config(), federated)
     assert found.status == "info" and "cannot be told" in found.found, found
+
+
+def test_the_fallback_window_doctor_writes_holds_four_of_the_slowest_read_scrapes():
+    """Every 15 s: rate_window's own 1m (a quarter of the default 4m's samples for the host CPU rate to read);
+    every 30 s: 2m; a job the rules do not read (Prometheus itself every 5m) does not count; every 2m: 8m, longer
+    than the default; every 1m: the default already, nothing written. The written config passes the scrape check."""
+    gpus = Target("dcgm-exporter", {"job": "dcgm-exporter", "instance": "gpu-01:9400"}, 15.0)
+    itself = Target("prometheus", {"job": "prometheus", "instance": "localhost:9090"}, 300.0)
+    read_jobs = frozenset({"dcgm-exporter", "node"})
+    for every, said, expected in ((15.0, "15s", "1m"), (30.0, "30s", "2m"), (120.0, "2m", "8m"), (60.0, "1m", None)):
+        d = deployment(
+            Config(), targets=(dataclasses.replace(gpus, interval_seconds=every), itself), read_jobs=read_jobs
+        )
+        change = advice.changes(Config(), d).get("rate_window_fallback")
+        if expected is None:
+            assert change is None, (every, change)
+            continue
+        assert change == (
+            expected,
+            f"the slowest scrape the rules read is every {said} (dcgm-exporter)",
+        )
+        written = config_from_mapping({"rate_window_fallback": expected}, "doctor.yml")
+        assert item("scrape intervals", written, d).status != "fail", every
+    # rate_window longer than four scrapes: the fallback is never shorter than it (one window, not two).
+    slow_window = config_from_mapping({"rate_window": "2m"}, "pack.yml")
+    assert advice.changes(slow_window, deployment(slow_window, read_jobs=read_jobs))["rate_window_fallback"][0] == "2m"

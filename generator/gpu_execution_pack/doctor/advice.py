@@ -16,14 +16,20 @@ from typing import Any
 from gpu_execution_pack.config import Config, ConfigError, cluster_scope, config_from_mapping
 from gpu_execution_pack.config.loader import redacted
 from gpu_execution_pack.output import to_yaml
+from gpu_execution_pack.promql.durations import duration_text, parse_duration_seconds
 
-from .checks import generations_found, hosts_named_at_scrape, vendors_found
+from .checks import generations_found, hosts_named_at_scrape, slowest_read_target, vendors_found
 from .probe import Deployment
 
 # Hosts with this many CPUs make the per-CPU idle rate the served groups' costliest rule (docs/benchmarks.md:
 # 128 CPUs, about 40 % of their time); rating them once a minute costs a quarter of every 15 s.
 MANY_CPUS = 64
 CPU_RATE_INTERVAL = "1m"
+# The rates' windows in scrape intervals: rate() and irate() still find two samples in four intervals with a scrape
+# missed, as the default rate_window_fallback (4m) does for Prometheus' default 1m scrape. Where the slowest scrape
+# the rules read is faster, a shorter fallback reads fewer samples: at 15 s, 1m (rate_window's own, so each DCGM
+# counter's rate is one window, not two), and the host CPU rate reads a quarter of its samples.
+RATE_WINDOW_SCRAPES = 4
 # make bench at 10,000 GPUs on issue 39's two fleet shapes (docs/benchmarks.md, "Fleet shapes"): the served
 # groups' time against the floor's, with the defaults and with the config doctor wrote for that fleet. A test
 # holds these figures to the report (tests/test_bench_report.py).
@@ -34,9 +40,9 @@ SAVING = (
 )
 WARNING = (
     "A pinned config reads only what the fleet had when doctor ran: an exporter of another generation or\n"
-    "# vendor added later goes unrecorded. Run `gpu-execution-pack doctor -c <this file>` after changing\n"
-    "# exporters (and in CI): its vendors and dcgm generations checks fail when the fleet has names this\n"
-    "# file does not read."
+    "# vendor added later goes unrecorded, and a scrape slowed past rate_window_fallback leaves rates empty.\n"
+    "# Run `gpu-execution-pack doctor -c <this file>` after changing exporters or scrape intervals (and in\n"
+    "# CI): its vendors, dcgm generations and scrape intervals checks fail when the fleet no longer matches."
 )
 
 
@@ -99,6 +105,14 @@ def changes(cfg: Config, d: Deployment, prometheus_url: str | None = None) -> di
         out["node.host_identity"] = ("scrape", "every target carries the target label hostname")
     if d.max_cpus_per_host >= MANY_CPUS and not cfg.node.cpu_rate_interval:
         out["node.cpu_rate_interval"] = (CPU_RATE_INTERVAL, f"hosts of up to {d.max_cpus_per_host} CPUs")
+    if (slowest := slowest_read_target(d)) is not None:
+        scrape = slowest.interval_seconds
+        fallback = max(parse_duration_seconds(cfg.rate_window), RATE_WINDOW_SCRAPES * scrape)
+        if fallback != parse_duration_seconds(cfg.rate_window_fallback):
+            out["rate_window_fallback"] = (
+                duration_text(fallback),
+                f"the slowest scrape the rules read is every {duration_text(scrape)} ({slowest.job})",
+            )
     several = sorted(label for label, values in d.cluster_values.items() if len(values) > 1)
     if several and not cluster_scope(cfg).enabled:
         out["cluster_label"] = (several[0], f"{len(d.cluster_values[several[0]])} clusters in one store")

@@ -16,7 +16,7 @@ from gpu_execution_pack.promql.durations import duration_text, parse_duration_se
 from gpu_execution_pack.rules.files import all_groups
 
 from . import probe
-from .probe import HOST_TARGET_LABEL, Deployment
+from .probe import HOST_TARGET_LABEL, Deployment, Target
 
 STATUSES: tuple[str, ...] = ("pass", "info", "warn", "fail")  # in rising order of concern
 GROUP_PREFIX = "gpu-execution-pack."
@@ -269,19 +269,16 @@ def check_missed_iterations(cfg: Config, d: Deployment) -> Item:
 def check_scrape_intervals(cfg: Config, d: Deployment) -> Item:
     """The slowest scrape of a target the rules read (a job publishing GPU presence or host CPU counters: another
     job's interval, Prometheus scraping itself every 5m say, empties no rate of theirs) against the windows."""
-    targets = [t for t in d.targets if t.interval_seconds]
-    if not targets:
+    if not any(t.interval_seconds for t in d.targets):
         return Item("scrape intervals", "info", "no active scrape targets in this Prometheus (remote-written data?)")
-    if d.read_jobs is not None:
-        targets = [t for t in targets if t.job in d.read_jobs]
-        if not targets:
-            return Item(
-                "scrape intervals",
-                "info",
-                "no active target of a job that publishes what the rules read (federated or remote-written "
-                "series?): their scrape intervals cannot be told here",
-            )
-    target = max(targets, key=lambda t: t.interval_seconds)
+    target = slowest_read_target(d)
+    if target is None:
+        return Item(
+            "scrape intervals",
+            "info",
+            "no active target of a job that publishes what the rules read (federated or remote-written "
+            "series?): their scrape intervals cannot be told here",
+        )
     slowest = target.interval_seconds
     fallback, window = parse_duration_seconds(cfg.rate_window_fallback), parse_duration_seconds(cfg.rate_window)
     if fallback < 2 * slowest:
@@ -415,6 +412,13 @@ def checklist(cfg: Config, d: Deployment) -> list[Item]:
 
 def worst(items: list[Item]) -> str:
     return max((i.status for i in items), key=STATUSES.index, default="pass")
+
+
+def slowest_read_target(d: Deployment) -> Target | None:
+    """The active target scraped least often among the jobs that publish what the rules read (every job where
+    those could not be told); None where there is none."""
+    targets = [t for t in d.targets if t.interval_seconds and (d.read_jobs is None or t.job in d.read_jobs)]
+    return max(targets, key=lambda t: t.interval_seconds, default=None)
 
 
 def hosts_named_at_scrape(d: Deployment) -> bool:
