@@ -22,7 +22,7 @@ from .checks import generations_found, hosts_named_at_scrape, slowest_read_targe
 from .probe import Deployment
 
 # Hosts with this many CPUs make the per-CPU idle rate the served groups' costliest rule (docs/benchmarks.md:
-# 128 CPUs, about 40 % of their time); rating them once a minute costs a quarter of every 15 s.
+# 128 CPUs, about a third of their time); rating them once a minute costs a quarter of every 15 s.
 MANY_CPUS = 64
 CPU_RATE_INTERVAL = "1m"
 # The rates' windows in scrape intervals: rate() and irate() still find two samples in four intervals with a scrape
@@ -34,8 +34,8 @@ RATE_WINDOW_SCRAPES = 4
 # groups' time against the floor's, with the defaults and with the config doctor wrote for that fleet. A test
 # holds these figures to the report (tests/test_bench_report.py).
 SAVING = (
-    "At 10,000 GPUs (make bench, docs/benchmarks.md) the served groups took 3.96x the floor's time with the\n"
-    "# defaults and 1.60x with the config doctor wrote, on hosts of 128 CPUs; 6.76x and 3.38x on hosts of 32\n"
+    "At 10,000 GPUs (make bench, docs/benchmarks.md) the served groups took 3.40x the floor's time with the\n"
+    "# defaults and 2.20x with the config doctor wrote, on hosts of 128 CPUs; 5.96x and 3.42x on hosts of 32\n"
     "# CPUs with dcgm-exporter's profiling fields."
 )
 WARNING = (

@@ -53,7 +53,7 @@ class Node:
         "interval (or `rate_window`, if longer), so that a late evaluation leaves no gap. The host CPU series "
         "then follow a change over both windows, and a CPU counter that steps back blanks them as long.",
         "Your hosts have many CPUs: the CPU rate reads every CPU's idle counter and is the served groups' "
-        "most expensive rule (on 128-CPU hosts, about 40 % of their time, docs/benchmarks.md); at 1m it costs "
+        "most expensive rule (on 128-CPU hosts, about a third of their time, docs/benchmarks.md); at 1m it costs "
         "a quarter of what it does every 15 s.",
         kind="duration",
     )
