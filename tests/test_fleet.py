@@ -12,6 +12,7 @@ import pytest
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.output import write_all
+from gpu_execution_pack.promql.durations import parse_duration_seconds
 from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.scenario.model import STEP_SECONDS
 from gpu_execution_pack.scenario.oracle import raw_for
@@ -245,7 +246,11 @@ def test_prometheus_holds_the_history_scrapes_the_fleet_live_records_and_stops(
             server.start()
             process = server.process
             live = next(e for e in s.executions if e.gpus[0].mig_instance)
-            got = eventually(server, f'{catalog.GPU_UTILIZATION.name}{{execution_id="{live.id}"}}', len(live.gpus))
+            # The live targets are new to the host map: their GPUs are recorded from its next evaluation.
+            wait = 60 + parse_duration_seconds(cfg.node.host_map_interval)
+            got = eventually(
+                server, f'{catalog.GPU_UTILIZATION.name}{{execution_id="{live.id}"}}', len(live.gpus), wait
+            )
             assert {r["metric"]["GPU_I_ID"] for r in got} == {g.mig_instance for g in live.gpus}
             # Each instance's utilisation is one of its phases' (plus its offset), read from GR_ENGINE_ACTIVE.
             phases = {PHASES[p].gpu.util_percent for p in live.phases}

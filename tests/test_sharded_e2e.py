@@ -132,7 +132,9 @@ def pack_config(
     remote write to the ``central`` Prometheus; ``sharding``: more keys of that section."""
     return config_from_mapping(
         {
-            "node": {"host_identity": host_identity},
+            # The host maps every second too: a new target's first map entry, a minute later at the default
+            # interval, would take most of every deadline here (tests/test_host_map_interval.py tests that wait).
+            "node": {"host_identity": host_identity, "host_map_interval": ""},
             "sharding": {
                 **sharding,
                 "shards": SHARDS,

@@ -59,13 +59,15 @@ def check_tools() -> None:
 
 
 def write_config(directory: Path, prometheus_url: str) -> tuple[Config, str]:
-    """The demo's config (rules evaluated every 15 s, as the backfill does; its Prometheus; a keys file with one
-    key for every tenant) in ``directory``; the config and the key."""
+    """The demo's config (rules and host maps evaluated every 15 s, as the backfill does; its Prometheus; a keys
+    file with one key for every tenant) in ``directory``; the config and the key."""
     key = "demo-" + secrets.token_hex(12)
     (directory / KEYS_FILE).write_text(f"{key} *\n")
     mapping = {
         "rule_interval": f"{STEP_SECONDS}s",
         "derived_rule_interval": f"{STEP_SECONDS}s",
+        # The host maps with the served series: the live exporters' first minute is what a new user looks at.
+        "node": {"host_map_interval": ""},
         "api": {"prometheus_url": prometheus_url, "keys_file": KEYS_FILE},
     }
     (directory / CONFIG_FILE).write_text(to_yaml(mapping))
