@@ -177,8 +177,9 @@ def validate(cfg: Config) -> None:
     host_map = cfg.node.host_map_interval
     if host_map and parse_duration_seconds(host_map) > HOST_MAP_INTERVAL_MAX_S:
         raise ConfigError(
-            f"node.host_map_interval: {host_map} is longer than 2m; the per-GPU and per-host rules read the host "
-            "map within Prometheus' 5-minute lookback, and a late evaluation past it leaves them no host to join"
+            f"node.host_map_interval: {host_map} is longer than {duration_text(HOST_MAP_INTERVAL_MAX_S)}; the per-GPU "
+            "and per-host rules read the host map within Prometheus' 5-minute lookback, and a late evaluation past "
+            "it leaves them no host to join"
         )
     freshness, interval = cfg.sharding.heartbeat_freshness, cfg.rule_interval
     if cfg.sharding.shards and interval and parse_duration_seconds(freshness) <= parse_duration_seconds(interval):
