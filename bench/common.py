@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any, TypeVar
 
+from gpu_execution_pack.rules import recording
+
 REPO = Path(__file__).resolve().parent.parent
 # BENCH_SMALL=1: the whole of `make bench` on a tiny fleet with short phases (minutes, not an hour), to see
 # every code path run; its figures and report go to build/bench-small, never over docs/.
@@ -21,6 +23,14 @@ SMALL = os.environ.get("BENCH_SMALL", "") == "1"
 OUT = REPO / "build" / "bench-small" if SMALL else REPO / "docs"
 RESULTS = OUT / "benchmarks.json"  # the figures docs/benchmarks.md is written from
 T = TypeVar("T")
+# The served groups, whose cost the targets judge: those at rule_interval, the host maps (at
+# node.host_map_interval) and the host CPU rate's own (at node.cpu_rate_interval where set).
+SERVED_GROUPS = (
+    recording.HOSTS_GROUP,
+    recording.HOST_RATES_GROUP,
+    recording.EXECUTION_GPU_GROUP,
+    recording.EXECUTION_NODE_GROUP,
+)
 
 
 def scaled(full: T, small: T) -> T:

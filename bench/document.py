@@ -23,6 +23,7 @@ from bench.common import (
     OUT,
     PROBE_P99_TARGET_SECONDS,
     PROBE_PAUSE_SECONDS,
+    SERVED_GROUPS,
     read_results,
     save_results,
 )
@@ -30,8 +31,6 @@ from bench.passes import SETTLE_S, WARMUP_S
 
 DOC = OUT / "benchmarks.md"
 PLOT = OUT / "benchmarks-fetch.png"
-# The groups at rule_interval, and the host CPU rate's own where node.cpu_rate_interval sets one.
-SERVED_GROUPS = (".hosts", ".host_rates", ".execution_gpu", ".execution_node")
 PACK_PHASES = ("pack", "pack again")  # the built-in defaults, which the targets are judged on
 PINNED = bench_fleet.PINNED
 # The order the fleet part ran its rule sets in: all five until 2026-12-06, then the pack, the floor and none

@@ -18,26 +18,19 @@ from pathlib import Path
 
 import yaml
 
-from bench.common import REPO, entry_parser, log
+from bench.common import REPO, SERVED_GROUPS, entry_parser, log
 from bench.document import add_figures
 from bench.fleet import FleetExposition, fleet_scenario
 from bench.fleet_rules import floor_rules
 from bench.passes import measure_passes
 
 BEFORE = "049b8c1"  # the last commit before host identity
-# The groups at rule_interval, and the host CPU rate's own where node.cpu_rate_interval sets one.
-SERVED = (
-    "gpu-execution-pack.hosts",
-    "gpu-execution-pack.host_rates",
-    "gpu-execution-pack.execution_gpu",
-    "gpu-execution-pack.execution_node",
-)
 GPUS, EXECUTIONS = 10000, 1000
 
 
 def served_groups(texts: list[str]) -> dict:
     """The served groups (at rule_interval) of some rule files, as one rule file."""
-    groups = [g for text in texts for g in yaml.safe_load(text)["groups"] if g["name"] in SERVED]
+    groups = [g for text in texts for g in yaml.safe_load(text)["groups"] if g["name"] in SERVED_GROUPS]
     return {"groups": groups}
 
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 import re
 import signal
 import urllib.request
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
+import yaml
 from gpu_execution_pack import promtool
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.demo import prometheus as base
@@ -26,6 +29,34 @@ from gpu_execution_pack.rules.files import all_groups
 from gpu_execution_pack.rules.groups import RuleGroup
 from gpu_execution_pack.scenario.model import Scenario
 from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
+
+
+def loopback_scrape_config(
+    address: str, hosts: Iterable[str], rules_dir: Path, alertmanager_port: int | None = None
+) -> str:
+    """A Prometheus config scraping one loopback server that answers for every host's exporters, every second:
+    a dcgm-exporter and a node_exporter target per host, each named as that host's own exporter would be
+    (``instance`` <host>:9400 and <host>:9100, paths /dcgm/<host> and /node/<host>); the pack's rule files in
+    ``rules_dir``, evaluated every second; and an Alertmanager on ``alertmanager_port`` where given."""
+    names = list(hosts)
+
+    def targets(exporter: str, port: int) -> list[dict[str, Any]]:
+        return [
+            {"targets": [address], "labels": {"__metrics_path__": f"/{exporter}/{h}", "instance": f"{h}:{port}"}}
+            for h in names
+        ]
+
+    config: dict[str, Any] = {
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(rules_dir / "*.rules.yml")],
+    }
+    if alertmanager_port is not None:
+        config["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{alertmanager_port}"]}]}]}
+    config["scrape_configs"] = [
+        {"job_name": "dcgm-exporter", "static_configs": targets("dcgm", 9400)},
+        {"job_name": "node", "static_configs": targets("node", 9100)},
+    ]
+    return yaml.safe_dump(config, sort_keys=False)
 
 
 def openmetrics(series: list[RenderedSeries], start: int) -> str:

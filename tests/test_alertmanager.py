@@ -42,7 +42,7 @@ from gpu_execution_pack.scenario.oracle import CUSTOM_COUNTERS, FRAMEBUFFER_SIGN
 from gpu_execution_pack.scenario.render import DCGM_SIGNALS, Renderer
 
 from harness.alertmanager import Alertmanager, Loopback, amtool
-from harness.prometheus import Prometheus
+from harness.prometheus import Prometheus, loopback_scrape_config
 
 pytestmark = pytest.mark.e2e
 
@@ -524,30 +524,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         rules_dir.mkdir()
         for path, text in rule_files(cfg, rules_dir).items():
             path.write_text(text)
-        address = loop.url.removeprefix("http://")
-
-        def targets(exporter: str, port: int) -> list[dict]:
-            """One scrape target per host, named as the host's exporter would be (one server answers for all)."""
-            return [
-                {
-                    "targets": [address],
-                    "labels": {"__metrics_path__": f"/{exporter}/{host.name}", "instance": f"{host.name}:{port}"},
-                }
-                for host in SCENARIO.hosts
-            ]
-
         prometheus = Prometheus(workdir / "prometheus")
-        prometheus.config_text = yaml.safe_dump(
-            {
-                "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-                "rule_files": [str(rules_dir / "*.rules.yml")],
-                "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{alertmanager.port}"]}]}]},
-                "scrape_configs": [
-                    {"job_name": "dcgm-exporter", "static_configs": targets("dcgm", 9400)},
-                    {"job_name": "node", "static_configs": targets("node", 9100)},
-                ],
-            },
-            sort_keys=False,
+        prometheus.config_text = loopback_scrape_config(
+            loop.url.removeprefix("http://"), (h.name for h in SCENARIO.hosts), rules_dir, alertmanager.port
         )
         servers.callback(prometheus.stop)
         prometheus.start()

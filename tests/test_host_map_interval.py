@@ -21,7 +21,7 @@ from gpu_execution_pack.config import config_from_mapping
 from gpu_execution_pack.rules.files import rule_files
 
 from harness.alertmanager import Loopback
-from harness.prometheus import Prometheus
+from harness.prometheus import Prometheus, loopback_scrape_config
 
 from .test_alertmanager import GPUS, HOST, HOST_2, Exporter
 
@@ -67,25 +67,7 @@ def test_a_new_target_is_recorded_from_the_maps_next_evaluation_and_the_others_k
         address = loop.url.removeprefix("http://")
 
         def config(hosts: tuple) -> str:
-            def targets(exporter_name: str, port: int) -> list[dict]:
-                return [
-                    {
-                        "targets": [address],
-                        "labels": {"__metrics_path__": f"/{exporter_name}/{h.name}", "instance": f"{h.name}:{port}"},
-                    }
-                    for h in hosts
-                ]
-
-            return yaml.safe_dump(
-                {
-                    "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
-                    "rule_files": [str(rules_dir / "*.rules.yml")],
-                    "scrape_configs": [
-                        {"job_name": "dcgm-exporter", "static_configs": targets("dcgm", 9400)},
-                        {"job_name": "node", "static_configs": targets("node", 9100)},
-                    ],
-                }
-            )
+            return loopback_scrape_config(address, (h.name for h in hosts), rules_dir)
 
         prometheus = Prometheus(tmp_path / "prometheus")
         prometheus.config_text = config((HOST,))

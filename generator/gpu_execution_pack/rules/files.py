@@ -9,6 +9,8 @@ from gpu_execution_pack import __version__, catalog
 from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.output import command, yaml_document
 from gpu_execution_pack.promql import Expr, call
+from gpu_execution_pack.rules import recording
+from gpu_execution_pack.rules.alerts import GROUP_NAME as ALERT_GROUP
 from gpu_execution_pack.rules.alerts import alert_group
 from gpu_execution_pack.rules.groups import MAX_RULES_PER_GROUP, AlertRule, RecordingRule, RuleGroup
 from gpu_execution_pack.rules.recording import recording_groups
@@ -23,17 +25,17 @@ SOURCE = "gpu_execution_pack/rules/"
 # fleet; the alerts read per-execution series and every dcgm-exporter's `up`).
 SHARD, RULER = "shard", "ruler"
 PLACEMENT: dict[str, str] = {
-    "gpu-execution-pack.amd": SHARD,
-    "gpu-execution-pack.hosts": SHARD,
-    "gpu-execution-pack.host_rates": SHARD,
-    "gpu-execution-pack.execution_gpu": SHARD,
-    "gpu-execution-pack.execution_gpu_activity": SHARD,
-    "gpu-execution-pack.execution_gpu_health": SHARD,
-    "gpu-execution-pack.execution_gpu_conditions": SHARD,
-    "gpu-execution-pack.execution_node": SHARD,
-    "gpu-execution-pack.execution": RULER,
-    "gpu-execution-pack.cost": RULER,
-    "gpu-execution-pack.alerts": RULER,
+    recording.AMD_GROUP: SHARD,
+    recording.HOSTS_GROUP: SHARD,
+    recording.HOST_RATES_GROUP: SHARD,
+    recording.EXECUTION_GPU_GROUP: SHARD,
+    recording.ACTIVITY_GROUP: SHARD,
+    recording.HEALTH_GROUP: SHARD,
+    recording.CONDITIONS_GROUP: SHARD,
+    recording.EXECUTION_NODE_GROUP: SHARD,
+    recording.EXECUTION_GROUP: RULER,
+    recording.COST_GROUP: RULER,
+    ALERT_GROUP: RULER,
 }
 
 

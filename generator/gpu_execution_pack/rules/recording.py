@@ -51,9 +51,18 @@ from gpu_execution_pack.rules.amd import AmdRules, vendor_matchers
 from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
 from gpu_execution_pack.rules.hosts import HostIdentity, with_host
 
+# The recording groups' names, in the order they are evaluated (``RuleBuilder.groups`` says what each holds).
 GROUP_PREFIX = "gpu-execution-pack"
 AMD_GROUP = f"{GROUP_PREFIX}.amd"  # only where vendors has amd
+HOSTS_GROUP = f"{GROUP_PREFIX}.hosts"  # the host maps, at node.host_map_interval
 HOST_RATES_GROUP = f"{GROUP_PREFIX}.host_rates"  # the host CPU rate, at node.cpu_rate_interval or rule_interval
+EXECUTION_GPU_GROUP = f"{GROUP_PREFIX}.execution_gpu"
+ACTIVITY_GROUP = f"{GROUP_PREFIX}.execution_gpu_activity"
+HEALTH_GROUP = f"{GROUP_PREFIX}.execution_gpu_health"
+CONDITIONS_GROUP = f"{GROUP_PREFIX}.execution_gpu_conditions"
+EXECUTION_NODE_GROUP = f"{GROUP_PREFIX}.execution_node"
+EXECUTION_GROUP = f"{GROUP_PREFIX}.execution"
+COST_GROUP = f"{GROUP_PREFIX}.cost"
 
 
 class Attribution:
@@ -411,7 +420,7 @@ class RuleBuilder:
             # Read by every per-GPU and per-host rule: first. A target's host rarely changes, and the rules join
             # its newest entry within the lookback, so the maps may run less often (node.host_map_interval).
             RuleGroup(
-                f"{GROUP_PREFIX}.hosts",
+                HOSTS_GROUP,
                 "execution-gpu",
                 self.hosts.rules(),
                 self.cfg.node.host_map_interval or interval,
@@ -421,7 +430,7 @@ class RuleBuilder:
                 HOST_RATES_GROUP, "execution-gpu", self.node_rate_rules(), self.cfg.node.cpu_rate_interval or interval
             ),
             RuleGroup(
-                f"{GROUP_PREFIX}.execution_gpu",
+                EXECUTION_GPU_GROUP,
                 "execution-gpu",
                 # Then the seconds each utilisation sample stands for.
                 (*self.gpu_rules((*catalog.GPU_SERIES, *catalog.GPU_SHARE_SERIES)), self.sample_seconds_rule()),
@@ -429,27 +438,27 @@ class RuleBuilder:
             ),
             # The profiling fields: how much the engines really worked.
             RuleGroup(
-                f"{GROUP_PREFIX}.execution_gpu_activity",
+                ACTIVITY_GROUP,
                 "execution-gpu",
                 self.gpu_rules(catalog.GPU_ACTIVITY_SERIES),
                 interval,
             ),
             # Alert inputs, after the series they read; same file as the per-GPU series.
             RuleGroup(
-                f"{GROUP_PREFIX}.execution_gpu_health",
+                HEALTH_GROUP,
                 "execution-gpu",
                 self.gpu_rules(catalog.GPU_HEALTH_SERIES),
                 derived,
             ),
             # The alerts' conditions as 0/1 series, for the report; after their inputs.
             RuleGroup(
-                f"{GROUP_PREFIX}.execution_gpu_conditions",
+                CONDITIONS_GROUP,
                 "execution-gpu",
                 self.condition_rules(),
                 derived,
             ),
             RuleGroup(
-                f"{GROUP_PREFIX}.execution_node",
+                EXECUTION_NODE_GROUP,
                 "execution-node",
                 (
                     verbatim_rule(catalog.NODE_GPU_COUNT),
@@ -459,13 +468,13 @@ class RuleBuilder:
                 interval,
             ),
             RuleGroup(
-                f"{GROUP_PREFIX}.execution",
+                EXECUTION_GROUP,
                 "execution",
                 (*(verbatim_rule(s) for s in catalog.EXECUTION_SERIES), *self.execution_condition_rules()),
                 derived,
             ),
             RuleGroup(
-                f"{GROUP_PREFIX}.cost",
+                COST_GROUP,
                 "cost",
                 (*(verbatim_rule(s) for s in catalog.COST_SERIES), self.price_rule()),
                 derived,
