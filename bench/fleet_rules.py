@@ -190,14 +190,14 @@ def rule_cost(server: Prometheus, rule_files: str) -> dict:
         time.sleep(STEP_SECONDS)
         metrics = server.own_metrics("rule_group")
         for key, value in metrics.items():
-            name, _, group = key.partition("/")
-            file, _, group = group.rpartition(";")
+            name, _, rule_group = key.partition("/")
+            file, _, group = rule_group.rpartition(";")
             if not rule_files or not fnmatch.fnmatch(file, rule_files):
                 continue
             if name == "prometheus_rule_group_last_duration_seconds":
                 # A group of a longer interval than the settling time (the host map's minute) may not have run
                 # since the reload: its 0 is no evaluation, not a free one.
-                if not metrics.get(key.replace(name, "prometheus_rule_group_last_evaluation_timestamp_seconds")):
+                if not metrics.get(f"prometheus_rule_group_last_evaluation_timestamp_seconds/{rule_group}"):
                     continue
                 per_group.setdefault(group, []).append(value)
             elif name == "prometheus_rule_group_interval_seconds":
