@@ -10,13 +10,13 @@ Prometheus' scrape timeout while the rules ran. Values follow the scenario's pha
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from bench.fleet import FleetExposition
+from harness.upstreams import QuietServer
 
 HOSTS_PER_SHARD = 32  # 256 GPUs, about 2 MB of dcgm-exporter text; 32 hosts' node text, about 5 MB
 
@@ -25,15 +25,6 @@ def shards(fleet: FleetExposition) -> list[frozenset[str]]:
     """The fleet's hosts in shards of HOSTS_PER_SHARD, each one dcgm scrape target."""
     names = [h.name for h in fleet.s.hosts]
     return [frozenset(names[i : i + HOSTS_PER_SHARD]) for i in range(0, len(names), HOSTS_PER_SHARD)]
-
-
-class QuietServer(ThreadingHTTPServer):
-    """A scrape Prometheus gave up on (past its timeout) is counted by the benchmark, not printed."""
-
-    def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
-        """Print what fails, unless the client hung up."""
-        if not isinstance(sys.exc_info()[1], ConnectionError):
-            super().handle_error(request, client_address)
 
 
 class FleetExporter:

@@ -63,7 +63,8 @@ Answer = tuple[int, dict[str, str], bytes]
 
 
 class QuietServer(ThreadingHTTPServer):
-    """Says nothing when the client hangs up mid-answer: the doctor drops its other requests at the first error."""
+    """Says nothing when the client hangs up mid-answer: the doctor drops its other requests at the first error,
+    and Prometheus a scrape past its timeout (which the benchmark counts instead)."""
 
     def handle_error(self, request: object, client_address: object) -> None:
         if not isinstance(sys.exc_info()[1], ConnectionError):
