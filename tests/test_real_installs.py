@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from gpu_execution_pack import catalog, testsuites
 from gpu_execution_pack.config import config_from_mapping
-from gpu_execution_pack.promql import call
+from gpu_execution_pack.promql import aggregate, call, join, selector
 from gpu_execution_pack.rules.hosts import HostIdentity
 from gpu_execution_pack.rules.recording import Attribution, RuleBuilder
 from gpu_execution_pack.scenario import library, oracle
@@ -120,6 +120,26 @@ def test_11_a_short_name_two_machines_claim_joins_no_gpu(tmp_path, monkeypatch):
     out = failures(tmp_path, ["gpu-01.dc1.example.com"])
     assert 'hostname="gpu-01"' in out and catalog.NODE_RAM_TOTAL.name in out
     assert f'expr: "{catalog.NODE_HOST_COLLISIONS.name}"' in out
+
+
+@pytest.mark.single_version
+def test_12_kube_state_metrics_scraped_without_honor_labels_still_names_the_exporter_pods_node(tmp_path, monkeypatch):
+    # The old join read kube_pod_info's namespace and pod as they come: behind a ServiceMonitor without
+    # honorLabels those are kube-state-metrics' own on every series, so the pods side is not unique and Prometheus
+    # refuses the join at every evaluation: no host map, hence no per-GPU series at all.
+    original = HostIdentity.pod_nodes
+
+    def honoured_labels_only(self):
+        plain = catalog.KUBERNETES_JOIN_LABELS
+        pods = aggregate("group", (*plain, catalog.POD_NODE_LABEL), selector(self.cfg.attribution.pod_info_metric))
+        expr = original(self)
+        return join(expr.lhs, "*", expr.matching, pods)
+
+    assert failures(tmp_path, ["helm3"]) == ""
+    monkeypatch.setattr(HostIdentity, "pod_nodes", honoured_labels_only)
+    out = failures(tmp_path, ["helm3"])
+    assert f"rule: {catalog.GPU_EXPORTER_HOST.name}, time: 0s, err: found duplicate series" in out, out
+    assert "many-to-many matching not allowed" in out
 
 
 @pytest.mark.single_version

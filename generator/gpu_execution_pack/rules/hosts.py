@@ -100,13 +100,17 @@ class HostIdentity:
         )
 
     def pod_nodes(self) -> Expr:
-        """Each dcgm-exporter target with its pod's Kubernetes node (kube_pod_info), where it runs in a pod."""
+        """Each dcgm-exporter target with its pod's Kubernetes node (kube_pod_info), where it runs in a pod.
+
+        kube-state-metrics scraped without honor_labels (a ServiceMonitor without honorLabels) publishes each
+        pod's namespace, pod and node as exported_<label>, its own pod's in the plain ones: read from
+        exported_<label> where present, else every pod would share kube-state-metrics' own name and the
+        join would fail at every evaluation (many-to-many), leaving no host map and no per-GPU series."""
         a, targets = self.cfg.attribution, catalog.TARGET_LABELS
-        pods = aggregate(
-            "group",
-            (*catalog.KUBERNETES_JOIN_LABELS, catalog.POD_NODE_LABEL),
-            selector(a.pod_info_metric, *a.kubernetes_matchers),
-        )
+        pod_info: Expr = selector(a.pod_info_metric, *a.kubernetes_matchers)
+        for label in (*catalog.KUBERNETES_JOIN_LABELS, catalog.POD_NODE_LABEL):
+            pod_info = label_copy(pod_info, label, catalog.EXPORTED_PREFIX + label)
+        pods = aggregate("group", (*catalog.KUBERNETES_JOIN_LABELS, catalog.POD_NODE_LABEL), pod_info)
         exporter_pods = aggregate(
             "group", (*targets, *catalog.KUBERNETES_JOIN_LABELS), catalog.DCGM_TARGET_LABELS.select()
         )

@@ -215,6 +215,23 @@ def kubernetes_installs() -> list[Scenario]:
                 dcgm_address="10.244.3.17",  # the pod's own IP
             ),
         ),
+        # The same behind a ServiceMonitor without honorLabels (kubernetes-mixin issue 523): kube_pod_info names
+        # every pod as exported_namespace and exported_pod, and kube-state-metrics' own pod in namespace and pod.
+        _install(
+            "upstream Helm chart, kube-state-metrics scraped without honor_labels: pods as exported_*",
+            Host(
+                "helm3",
+                "4.8",
+                dcgm_host="dcgm-exporter-q8r7s",
+                exporter_pod="dcgm-exporter-q8r7s",
+                exporter_namespace="dcgm-exporter",
+                pod_info=True,
+                pod_info_exported=True,
+                kube_node="helm3.cluster.internal",
+                address="10.0.3.3",
+                dcgm_address="10.244.4.21",
+            ),
+        ),
         _install(
             "upstream Helm chart without kube-state-metrics, hostNetwork: the address names the host",
             Host(

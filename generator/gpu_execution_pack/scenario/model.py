@@ -130,6 +130,9 @@ class Host:
     # field the device's, copied to each pod (with vgpu).
     virtual_gpus: bool = False
     pod_info: bool = False  # kube-state-metrics publishes kube_pod_info (with the node) for the exporter pod
+    # kube-state-metrics scraped without honor_labels (a ServiceMonitor without honorLabels, kubernetes-mixin
+    # issue 523): each pod's namespace and pod arrive as exported_*, kube-state-metrics' own in the plain labels.
+    pod_info_exported: bool = False
     kube_node: str = ""  # the Kubernetes node name (default: name)
     node_cpu_backjump: float | None = None  # minute at which an old node_exporter's idle counter steps back
     node_scrape_seconds: int = STEP_SECONDS  # node_exporter's scrape interval

@@ -29,6 +29,8 @@ DCGM_SIGNALS = tuple(k for k, s in catalog.SIGNALS.items() if s.exporter == "dcg
 
 BACKJUMP_SECONDS = 0.01  # how far an old node_exporter's idle counter steps back
 # Exporter units of the violation counters, per dcgm.violation_counter_unit.
+# kube-state-metrics' own pod (namespace, pod, node, node address), on a CPU node, as kube_pod_info lists it.
+KUBE_STATE_POD = ("monitoring", "kube-state-metrics-855b4fbdb5-crgtg", "cpu-node-1", "10.0.9.1")
 VIOLATION_TICKS_PER_SECOND = {"ns": 1_000_000_000, "us": 1_000_000}
 
 
@@ -357,19 +359,22 @@ class Renderer:
                     yield RenderedSeries("node_cpu_seconds_total", labels, scraped(samples))
 
     def kube_state_series(self) -> Iterator[RenderedSeries]:
-        """kube_pod_info of the dcgm-exporter pods where the scenario says kube-state-metrics runs."""
+        """kube_pod_info of the dcgm-exporter pods where the scenario says kube-state-metrics runs; scraped
+        without honor_labels, kube-state-metrics' own pod's too (on a node of its own), as every pod's is."""
+        pod_info, every_minute = self.cfg.attribution.pod_info_metric, tuple(1.0 for _ in self.minutes())
         for host in self.s.hosts:
-            if host.pod_info:
-                labels = {
-                    "namespace": host.exporter_namespace,
-                    "pod": self.exporter_pod(host),
-                    "node": host.kube_node or host.name,
-                    "host_ip": host.address or host.name,
-                    "instance": "kube-state-metrics:8080",
-                    "job": "kube-state-metrics",
-                }
-                pod_info = self.cfg.attribution.pod_info_metric
-                yield RenderedSeries(pod_info, tuple(sorted(labels.items())), tuple(1.0 for _ in self.minutes()))
+            if not host.pod_info:
+                continue
+            pods = [(host.exporter_namespace, self.exporter_pod(host), host.kube_node or host.name, host.address)]
+            if host.pod_info_exported:
+                pods.append(KUBE_STATE_POD)
+            for namespace, pod, node, address in pods:
+                labels = {"namespace": namespace, "pod": pod, "node": node, "host_ip": address or node}
+                if host.pod_info_exported:  # the pod's own labels renamed; the target's (kube-state-metrics') set
+                    labels = {f"exported_{k}" if k in ("namespace", "pod") else k: v for k, v in labels.items()}
+                    labels |= {"namespace": KUBE_STATE_POD[0], "pod": KUBE_STATE_POD[1]}
+                labels |= {"instance": "kube-state-metrics:8080", "job": "kube-state-metrics"}
+                yield RenderedSeries(pod_info, tuple(sorted(labels.items())), every_minute)
 
     def all_series(self) -> list[RenderedSeries]:
         """Every raw series of the scenario; each carries the scenario's cluster where the config names a

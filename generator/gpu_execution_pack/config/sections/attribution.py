@@ -43,7 +43,9 @@ class Attribution:
         "kube_pod_info",
         "kube-state-metrics' series naming each pod's node (labels namespace, pod, node); where "
         "dcgm-exporter's host label is its own pod name (the upstream Helm chart without NODE_NAME), the "
-        "exporter pod's node names its GPUs' host. Read in every attribution mode; absent is fine.",
+        "exporter pod's node names its GPUs' host. Read in every attribution mode; absent is fine. Behind a "
+        "ServiceMonitor without honorLabels, each pod's labels are read from exported_namespace, exported_pod "
+        "and exported_node where present.",
         "You record kube_pod_info under another name.",
         kind="metric",
     )
