@@ -41,9 +41,12 @@ fires on the same condition as {_name(catalog.GPU_STALLED)}.
 
 ## GPUs held by several executions
 
-Under time-slicing or MPS, dcgm-exporter publishes a shared GPU's series once per pod that holds
-it, with identical values: NVML has no per-process power, and without `KUBERNETES_VIRTUAL_GPUS` no
-per-process utilisation either. {_name(catalog.GPU_SHARE)} gives each of the N executions holding
+Under time-slicing or MPS, an exporter that names every holder publishes a shared GPU's series once
+per holder (dcgm-exporter with `KUBERNETES_VIRTUAL_GPUS` once per pod, with Slurm's job mapping once
+per job), with identical values: NVML has no per-process power, and without `KUBERNETES_VIRTUAL_GPUS`
+no per-process utilisation either. Without it, dcgm-exporter's pod mapping labels a GPU with one pod
+only, so the others are not seen at all ([report.md](report.md#shared-gpus)).
+{_name(catalog.GPU_SHARE)} gives each of the N executions holding
 one GPU (or MIG instance: the same {", ".join(f"`{label}`" for label in catalog.DEVICE_LABELS)}) at a
 moment 1/N of it at that moment: GPU-hours billed ({_name(catalog.MODEL_GPU_COUNT)}) are counted in
 it. With `KUBERNETES_VIRTUAL_GPUS` (dcgm-exporter 4.5 and later), `DCGM_FI_DEV_GPU_UTIL` and

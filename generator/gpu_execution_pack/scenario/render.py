@@ -216,8 +216,10 @@ class Renderer:
         def running(owner: Execution, m: float) -> bool:
             return owner.start_minute <= m < owner.end_minute
 
-        # A GPU several pods hold at once (time-slicing, MPS) is published once per pod; under DRA, once per
-        # container of the pod that references the claim.
+        # A GPU several executions hold at once (time-slicing, MPS) is published once per holder, as Slurm's job
+        # mapping and dcgm-exporter's KUBERNETES_VIRTUAL_GPUS do; under DRA, once per container of the pod that
+        # references the claim. (Kubernetes' pod mapping without KUBERNETES_VIRTUAL_GPUS labels one pod per GPU,
+        # a case the library does not render: the rules cannot see the other holders, docs/report.md says so.)
         containers = host.dra_containers if self.mode == "kubernetes" and host.dra_containers else ("",)
         return [
             *(
