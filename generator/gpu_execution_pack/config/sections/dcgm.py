@@ -20,9 +20,9 @@ class Dcgm:
     )
     violation_counter_unit: str = opt(
         "ns",
-        "Unit of DCGM_FI_DEV_POWER_VIOLATION and DCGM_FI_DEV_THERMAL_VIOLATION: `ns`, as NVML and the "
-        "dcgm_fields.h of DCGM 3.3 and later say, or `us`, as older dcgm_fields.h and dcgm-exporter's "
-        "counters CSV say.",
+        "Unit of DCGM_FI_DEV_POWER_VIOLATION and DCGM_FI_DEV_THERMAL_VIOLATION: `ns`, as NVML, the "
+        "dcgm_fields.h of DCGM 3.3 and later and dcgm-exporter's counters CSV since 4.4.2-4.7.1 (its PR 589) "
+        "say, or `us`, as older dcgm_fields.h and older counters CSVs say.",
         "Your exporter's counters advance 1,000 times slower or faster than wall time while throttled.",
         choices=("ns", "us"),
     )
