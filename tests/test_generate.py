@@ -210,3 +210,61 @@ def test_check_of_a_users_config_wants_an_absolute_runbook_url(tmp_path: Path, c
     for command in ("generate", "dashboards", "docs"):
         assert cli.main([command, "--config", str(config)]) == 0
     assert cli.main(["check", "--config", str(config)]) == 0
+
+
+def test_a_model_is_priced_under_the_spelling_replace_blanks_in_model_name_gives_it(tmp_path: Path):
+    """dcgm-exporter --replace-blanks-in-model-name publishes `NVIDIA H100 80GB HBM3` as `NVIDIA-H100-80GB-HBM3`
+    (its getGPUModel: blanks collapsed, then replaced by '-'): the listed price applies, not the default. A
+    spelling listed itself keeps its own price. Checked by the real promtool on the generated cost group."""
+    from gpu_execution_pack import promtool
+
+    cfg = config_from_mapping(
+        {
+            "dashboards": {
+                "default_price_per_gpu_hour": 2.0,
+                "price_per_gpu_hour": {"NVIDIA H100 80GB HBM3": 3.0, "NVIDIA  L40S": 1.0, "NVIDIA-L40S": 1.1},
+            }
+        }
+    )
+    assert cfg.dashboards.model_prices() == {
+        "NVIDIA  L40S": 1.0,
+        "NVIDIA H100 80GB HBM3": 3.0,
+        "NVIDIA-H100-80GB-HBM3": 3.0,
+        "NVIDIA-L40S": 1.1,
+    }
+    paths = {p.name: p for p in write_rules(cfg, tmp_path)}
+    held = catalog.MODEL_GPU_COUNT.name + '{execution_id="a", modelName="%s"}'
+    suite = {
+        "rule_files": [str(paths["cost.rules.yml"])],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {"series": held % "NVIDIA-H100-80GB-HBM3", "values": "1x5"},
+                    {"series": held % "NVIDIA-A10G", "values": "1x5"},
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": f'{catalog.PRICE.name}{{modelName=~"NVIDIA-.*"}}',
+                        "eval_time": "2m",
+                        "exp_samples": [
+                            {"labels": f'{catalog.PRICE.name}{{modelName="NVIDIA-A10G"}}', "value": 2.0},
+                            {"labels": f'{catalog.PRICE.name}{{modelName="NVIDIA-H100-80GB-HBM3"}}', "value": 3.0},
+                            {"labels": f'{catalog.PRICE.name}{{modelName="NVIDIA-L40S"}}', "value": 1.1},
+                        ],
+                    }
+                ],
+            }
+        ],
+    }
+    test_file = tmp_path / "prices.test.yml"
+    test_file.write_text(yaml.safe_dump(suite))
+    promtool.test_rules([test_file])
+
+
+def write_rules(cfg: Config, folder: Path) -> list[Path]:
+    """The rule files of ``cfg`` written into ``folder``."""
+    files = rule_files(cfg, folder)
+    write_all(files)
+    return list(files)

@@ -70,7 +70,7 @@ def energy(f: fig.ExecutionFigures) -> tuple[float | None, str]:
 def cost(cfg: Config, f: fig.ExecutionFigures) -> float:
     """GPU-hours billed at each model's price (dashboards.price_per_gpu_hour), a shared GPU's in the share."""
     d = cfg.dashboards
-    prices = dict(d.price_per_gpu_hour)
+    prices = d.model_prices()
     return sum(
         g.billed_seconds / 3600 * prices.get(g.labels.get(catalog.MODEL_LABEL, ""), d.default_price_per_gpu_hour)
         for g in f.gpus

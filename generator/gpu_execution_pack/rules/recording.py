@@ -402,7 +402,7 @@ class RuleBuilder:
         """Listed models at their price, and every other model in use at the default price."""
         d = self.cfg.dashboards
         model = catalog.MODEL_LABEL
-        listed = [label_set(call("vector", price), model, name) for name, price in d.price_per_gpu_hour]
+        listed = [label_set(call("vector", price), model, name) for name, price in d.model_prices().items()]
         # One price list for every cluster (shared): the models every cluster holds, at the default price.
         others = (
             aggregate("group", (model,), catalog.MODEL_GPU_COUNT.select(), shared=True) * 0

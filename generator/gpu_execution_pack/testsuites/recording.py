@@ -117,7 +117,7 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
                 }
             )
         d = cfg.dashboards
-        price = expected.prices(scenario, minute, dict(d.price_per_gpu_hour), d.default_price_per_gpu_hour)
+        price = expected.prices(scenario, minute, d.model_prices(), d.default_price_per_gpu_hour)
         checks.append(
             {
                 "expr": catalog.PRICE.name,

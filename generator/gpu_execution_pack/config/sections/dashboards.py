@@ -46,7 +46,17 @@ class Dashboards:
     )
     price_per_gpu_hour: tuple[tuple[str, float], ...] = opt(
         (("NVIDIA A100-SXM4-80GB", 1.8), ("NVIDIA H100 80GB HBM3", 3.0)),
-        "Price of one GPU-hour per GPU model, keyed by DCGM's modelName label.",
+        "Price of one GPU-hour per GPU model, keyed by DCGM's modelName label. A model is priced under "
+        "either spelling dcgm-exporter gives it: as listed, and with its blanks replaced by `-` "
+        "(`--replace-blanks-in-model-name`), unless that spelling is listed too.",
         "These are examples: set your own prices per model.",
         kind="prices",
     )
+
+    def model_prices(self) -> dict[str, float]:
+        """The price of each modelName value: every listed model under its own spelling and under the one
+        dcgm-exporter's --replace-blanks-in-model-name gives it (runs of blanks to one `-`), so a fleet with
+        that flag is not billed at the default price. A spelling listed itself keeps its own price."""
+        listed = dict(self.price_per_gpu_hour)
+        dashed = {"-".join(name.split()): price for name, price in self.price_per_gpu_hour}
+        return dict(sorted((dashed | listed).items()))
