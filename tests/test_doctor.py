@@ -153,6 +153,8 @@ def test_a_deployment_that_matches_its_config_passes(matching, tmp_path: Path):
     ):
         assert checks[name]["status"] == "pass", checks[name]
     assert checks["attribution"]["found"].startswith("4 of ")  # the training job's four GPUs
+    # No kube-state-metrics capacity series in this deployment: whether GPUs are shared cannot be told.
+    assert checks["shared GPUs"]["status"] == "info", checks["shared GPUs"]
     assert f"from gpu-execution-pack {__version__}" in checks["rules version"]["found"]
 
 

@@ -139,3 +139,25 @@ def test_the_fallback_window_doctor_writes_holds_four_of_the_slowest_read_scrape
     # rate_window longer than four scrapes: the fallback is never shorter than it (one window, not two).
     slow_window = config_from_mapping({"rate_window": "2m"}, "pack.yml")
     assert advice.changes(slow_window, deployment(slow_window, read_jobs=read_jobs))["rate_window_fallback"][0] == "2m"
+
+
+def test_shared_gpus_warn_only_where_a_shared_nodes_series_never_name_the_replica():
+    cfg, shared = Config(), ("gpu-01", "gpu-02", "gpu-03", "gpu-04", "gpu-05")
+    told = checks.check_shared_gpus(cfg, deployment(cfg))
+    assert (told.status, told.found.startswith("cannot be told: no kube_node_status_capacity")) == ("info", True)
+    none = checks.check_shared_gpus(cfg, deployment(cfg, shared_gpu_nodes=()))
+    assert none.status == "pass"
+    labelled_all = checks.check_shared_gpus(cfg, deployment(cfg, shared_gpu_nodes=shared[:2]))
+    assert (labelled_all.status, labelled_all.found) == (
+        "pass",
+        "2 nodes share their GPUs (nvidia.com/gpu advertised over the GPUs reported); their series carry vgpu: "
+        "they name every holder",
+    )
+    item = checks.check_shared_gpus(cfg, deployment(cfg, shared_gpu_nodes=shared, unlabelled_shared_nodes=shared))
+    assert item.status == "warn"
+    assert "on 5 (gpu-01, gpu-02, gpu-03, gpu-04, ...) no GPU series carries vgpu" in item.found
+    mapped = Config(attribution=dataclasses.replace(cfg.attribution, mode="mapping"))
+    by_mapping = checks.check_shared_gpus(
+        mapped, deployment(mapped, shared_gpu_nodes=shared, unlabelled_shared_nodes=shared)
+    )
+    assert by_mapping.status == "pass" and "a mapping metric names every holder" in by_mapping.found

@@ -69,6 +69,13 @@ POD_NODE_LABEL = "node"
 ADDRESS_REGEX = "(.+):[0-9]+"
 # kube-state-metrics exposes an allow-listed pod label <name> as label_<name>.
 KUBE_POD_LABEL_PREFIX = "label_"
+# What NVIDIA's device plugin advertises per node (kube-state-metrics' capacity, the resource name sanitised):
+# GPUs times the replicas where it time-slices or shares them through MPS. Read by doctor only.
+NODE_CAPACITY_METRIC = "kube_node_status_capacity"
+NODE_CAPACITY_RESOURCE_LABEL = "resource"
+NVIDIA_GPU_RESOURCE = "nvidia_com_gpu"
+# dcgm-exporter with KUBERNETES_VIRTUAL_GPUS: the device plugin's replica a pod holds, on each pod's series.
+VGPU_LABEL = "vgpu"
 
 # node_exporter: host-level series are joined to executions through the node's name.
 NODE_INFO_METRIC = "node_uname_info"

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from gpu_execution_pack import __version__, catalog
 from gpu_execution_pack.config import Config, cluster_scope
+from gpu_execution_pack.promql import render
 from gpu_execution_pack.promql.durations import duration_text, parse_duration_seconds
 from gpu_execution_pack.rules.files import all_groups
 
@@ -348,6 +349,35 @@ def check_attributed_gpu_time(cfg: Config, d: Deployment) -> Item:
     return Item("attributed GPU-time", "pass", found)
 
 
+def check_shared_gpus(cfg: Config, d: Deployment) -> Item:
+    """GPUs the device plugin shares (time-slicing, MPS) that dcgm-exporter publishes with one pod each: without
+    KUBERNETES_VIRTUAL_GPUS its pod mapping keeps one pod per GPU, the last the kubelet lists, so that pod is
+    billed the whole GPU and the others nothing, and no series shows it."""
+    if d.shared_gpu_nodes is None:
+        return Item(
+            "shared GPUs",
+            "info",
+            f"cannot be told: no {render(probe.advertised_gpus())} (kube-state-metrics) to compare the GPUs reported "
+            "with",
+        )
+    if not d.shared_gpu_nodes:
+        return Item("shared GPUs", "pass", "no node advertises more nvidia.com/gpu than the GPUs it reports")
+    shared = f"{len(d.shared_gpu_nodes)} nodes share their GPUs (nvidia.com/gpu advertised over the GPUs reported)"
+    if cfg.attribution.mode == "mapping" or not d.unlabelled_shared_nodes:
+        how = "a mapping metric names" if cfg.attribution.mode == "mapping" else "their series carry vgpu: they name"
+        return Item("shared GPUs", "pass", f"{shared}; {how} every holder")
+    nodes = d.unlabelled_shared_nodes
+    return Item(
+        "shared GPUs",
+        "warn",
+        f"{shared}, and on {len(nodes)} ({', '.join(nodes[:4])}{', ...' if len(nodes) > 4 else ''}) no GPU series "
+        f"carries {catalog.VGPU_LABEL}: dcgm-exporter then labels each GPU with one pod only, which is billed the "
+        "whole GPU while the others sharing it are billed nothing",
+        "set KUBERNETES_VIRTUAL_GPUS=true on dcgm-exporter, and attribution.mode: kubernetes (its pod series carry "
+        "no pod labels): docs/report.md, Shared GPUs",
+    )
+
+
 def check_host_names(cfg: Config, d: Deployment) -> Item:
     if unread := not_loaded(cfg, d, catalog.NODE_HOST_COLLISIONS):
         return Item("host names", "info", f"collisions cannot be told: {unread}")
@@ -400,6 +430,7 @@ CHECKS: tuple[Callable[[Config, Deployment], Item], ...] = (
     check_scrape_intervals,
     check_attribution,
     check_attributed_gpu_time,
+    check_shared_gpus,
     check_host_names,
     check_clusters,
     check_retention,

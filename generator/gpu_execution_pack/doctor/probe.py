@@ -17,7 +17,20 @@ import httpx
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config, cluster_scope
-from gpu_execution_pack.promql import Expr, Range, aggregate, any_of, call, render, selector
+from gpu_execution_pack.promql import (
+    Expr,
+    Range,
+    aggregate,
+    any_of,
+    call,
+    join,
+    label_copy,
+    labelled,
+    match,
+    on,
+    render,
+    selector,
+)
 from gpu_execution_pack.promql.durations import parse_duration_seconds
 from gpu_execution_pack.query.prometheus import PrometheusClient, PrometheusError
 
@@ -77,6 +90,12 @@ class Deployment:
     gpu_time: dict[str, tuple[float, float]] = field(default_factory=dict)
     # The jobs whose targets publish what the rules read (a GPU's presence, a host's CPU counters); None: not asked
     read_jobs: frozenset[str] | None = None
+    # Nodes whose device plugin advertises more nvidia.com/gpu than dcgm-exporter reports GPUs (or MIG instances)
+    # under the node's name: their GPUs are shared (time-slicing or MPS replicas). None: no capacity series.
+    shared_gpu_nodes: tuple[str, ...] | None = None
+    # Of those, the nodes none of whose GPU series carried the replica a pod holds (catalog.VGPU_LABEL) over the
+    # last day (COVERAGE_SPAN)
+    unlabelled_shared_nodes: tuple[str, ...] = ()
 
 
 def presence(vendors: tuple[str, ...]) -> Expr:
@@ -285,6 +304,45 @@ async def gpu_time(client: PrometheusClient, cfg: Config, present: Expr) -> dict
     }
 
 
+def by_node(expr: Expr) -> Expr:
+    """``expr`` with a ``node`` label from dcgm-exporter's host label (hostname over Hostname): what the GPU
+    Operator sets it to, the Kubernetes node's name."""
+    for label in reversed(catalog.DCGM_HOST_LABELS):
+        expr = label_copy(expr, catalog.POD_NODE_LABEL, label)
+    return expr
+
+
+def advertised_gpus() -> Expr:
+    """Each node's nvidia.com/gpu capacity as kube-state-metrics publishes it."""
+    return selector(
+        catalog.NODE_CAPACITY_METRIC, match(catalog.NODE_CAPACITY_RESOURCE_LABEL, catalog.NVIDIA_GPU_RESOURCE)
+    )
+
+
+async def shared_gpu_nodes(client: PrometheusClient) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    """The nodes whose advertised nvidia.com/gpu exceed the GPU entries dcgm-exporter reports under their name
+    (shared GPUs: the device plugin advertises each GPU once per replica), and those of them whose GPU series
+    carry no replica label. A node whose name dcgm-exporter does not give is not compared. (None, ()) without
+    kube-state-metrics' capacity series."""
+    node = catalog.POD_NODE_LABEL
+    advertised = aggregate("sum", (node,), advertised_gpus())
+    raws = catalog.presence_raws(catalog.GENERATIONS, ("nvidia",))
+    nvidia = any_of([raw.select() for raw in raws])
+    reported = aggregate("count", (node,), aggregate("group", (node, "UUID", "GPU_I_ID"), by_node(nvidia)))
+    shared = join(advertised, ">", on((node,)), reported)
+    # Over the last day: a node whose GPUs no pod holds right now publishes no pod series, replica or not.
+    replicas = any_of(
+        [call("last_over_time", Range(raw.select(labelled(catalog.VGPU_LABEL)), COVERAGE_SPAN)) for raw in raws]
+    )
+    per_pod = aggregate("group", (node,), by_node(replicas))
+    if not await client.instant(render(aggregate("count", None, advertised))):
+        return None, ()
+    nodes, unlabelled = await asyncio.gather(
+        label_values(client, node, shared), label_values(client, node, shared.unless(per_pod, on((node,))))
+    )
+    return nodes, unlabelled
+
+
 async def retention(client: PrometheusClient) -> str:
     """The TSDB retention Prometheus states in its runtime info (2.x and 3.x both have it)."""
     path = "/api/v1/status/runtimeinfo"
@@ -314,11 +372,12 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         instant_value(client, gpu_count(catalog.GPU_PRESENCE.select())),
         instant_value(client, aggregate("max", None, aggregate("count", ("instance",), idle_cpus))),
     )
-    collisions, missed, coverage, read_jobs = await asyncio.gather(
+    collisions, missed, coverage, read_jobs, (shared, unlabelled) = await asyncio.gather(
         label_values(client, "hostname", catalog.NODE_HOST_COLLISIONS.select()),
         iterations(client),
         gpu_time(client, cfg, present),
         label_values(client, "job", any_of([present, idle_cpus])),
+        shared_gpu_nodes(client),
     )
     return Deployment(
         metric_names=names,
@@ -333,4 +392,6 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         iterations=missed,
         gpu_time=coverage,
         read_jobs=frozenset(read_jobs),
+        shared_gpu_nodes=shared,
+        unlabelled_shared_nodes=unlabelled,
     )
