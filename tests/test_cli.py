@@ -56,3 +56,64 @@ def test_an_unreachable_prometheus_is_named_in_words_with_the_setting_to_change(
     err = capsys.readouterr().err
     refused = f"Prometheus is unreachable: connection refused at 127.0.0.1:{port}"
     assert err == f"error: {refused}; set --prometheus or api.prometheus_url\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "config", "named"),
+    [
+        (["generate", "--output-dir", "{file}"], None, "--output-dir"),
+        (["dashboards", "--output-dir", "{file}/dashboards"], None, "--output-dir"),
+        (["docs", "--output-dir", "{file}"], None, "--output-dir"),
+        (["generate"], "output: {{rules_dir: {file}/rules}}\n", "output.rules_dir"),
+        (["test", "--build-dir", "{file}"], None, "--build-dir"),
+    ],
+)
+def test_an_output_place_that_cannot_be_written_is_named_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], config: str | None, named: str
+):
+    in_the_way = tmp_path / "a-file"
+    in_the_way.write_text("mine")
+    argv = [a.format(file=in_the_way) for a in args]
+    if config is not None:
+        (tmp_path / "pack.yml").write_text(config.format(file=in_the_way))
+        argv += ["--config", str(tmp_path / "pack.yml")]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {named}: cannot write {in_the_way}") and err.endswith(": Not a directory\n"), err
+    assert err.count("\n") == 1 and in_the_way.read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["a-file", *(["pack.yml"] if config else [])])
+
+
+def test_output_to_a_reader_that_went_away_ends_quietly(tmp_path: Path):
+    """`gpu-execution-pack ... | head`: the rest is not an error, and no traceback; the status a shell gives a
+    process that SIGPIPE ended."""
+    import subprocess
+    import sys
+
+    script = "import os, sys; r, w = os.pipe(); os.close(r); os.dup2(w, 1)\n"
+    script += "from gpu_execution_pack.cli import main; sys.exit(main(['defaults']))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stderr) == (141, "")
+
+
+def test_serve_names_the_port_out_of_range_or_taken(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    monkeypatch.setenv("GPU_PACK_API_KEYS", "abcdefghijklmnopqrstu:research")
+    assert cli.main(["serve", "--port", "99999"]) == 2
+    assert capsys.readouterr().err == "error: --port: 99999 is not accepted; accepted: 0 (a free port) to 65535\n"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert cli.main(["serve", "--host", "127.0.0.1", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --host/--port: cannot listen on 127.0.0.1:{port}: Address already in use\n", err
+
+
+def test_test_refuses_a_rules_dir_that_is_no_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    missing = tmp_path / "nonexistent-rules"
+    assert cli.main(["test", "--rules-dir", str(missing), "--build-dir", str(tmp_path / "build")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --rules-dir: {missing} is not a folder; give the folder holding tests/*.test.yml\n"
+    assert not (tmp_path / "build").exists()  # refused before any suite is built

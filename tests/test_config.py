@@ -86,6 +86,7 @@ BAD = [
     ({"rate_window": "1 minute"}, "rate_window: '1 minute' is not accepted; expected a Prometheus duration"),
     ({"rate_window": "0s"}, "rate_window: '0s' is not accepted; expected a Prometheus duration above zero"),
     ({"rate_window": ""}, "rate_window: '' is not accepted; expected a Prometheus duration above zero such as 30s"),
+    ({"rate_window": "2m", "rate_window_fallback": "1m"}, "rate_window_fallback: 1m is shorter than rate_window (2m)"),
     ({"derived_rule_interval": "1 m"}, "derived_rule_interval: '1 m' is not accepted; expected a Prometheus"),
     ({"derived_rule_interval": "1 m"}, "such as 30s, 5m or 1h30m (or empty)"),
     ({"node": {"cpu_rate_interval": "1 m"}}, "node.cpu_rate_interval: '1 m' is not accepted; expected a Prometheus"),

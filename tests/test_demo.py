@@ -208,6 +208,25 @@ def test_the_running_job_is_scraped_live_and_served_with_the_demo_key(demo):
     assert len(utilization) == 2 and all(entry["values"] for entry in utilization)
 
 
+def test_a_second_demo_in_a_running_demos_folder_is_refused_and_empties_nothing(demo):
+    running, _ = demo
+    before = sorted(p.name for p in running.folder.iterdir())
+    command = [sys.executable, "-m", "gpu_execution_pack", "demo", "--dir", str(running.folder)]
+    out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip() == f"error: --dir: a running demo uses {running.folder}; stop it or give another folder"
+    assert sorted(p.name for p in running.folder.iterdir()) == before and "prometheus" in before
+
+
+@pytest.mark.single_version
+def test_a_folder_that_cannot_be_made_is_named_in_one_line(tmp_path: Path):
+    (tmp_path / "file").write_text("")
+    command = [sys.executable, "-m", "gpu_execution_pack", "demo", "--dir", str(tmp_path / "file" / "demo")]
+    out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip() == f"error: --dir: cannot use {tmp_path / 'file' / 'demo'}: Not a directory"
+
+
 def test_ctrl_c_stops_the_demo_and_every_process_it_started(demo):
     running, _ = demo
     children = running.children()

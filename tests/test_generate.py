@@ -170,7 +170,7 @@ def test_the_host_cpu_rate_runs_in_a_group_of_its_own_at_cpu_rate_interval():
     for overrides, rate_window, average_window in (
         ({"node": {"cpu_rate_interval": "1m"}}, "4m", "2m"),
         ({"node": {"cpu_rate_interval": "1m"}, "rate_window_fallback": "1m"}, "1m", "2m"),
-        ({"node": {"cpu_rate_interval": "2m"}, "rate_window_fallback": "30s"}, "2m", "4m"),
+        ({"node": {"cpu_rate_interval": "2m"}, "rate_window": "30s", "rate_window_fallback": "30s"}, "2m", "4m"),
         ({"node": {"cpu_rate_interval": "30s"}, "rate_window": "2m"}, "4m", "2m"),
     ):
         groups = groups_of(config_from_mapping(overrides, "pack.yml"))

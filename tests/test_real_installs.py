@@ -178,7 +178,7 @@ def test_6_a_counter_back_jump_yields_no_rate_for_its_window(tmp_path, monkeypat
 @pytest.mark.single_version
 def test_7_a_one_minute_scrape_still_answers_through_the_fallback_window(tmp_path):
     # A fallback window shorter than the scrape interval never holds a CPU's last two samples.
-    out = failures(tmp_path, ["slow1"], {"rate_window_fallback": "30s"})
+    out = failures(tmp_path, ["slow1"], {"rate_window": "30s", "rate_window_fallback": "30s"})
     assert catalog.NODE_CPU_UTILIZATION.name in out and "slow1" in out
 
 

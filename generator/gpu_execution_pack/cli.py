@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import os
+import socket
 import sys
 import tempfile
 from pathlib import Path
@@ -18,13 +19,27 @@ from gpu_execution_pack.output import stale_files, write_all
 from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, rule_files
 
 DEFAULT_BUILD_DIR = Path("build/promtool")
+DEFAULT_RULES_DIR = Path("rules")  # the checkout's, where `test` runs from it
 CLUSTER_HELP = (
     "the cluster (value of cluster_label) that holds the execution; needed only when several clusters hold its id"
 )
 
 
-def _write(files: dict[Path, str], directory: Path, patterns: tuple[str, ...]) -> int:
-    changed = write_all(files)
+def written(files: dict[Path, str], source: str) -> list[Path]:
+    """``write_all``, a failure to write named by the option or key that chose the place (``source``)."""
+    try:
+        return write_all(files)
+    except OSError as err:
+        raise ConfigError(f"{source}: cannot write {err.filename or 'there'}: {err.strerror or err}") from None
+
+
+def output_source(args: argparse.Namespace, output_key: str) -> str:
+    """What chose an output folder: --output-dir where given, else the config key."""
+    return "--output-dir" if getattr(args, "output_dir", None) else f"output.{output_key}"
+
+
+def _write(files: dict[Path, str], directory: Path, patterns: tuple[str, ...], source: str) -> int:
+    changed = written(files, source)
     for pattern in patterns:
         for old in stale_files(files, directory, pattern):
             print(f"note: {old} is not generated any more; remove it if nothing else writes it", file=sys.stderr)
@@ -43,18 +58,19 @@ def config_for(args: argparse.Namespace, output_key: str = "") -> Config:
 def cmd_generate(args: argparse.Namespace) -> int:
     cfg = config_for(args, "rules_dir")
     files = build.rule_outputs(cfg, args.config) | build.archive_outputs(cfg, args.config)
-    return _write(files, Path(cfg.output.rules_dir), (f"*{RULE_FILE_SUFFIX}",))
+    return _write(files, Path(cfg.output.rules_dir), (f"*{RULE_FILE_SUFFIX}",), output_source(args, "rules_dir"))
 
 
 def cmd_dashboards(args: argparse.Namespace) -> int:
     cfg = config_for(args, "dashboards_dir")
-    return _write(build.dashboard_outputs(cfg, args.config), Path(cfg.output.dashboards_dir), ("*.json",))
+    files = build.dashboard_outputs(cfg, args.config)
+    return _write(files, Path(cfg.output.dashboards_dir), ("*.json",), output_source(args, "dashboards_dir"))
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
     cfg = config_for(args, "docs_dir")
     files = build.docs_outputs(cfg, args.config)
-    changed = write_all(files)
+    changed = written(files, output_source(args, "docs_dir"))
     for path in files:
         print(f"{path}: {'updated' if path in changed else 'up to date'}")
     return 0
@@ -96,13 +112,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_test(args: argparse.Namespace) -> int:
     """Build the promtool suites from the scenario library for the config (or the defaults' variants) and run them."""
+    if args.rules_dir is not None and not Path(args.rules_dir).is_dir():
+        raise ConfigError(f"--rules-dir: {args.rules_dir} is not a folder; give the folder holding tests/*.test.yml")
     cfg = load_config(args.config) if args.config else None
     variants = testsuites.config_variants(cfg) if cfg else testsuites.default_variants()
     build_dir = Path(args.build_dir)
     files = testsuites.suite_files(variants, build_dir)
-    write_all(files)
+    written(files, "--build-dir")
     tests = testsuites.suite_test_paths(files)
-    handwritten = sorted(Path(args.rules_dir, "tests").glob("*.test.yml")) if not args.config else []
+    rules_dir = Path(args.rules_dir or DEFAULT_RULES_DIR)
+    handwritten = sorted((rules_dir / "tests").glob("*.test.yml")) if not args.config else []
     print(promtool.test_rules(tests + handwritten).output.strip())
     # Named here, not left to promtool's output, whose format differs between Prometheus 2 and 3.
     print("\n".join(f"passed: {path}" for path in tests + handwritten))
@@ -408,6 +427,26 @@ def _duration(name: str, value: str, parse) -> float:
     return seconds
 
 
+def check_port(option: str, port: int) -> None:
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"{option}: {port} is not accepted; accepted: 0 (a free port) to 65535")
+
+
+def check_listenable(host: str, port: int) -> None:
+    """Refuse, naming the option, a host that does not resolve or an address taken, before the server starts (its
+    own errors name neither). The socket is closed at once: the server binds its own."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError) as err:
+        raise ConfigError(f"--host: {host!r} does not resolve ({err}); give an address or name to listen on") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(address)
+        except OSError as err:
+            raise ConfigError(f"--host/--port: cannot listen on {host}:{port}: {err.strerror}") from None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     _require_api_extra()
     try:
@@ -418,8 +457,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if args.workers < 1:
         raise ConfigError(f"--workers: {args.workers} is not accepted; accepted: 1 or more")
+    check_port("--port", args.port)
     # Built here first in every case: a bad config or missing keys fail before any worker starts.
     served = app.create_app(load_config(args.config), insecure_no_auth=args.insecure_no_auth)
+    check_listenable(args.host, args.port)
     if args.workers == 1:
         server.run(served, args.host, args.port, 1)
         return 0
@@ -434,9 +475,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from gpu_execution_pack.demo import run
 
     for name in ("prometheus_port", "api_port"):
-        port = getattr(args, name)
-        if not 0 <= port <= 65535:
-            raise ConfigError(f"--{name.replace('_', '-')}: {port} is not accepted; accepted: 0 (a free port) to 65535")
+        check_port(f"--{name.replace('_', '-')}", getattr(args, name))
     try:
         return run.run(args.dir, args.prometheus_port, args.api_port)
     except run.DemoError as err:
@@ -499,7 +538,10 @@ def add_file_commands(sub: argparse._SubParsersAction) -> None:
         sub.add_parser("test", help="build the promtool suites for the config from the scenario library and run them")
     )
     t.add_argument("--build-dir", default=str(DEFAULT_BUILD_DIR), help="where the suites are written")
-    t.add_argument("--rules-dir", default="rules", help="hand-written suites in <rules-dir>/tests/ are run too")
+    t.add_argument(
+        "--rules-dir",
+        help=f"hand-written suites in <rules-dir>/tests/ are run too (default: {DEFAULT_RULES_DIR}, where it exists)",
+    )
     t.set_defaults(func=cmd_test)
     with_output(
         sub.add_parser(
@@ -586,6 +628,11 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, promtool.PromtoolError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`| head`): standard output to nowhere, so that the flush at exit raises nothing
+        # more, and the status a shell gives a process that SIGPIPE ended.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13
     except KeyboardInterrupt:  # Ctrl-C while a command waits (on Prometheus, say): one line, 128 + SIGINT
         print("interrupted", file=sys.stderr)
         return 130

@@ -90,7 +90,8 @@ class Config:
     )
     rate_window_fallback: str = opt(
         "4m",
-        "Window of rate() where `rate_window` holds fewer than two samples, and in which the host CPU rate "
+        "Window of rate() where `rate_window` holds fewer than two samples (so at least `rate_window`), and in "
+        "which the host CPU rate "
         "finds each CPU's last two samples: at 4m both answer for scrape intervals up to 1m (Prometheus' "
         "own default), where a 1m window holds one sample.",
         "You scrape node_exporter less often than every minute: keep it at least twice your scrape interval. "
@@ -173,6 +174,11 @@ def validate(cfg: Config) -> None:
         raise ConfigError(
             f"alerts.telemetry_missing.window: {missing.window} must be longer than its for ({missing.for_}), "
             "or the alert resolves before it fires"
+        )
+    if parse_duration_seconds(cfg.rate_window_fallback) < parse_duration_seconds(cfg.rate_window):
+        raise ConfigError(
+            f"rate_window_fallback: {cfg.rate_window_fallback} is shorter than rate_window ({cfg.rate_window}); it is "
+            "the longer window a rate falls back to where rate_window holds fewer than two samples"
         )
     host_map = cfg.node.host_map_interval
     if host_map and parse_duration_seconds(host_map) > HOST_MAP_INTERVAL_MAX_S:

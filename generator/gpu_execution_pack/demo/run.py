@@ -7,6 +7,7 @@ the exporters are threads of the demo itself.
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import secrets
 import shutil
@@ -18,7 +19,7 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import IO, TextIO
 
 from gpu_execution_pack import promtool
 from gpu_execution_pack.config import Config, ConfigError, load_config
@@ -196,7 +197,7 @@ def run(directory: str | None, prometheus_port: int, api_port: int, out: TextIO 
     signal.signal(signal.SIGINT, interrupted)
     signal.signal(signal.SIGTERM, interrupted)
     folder = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="gpu-pack-demo-"))
-    prepare(folder)
+    in_use = prepare(folder)  # held open (and locked) while this demo runs: another demo will not empty the folder
     began = time.monotonic()
     prometheus = Prometheus(folder / "prometheus", prometheus_port or free_port())
     demo = Demo(folder, prometheus)
@@ -224,6 +225,7 @@ def run(directory: str | None, prometheus_port: int, api_port: int, out: TextIO 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         demo.stop()
+        in_use.close()
         if not directory:
             shutil.rmtree(folder, ignore_errors=True)
 
@@ -231,14 +233,40 @@ def run(directory: str | None, prometheus_port: int, api_port: int, out: TextIO 
 MARKER = ".gpu-execution-pack-demo"  # in a folder the demo made: another demo may empty it
 
 
-def prepare(folder: Path) -> None:
+def prepare(folder: Path) -> IO[str]:
     """An empty folder for the demo: a new one, an empty one, or an earlier demo's (emptied: its data is of
-    another day). Any other folder is refused rather than emptied."""
+    another day). Any other folder is refused rather than emptied, and so is one a running demo uses.
+
+    Returns the folder's marker file, open and locked (flock): the lock goes with the process however it ends,
+    so a demo that still runs is told from one that has stopped."""
     if folder.exists() and not folder.is_dir():
         raise DemoError(f"--dir: {folder} is a file; give a new or empty folder")
-    if folder.is_dir() and any(folder.iterdir()):
-        if not (folder / MARKER).exists():
-            raise DemoError(f"--dir: {folder} is not empty and no earlier demo's folder; give a new or empty folder")
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / MARKER).write_text("made by gpu-execution-pack demo; the next demo in this folder empties it\n")
+    try:
+        if folder.is_dir() and any(folder.iterdir()):
+            if not (folder / MARKER).exists():
+                raise DemoError(
+                    f"--dir: {folder} is not empty and no earlier demo's folder; give a new or empty folder"
+                )
+            with (folder / MARKER).open("a") as earlier:
+                if not locked(earlier):
+                    raise DemoError(
+                        f"--dir: a demo that is still running uses {folder}; stop it or give another folder"
+                    )
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        marker = (folder / MARKER).open("w")
+    except OSError as err:
+        raise DemoError(f"--dir: cannot use {folder}: {err.strerror}") from None
+    marker.write("made by gpu-execution-pack demo; the next demo in this folder empties it\n")
+    marker.flush()
+    locked(marker)
+    return marker
+
+
+def locked(marker: IO[str]) -> bool:
+    """Take the demo folder's lock on ``marker``; False where another process holds it (a running demo)."""
+    try:
+        fcntl.flock(marker.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
