@@ -249,9 +249,7 @@ def prepare(folder: Path) -> IO[str]:
                 )
             with (folder / MARKER).open("a") as earlier:
                 if not locked(earlier):
-                    raise DemoError(
-                        f"--dir: a demo that is still running uses {folder}; stop it or give another folder"
-                    )
+                    raise DemoError(f"--dir: a running demo uses {folder}; stop it or give another folder")
             shutil.rmtree(folder)
         folder.mkdir(parents=True, exist_ok=True)
         marker = (folder / MARKER).open("w")
