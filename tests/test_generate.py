@@ -268,3 +268,24 @@ def write_rules(cfg: Config, folder: Path) -> list[Path]:
     files = rule_files(cfg, folder)
     write_all(files)
     return list(files)
+
+
+def test_the_headers_do_not_change_with_how_the_config_path_is_typed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """Else `check` calls a colleague's identical output stale (the header's command named the path as typed)."""
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "pack.yml").write_text(
+        "vendors: [nvidia]\noutput: {rules_dir: ../rules}\nalerts: {runbook_url: https://ops.example/runbook.md}\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    spellings = ["config/pack.yml", "./config/pack.yml", "config/../config/pack.yml", str(tmp_path / "config/pack.yml")]
+    for command in ("generate", "dashboards", "docs"):
+        assert cli.main([command, "--config", spellings[0]]) == 0
+    capsys.readouterr()
+    for spelling in spellings:
+        assert cli.main(["generate", "--config", spelling]) == 0
+        assert cli.main(["check", "--config", spelling]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.count("(0 changed)") == len(spellings)
+    header = (tmp_path / "rules" / "alerts.rules.yml").read_text().splitlines()[1]
+    assert header == "# Regenerate: gpu-execution-pack generate --config config/pack.yml"

@@ -21,8 +21,21 @@ KUBERNETES_DIR = "kubernetes"
 
 
 def command(subcommand: str, config: str | None = None) -> str:
-    """The command that regenerates a file: ``gpu-execution-pack <subcommand> [--config <file>]``."""
-    return f"gpu-execution-pack {subcommand}" + (f" --config {config}" if config else "")
+    """The command that regenerates a file: ``gpu-execution-pack <subcommand> [--config <file>]``, the file named
+    however it was typed as the same path (``shown_path``): the headers, and so the check for stale files, do not
+    change with the spelling."""
+    return f"gpu-execution-pack {subcommand}" + (f" --config {shown_path(config)}" if config else "")
+
+
+def shown_path(path: str) -> str:
+    """``path`` relative to the working directory where it lies within it (``./config/x.yml``,
+    ``config/../config/x.yml`` and its absolute path all read ``config/x.yml``), else absolute; ``.`` and ``..``
+    resolved, symlinks not (a link in an ops repo names what the repo means)."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        return absolute.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return absolute.as_posix()
 
 
 _umask = os.umask(0)
