@@ -121,6 +121,23 @@ def test_a_parameter_given_twice_is_a_400_naming_it(route, query, name):
     assert response.json() == {"error": f"{name}: given 2 times; accepted: once"}
 
 
+@pytest.mark.parametrize(
+    "route, query, name, accepted",
+    [
+        (METRICS, "stpe=1m", "stpe", "cluster, end, series, start, step, tenant"),
+        (METRICS, "step=1m&foo=bar", "foo", "cluster, end, series, start, step, tenant"),
+        (SUMMARY, "step=1m", "step", "cluster, end, start, tenant"),
+        (FLEET_PATH, "limit=5", "limit", "cluster, since, tenant, top"),
+    ],
+)
+def test_a_parameter_the_route_does_not_take_is_a_400_naming_it_and_those_it_takes(route, query, name, accepted):
+    # A misspelt ?stpe=1m used to answer 200 at the default step: the caller never learnt the step was not theirs.
+    with app_for() as client:  # refused before Prometheus is asked: nothing listens there
+        response = client.get(f"{route}?{query}", headers=AUTH)
+    assert response.status_code == 400, response.text
+    assert response.json() == {"error": f"{name}: not a parameter of this route; accepted: {accepted}"}
+
+
 # --- 3. No internal URL, no unbounded upstream text ------------------------------------------------
 
 

@@ -29,6 +29,7 @@ from gpu_execution_pack.api.openapi import (
     SUMMARY_PATH,
     TENANT,
     openapi_document,
+    query_parameter_names,
 )
 from gpu_execution_pack.api.responses import Document, HeaderLimit, answer, error
 from gpu_execution_pack.api.shedding import BASE_WEIGHT, REPORT_WEIGHT, Shedder, Ticket
@@ -119,16 +120,17 @@ class Routes:
         tenant = tenant_for(request.headers.get("authorization"), self.keys)
         return tenant is not None, None if tenant in (None, ALL_TENANTS) else tenant
 
-    async def serve(self, request: Request, work: Work) -> Response:
-        """A route that asks Prometheus: 401 without a key, else ``work(tenant, params, ticket)`` under the
-        deadline, its parameters each given once (``inputs.query_of``) and its load admitted (``ticket``)."""
+    async def serve(self, request: Request, work: Work, path: str) -> Response:
+        """A route (``path``) that asks Prometheus: 401 without a key, else ``work(tenant, params, ticket)`` under
+        the deadline, its parameters each its own and given once (``inputs.query_of``) and its load admitted
+        (``ticket``)."""
         known, tenant = self.authorized(request)
         if not known:
             return error(401, "missing or unknown bearer token", {"WWW-Authenticate": "Bearer"})
         ticket = Ticket(self.shedder)
 
         async def run() -> Document:
-            q = query_of(request)
+            q = query_of(request, query_parameter_names(path))
             ticket.take(BASE_WEIGHT)
             return await work(tenant_asked(tenant, tenant is None, q), q, ticket)
 
@@ -165,7 +167,7 @@ class Routes:
                     raise
                 return kept
 
-        return await self.serve(request, work)
+        return await self.serve(request, work, PATH)
 
     async def execution_summary(self, request: Request) -> Response:
         """GET SUMMARY_PATH: the execution's report; as the report's page (``report.html``) where the client
@@ -186,7 +188,7 @@ class Routes:
                 self.cfg, prometheus, self.archive, execution_id, q.get("start"), q.get("end"), tenant, cluster
             )
 
-        return await self.serve(request, work)
+        return await self.serve(request, work, SUMMARY_PATH)
 
     async def fleet_summary(self, request: Request) -> Response:
         """GET FLEET_PATH: the tenant's executions ranked by GPU-hours wasted."""
@@ -209,7 +211,7 @@ class Routes:
                 q.get(CLUSTER),
             )
 
-        return await self.serve(request, work)
+        return await self.serve(request, work, FLEET_PATH)
 
     async def readyz(self, request: Request) -> JSONResponse:
         """GET /readyz: 200 while Prometheus answers ``vector(1)`` in time, else 503. It needs no key, so it

@@ -24,8 +24,9 @@ def decoded(raw: bytes, what: str) -> str:
         raise bad(f"{what} {NOT_UTF8}") from None
 
 
-def query_of(request: Request) -> dict[str, str]:
-    """The request's query parameters, name -> value; a 400 for a name given twice or bytes not UTF-8.
+def query_of(request: Request, accepted: frozenset[str]) -> dict[str, str]:
+    """The request's query parameters, name -> value; a 400 for a name given twice, a name not ``accepted`` (a
+    misspelt ``stpe`` would silently mean the default step) or bytes not UTF-8.
 
     Which of two values would count is a guess, so none does (``series``' names go in one value,
     separated by commas). The execution id in the path is checked for UTF-8 the same way.
@@ -41,6 +42,11 @@ def query_of(request: Request) -> dict[str, str]:
         params[name] = decoded(raw_value, name)
         counts[name] = counts.get(name, 0) + 1
     for name, count in counts.items():
+        if name not in accepted:
+            raise bad(
+                f"{name if name.isidentifier() else shown(name)}: not a parameter of this route; accepted: "
+                + ", ".join(sorted(accepted))
+            )
         if count > 1:
             how = "once, the names in one value separated by commas" if name == "series" else "once"
             raise bad(f"{name if name.isidentifier() else shown(name)}: given {count} times; accepted: {how}")

@@ -368,6 +368,14 @@ def operation(route: Operation, cfg: Config) -> dict[str, Any]:
     return out
 
 
+def query_parameter_names(path: str) -> frozenset[str]:
+    """The query parameters ``path``'s route takes, as the document lists them (and ``cluster`` where the route
+    has one: without a cluster label its own check says why it is refused)."""
+    op = ROUTES[path]
+    names = {p["name"] for p in op.parameters if isinstance(p, dict) and p.get("in") == "query"}
+    return frozenset(names | ({CLUSTER} if op.cluster else set()))
+
+
 def cluster_parameter(cfg: Config, does: str) -> dict[str, Any]:
     """The ``cluster`` query parameter: a value of the configured cluster label."""
     clusters = cluster_scope(cfg)
