@@ -409,8 +409,9 @@ def telemetry_incomplete(case: Case, cfg: Config) -> Verdict | None:
         "telemetry_incomplete",
         cfg.alerts.telemetry_missing.severity,
         "Telemetry is incomplete: " + "; ".join(missing) + ".",
-        "Verdicts that need the missing data are not given. Check that dcgm-exporter and "
-        "node_exporter run and are scraped on these hosts, and that the optional DCGM fields are collected.",
+        "Verdicts that need the missing data are not given. Check that the GPU exporter (dcgm-exporter, or ROCm's "
+        "device-metrics-exporter on AMD hosts) and node_exporter run and are scraped on these hosts, and that the "
+        "optional fields are collected (an MI250X publishes power for one of its two GPUs only).",
     )
 
 
