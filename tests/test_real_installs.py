@@ -277,5 +277,7 @@ def test_7b_recorded_more_often_than_scraped_the_rate_still_answers_through_the_
     # minute: the rate's window is the fallback (4m) where that is longer.
     every_half_minute = {"node": {"cpu_rate_interval": "30s"}}
     assert failures(tmp_path / "kept", ["slow1"], every_half_minute) == ""
-    out = failures(tmp_path / "short", ["slow1"], every_half_minute | {"rate_window_fallback": "30s"})
+    out = failures(
+        tmp_path / "short", ["slow1"], every_half_minute | {"rate_window": "30s", "rate_window_fallback": "30s"}
+    )
     assert catalog.NODE_CPU_UTILIZATION.name in out and "slow1" in out
