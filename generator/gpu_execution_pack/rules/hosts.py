@@ -9,6 +9,8 @@ per-host rule then names its host by joining its target's map (``with_host``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import HOST_LABEL, LEGACY_HOST_LABEL, Series
 from gpu_execution_pack.config import Config
@@ -31,6 +33,14 @@ from gpu_execution_pack.rules.groups import RecordingRule
 
 ADDRESS = "address"  # a scratch label: the host part of a target's instance
 EXACT = "(.*)"  # a name copied as it is
+
+
+def from_exported(expr: Expr, labels: Iterable[str]) -> Expr:
+    """``expr`` with each of ``labels`` read from ``exported_<label>`` where that is present: a series scraped
+    without honor_labels (behind a ServiceMonitor) keeps its own value of a label the target also sets there."""
+    for label in labels:
+        expr = label_copy(expr, label, catalog.EXPORTED_PREFIX + label)
+    return expr
 
 
 class HostIdentity:
@@ -107,10 +117,9 @@ class HostIdentity:
         exported_<label> where present, else every pod would share kube-state-metrics' own name and the
         join would fail at every evaluation (many-to-many), leaving no host map and no per-GPU series."""
         a, targets = self.cfg.attribution, catalog.TARGET_LABELS
-        pod_info: Expr = selector(a.pod_info_metric, *a.kubernetes_matchers)
-        for label in (*catalog.KUBERNETES_JOIN_LABELS, catalog.POD_NODE_LABEL):
-            pod_info = label_copy(pod_info, label, catalog.EXPORTED_PREFIX + label)
-        pods = aggregate("group", (*catalog.KUBERNETES_JOIN_LABELS, catalog.POD_NODE_LABEL), pod_info)
+        pod_labels = (*catalog.KUBERNETES_JOIN_LABELS, catalog.POD_NODE_LABEL)
+        pod_info = from_exported(selector(a.pod_info_metric, *a.kubernetes_matchers), pod_labels)
+        pods = aggregate("group", pod_labels, pod_info)
         exporter_pods = aggregate(
             "group", (*targets, *catalog.KUBERNETES_JOIN_LABELS), catalog.DCGM_TARGET_LABELS.select()
         )

@@ -49,7 +49,7 @@ from gpu_execution_pack.promql import (
 )
 from gpu_execution_pack.rules.amd import AmdRules, vendor_matchers
 from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
-from gpu_execution_pack.rules.hosts import HostIdentity, with_host
+from gpu_execution_pack.rules.hosts import HostIdentity, from_exported, with_host
 
 # The recording groups' names, in the order they are evaluated (``RuleBuilder.groups`` says what each holds).
 GROUP_PREFIX = "gpu-execution-pack"
@@ -142,8 +142,7 @@ class Attribution:
             mapping: Expr = selector(a.mapping_metric, labelled(self.source), *a.mapping_matchers)
             if self.source != EXECUTION_LABEL:
                 mapping = label_copy(mapping, EXECUTION_LABEL, self.source)
-            for tenant in self.tenant:  # the scheduler exporter may sit behind a ServiceMonitor too
-                mapping = label_copy(mapping, tenant, catalog.EXPORTED_PREFIX + tenant)
+            mapping = from_exported(mapping, self.tenant)  # the scheduler exporter may sit behind a ServiceMonitor too
             owners = aggregate("group", (EXECUTION_LABEL, *self.tenant, *catalog.GPU_JOIN_LABELS), mapping)
             copied = [label for label in self.identity if label not in catalog.GPU_JOIN_LABELS]
             return join(owners, "*", on(catalog.GPU_JOIN_LABELS, group_left=copied), expr)
@@ -151,8 +150,7 @@ class Attribution:
         pods: Expr = label_copy(
             selector(a.kubernetes_metric, labelled(self.source), *a.kubernetes_matchers), EXECUTION_LABEL, self.source
         )
-        for target in catalog.KUBERNETES_JOIN_LABELS:
-            pods = label_copy(pods, target, catalog.EXPORTED_PREFIX + target)
+        pods = from_exported(pods, catalog.KUBERNETES_JOIN_LABELS)
         keys = catalog.KUBERNETES_JOIN_LABELS
         owners = aggregate("topk", keys, aggregate("max", (*keys, EXECUTION_LABEL), pods), param=1)
         return join(expr, "*", on(keys, group_left=(EXECUTION_LABEL,)), owners)
