@@ -334,13 +334,14 @@ async def shared_gpu_nodes(client: PrometheusClient) -> tuple[tuple[str, ...] | 
     replicas = any_of(
         [call("last_over_time", Range(raw.select(labelled(catalog.VGPU_LABEL)), COVERAGE_SPAN)) for raw in raws]
     )
-    per_pod = aggregate("group", (node,), by_node(replicas))
-    if not await client.instant(render(aggregate("count", None, advertised))):
-        return None, ()
-    nodes, unlabelled = await asyncio.gather(
-        label_values(client, node, shared), label_values(client, node, shared.unless(per_pod, on((node,))))
+    capacity, nodes, with_replicas = await asyncio.gather(
+        client.instant(render(aggregate("count", None, advertised))),
+        label_values(client, node, shared),
+        label_values(client, node, by_node(replicas)),
     )
-    return nodes, unlabelled
+    if not capacity:
+        return None, ()
+    return nodes, tuple(n for n in nodes if n not in with_replicas)
 
 
 async def retention(client: PrometheusClient) -> str:
