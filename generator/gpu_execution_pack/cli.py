@@ -25,12 +25,14 @@ CLUSTER_HELP = (
 )
 
 
-def written(files: dict[Path, str], source: str) -> list[Path]:
-    """``write_all``, a failure to write named by the option or key that chose the place (``source``)."""
+def written(files: dict[Path, str], source: str, shown: str | None = None, **options: Any) -> list[Path]:
+    """``write_all(files, **options)``, a failure to write named by the option or key that chose the place
+    (``source``) and the path (``shown``, as the user gave it, else the one that failed)."""
     try:
-        return write_all(files)
+        return write_all(files, **options)
     except OSError as err:
-        raise ConfigError(f"{source}: cannot write {err.filename or 'there'}: {err.strerror or err}") from None
+        where = shown or err.filename or "there"
+        raise ConfigError(f"{source}: cannot write {where}: {err.strerror or err}") from None
 
 
 def output_source(args: argparse.Namespace, output_key: str) -> str:
@@ -286,11 +288,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return body
     if args.html is not None:
         # Written whole or not at all (output.write_all: a temporary file, then renamed).
-        try:
-            write_all({Path(args.html): body if isinstance(body, str) else html.render_fleet(body)})
-        except OSError as err:
-            print(f"error: --html: cannot write {args.html}: {err.strerror}", file=sys.stderr)
-            return 2
+        written({Path(args.html): body if isinstance(body, str) else html.render_fleet(body)}, "--html", args.html)
         print(f"wrote {args.html}", file=sys.stderr)
     elif args.json:
         print_json(body)
@@ -351,11 +349,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         sys.stdout.write(body)
         return status
     # Written whole or not at all, through a symlink, an existing file keeping its mode (output.write_all).
-    try:
-        write_all({Path(args.write_config): body}, mode=mode, keep_existing=True)
-    except OSError as err:
-        print(f"error: --write-config: cannot write {args.write_config}: {err.strerror or err}", file=sys.stderr)
-        return 2
+    written({Path(args.write_config): body}, "--write-config", args.write_config, mode=mode, keep_existing=True)
     print(f"wrote {args.write_config}", file=sys.stderr)
     return status
 
