@@ -151,6 +151,15 @@ class Shares:
         return util * min(1.0, 1 / total) if total else 0.0
 
 
+def slice_share(scenario: Scenario, gpu: Gpu) -> float:
+    """A MIG instance's compute slices (the ``<n>g`` of its profile) over those of every instance of its GPU the
+    scenario has, held or free; 1 for a whole GPU."""
+    if not gpu.mig_instance:
+        return 1.0
+    slices = {g: int(g.mig_profile.split("g.")[0]) for g in scenario.all_gpus() if g.device_key == gpu.device_key}
+    return slices[gpu] / sum(slices.values())
+
+
 def own_util(execution: Execution, gpu: Gpu, minute: float) -> float:
     """The utilisation, 0-1, that ``execution``'s phase at ``minute`` gives the GPU, from the phase table."""
     phase = execution.phase_at(minute)
@@ -172,12 +181,12 @@ def report(scenario: Scenario, cfg: Config, execution: Execution, reads_on: floa
     worked = sum(shares.worked(execution, g, m, t[catalog.GPU_UTILIZATION]) for m in minutes for g, t in reporting[m])
     worked *= STEP_SECONDS / 3600
 
-    # Energy: each physical GPU once, its power held for each sample it reported (none is known while it does
-    # not), a shared one's in the execution's share of its work.
-    devices = {g.device_key: g for g in execution.gpus}
+    # Energy: the GPU's power held for each sample it reported (none is known while it does not), a shared
+    # one's in the execution's share of its work, a MIG instance's in its share of the GPU (its slices over
+    # those of all the GPU's instances): two instances of one GPU it holds count its power once between them.
     joules = sum(
-        oracle.device_power(scenario, g, m) * shares.of_work(execution, g, m) * STEP_SECONDS
-        for g in devices.values()
+        oracle.device_power(scenario, g, m) * shares.of_work(execution, g, m) * slice_share(scenario, g) * STEP_SECONDS
+        for g in execution.gpus
         for m in minutes
         if world.alive(g.host, m)
     )

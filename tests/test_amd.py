@@ -203,7 +203,7 @@ def test_mi300x_partitions_are_instances_of_their_gpu_with_its_device_wide_value
     at = start + MID_RUN_SECONDS
     rows = served(server, catalog.GPU_POWER, at, "amd-oom")
     # v1.4.1 without gpu_uuid or card_series: the serial is the GPU, the part number names its model; both
-    # partitions read partition 0's power (partition 1 publishes 0), counted once per GPU.
+    # partitions read partition 0's power (partition 1 publishes 0).
     assert sorted((r["metric"]["GPU_I_ID"], r["metric"]["GPU_I_PROFILE"], float(r["value"][1])) for r in rows) == [
         ("0", "cpx", 520.0),
         ("1", "cpx", 520.0),
@@ -213,7 +213,10 @@ def test_mi300x_partitions_are_instances_of_their_gpu_with_its_device_wide_value
     # Partition 1 has no gpu_gfx_activity: the mean of its XCCs' instantaneous busy (79 and 81).
     util = served_values(server, catalog.GPU_UTILIZATION, at, "amd-oom")
     assert util == [pytest.approx(0.80), pytest.approx(0.80)]
-    assert served_values(server, catalog.EXECUTION_GPU_POWER_SUM, at, "amd-oom") == [pytest.approx(520.0)]
+    # The GPU's power repeats on each of its eight CPX partitions: amd-oom's two are given 2 of 8 shares of it
+    # (six are free), not the whole GPU's power, and not twice.
+    assert served_values(server, catalog.GPU_POWER_ATTRIBUTED, at, "amd-oom") == [pytest.approx(65.0)] * 2
+    assert served_values(server, catalog.EXECUTION_GPU_POWER_SUM, at, "amd-oom") == [pytest.approx(130.0)]
     assert served_values(server, catalog.GPU_TEMPERATURE, at, "amd-oom") == [72.0, 72.0]
 
 
@@ -275,13 +278,14 @@ def summary(server: Prometheus, cfg, execution_id: str, start: int) -> dict:
 
 
 def energy_kwh(execution_id: str) -> float:
-    """The energy truth: each physical GPU's power over the run, once (MI300 partitions share theirs; an MI250X
-    publishes its card's power on one GCD)."""
+    """The energy truth: each GPU's power over the run, an MI300 partition's in its share of the GPU (one of
+    the partitions its mode makes, held or free; an MI250X publishes its card's power on one GCD)."""
     if execution_id == "nv-h100":
         return H100_WATTS * (RUN[1] - RUN[0]) * 60 / 3.6e6
     e = EXECUTIONS[execution_id]
-    devices = {g.serial for g in e.gpus if g.publishes_power}
-    return len(devices) * e.load.power_watts * (RUN[1] - RUN[0]) * 60 / 3.6e6
+    partitions = {"spx": 1, "cpx": 8}  # an MI300X's XCDs: CPX makes each of its eight a GPU
+    shares = sum(1 / partitions[g.partition_mode] for g in e.gpus if g.publishes_power)
+    return shares * e.load.power_watts * (RUN[1] - RUN[0]) * 60 / 3.6e6
 
 
 @pytest.mark.e2e

@@ -180,6 +180,37 @@ def test_counting_mig_power_per_instance_fails_the_tests(tmp_path: Path, monkeyp
     assert f'expr: "{catalog.EXECUTION_GPU_POWER_SUM.name}"' in out and "mig-0003" in out
 
 
+def _attribute_power_as(monkeypatch: pytest.MonkeyPatch, *formulas: Formula) -> None:
+    replaced = tuple(
+        dataclasses.replace(s, formulas=formulas) if s is catalog.GPU_POWER_ATTRIBUTED else s
+        for s in catalog.GPU_SHARE_SERIES
+    )
+    monkeypatch.setattr(catalog, "GPU_SHARE_SERIES", replaced)
+
+
+@pytest.mark.single_version
+@pytest.mark.e2e
+def test_giving_a_gpu_instance_its_gpus_whole_power_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # dcgm-exporter repeats the GPU's power on each MIG instance: taken as it is, mig-0004's 3g instance would be
+    # given all of an A100 whose 4g instance is free, and amd-oom's two CPX partitions all of an MI300X each.
+    _attribute_power_as(monkeypatch, Formula(catalog.GPU_POWER.select() * catalog.GPU_WORK_SHARE.select()))
+    out = _run_default_suite(tmp_path / "nvidia", "mig-0004")
+    assert f'expr: "{catalog.GPU_POWER_ATTRIBUTED.name}"' in out and "mig-0004" in out
+    out = suite_failures(testsuites.default_variants()[:1], tmp_path / "amd", only="default-amd")
+    assert f'expr: "{catalog.GPU_POWER_ATTRIBUTED.name}{{execution_id=\\"amd-oom\\"}}"' in out, out
+
+
+@pytest.mark.single_version
+@pytest.mark.e2e
+def test_sharing_a_gpus_power_equally_between_its_mig_instances_fails_the_tests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # Every profile read as one slice: mig-0004's 3g instance would be given half the GPU's power, not 3/7.
+    monkeypatch.setattr(catalog, "MIG_SLICES", ())
+    out = _run_default_suite(tmp_path, "mig-0004")
+    assert f'expr: "{catalog.GPU_POWER_ATTRIBUTED.name}"' in out and "mig-0004" in out
+
+
 @pytest.mark.single_version
 @pytest.mark.e2e
 def test_counting_an_amd_gpus_power_per_partition_fails_the_amd_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -25,6 +25,11 @@ GPU_IDENTITY_LABELS: tuple[str, ...] = (
 )
 # The labels a mapping metric joins on: a GPU's UUID and, on MIG, its instance id (CEEMS style).
 GPU_JOIN_LABELS: tuple[str, ...] = (UUID_LABEL, MIG_INSTANCE_LABEL)
+# A MIG instance's compute slices, read from its GPU instance profile (`3g.40gb`, `1g.10gb+me`): NVIDIA's
+# profiles run from 1g to 7g (seven slices is a whole A100, H100 or B200). An instance whose profile does
+# not read so (an MI300 partition's `cpx`, equal partitions) weighs one slice: see catalog.instance_share.
+MIG_SLICES: tuple[int, ...] = (1, 2, 3, 4, 5, 6, 7)
+MIG_SLICE_PROFILE = r"{slices}g\..*"  # matched against GPU_I_PROFILE, for each count in MIG_SLICES
 # One GPU (or MIG instance) whoever holds it: under time-slicing or MPS dcgm-exporter publishes it
 # once per pod that holds it, so several executions' series carry the same device labels.
 DEVICE_LABELS: tuple[str, ...] = (HOST_LABEL, UUID_LABEL, MIG_INSTANCE_LABEL)

@@ -66,6 +66,28 @@ def device(key: str) -> DeviceSignal:
 
 
 @dataclass(frozen=True)
+class InstanceShare(Placeholder):
+    """Each GPU instance's share of its GPU (``instance_share``), in a formula over recorded series."""
+
+
+# The signal whose series list a GPU's instances for instance_share: power is device-wide, so dcgm-exporter
+# repeats it on every MIG instance, free ones too, and the AMD group gives partition 0's to every partition.
+INSTANCE_SHARE_SIGNAL = "power_usage"
+
+
+def instance_share() -> InstanceShare:
+    """Each GPU instance's share of its physical GPU, one series per (UUID, GPU_I_ID): its compute slices
+    (MIG_SLICES, from the profile; one for any other profile, so MI300 partitions share equally) over those
+    of every instance the exporter publishes for that GPU, held or free.
+
+    Device-wide fields (power, energy) repeat on every instance: an instance is given its share of them, so
+    an execution on a 1g of seven slices is not charged the whole GPU's power, and a sum over executions
+    counts a GPU once at most. A free instance's share is nobody's, as a free whole GPU's power is.
+    ``rules.recording`` reads the instances from the exporters' own series, not from the executions'."""
+    return InstanceShare("instance_share")
+
+
+@dataclass(frozen=True)
 class Formula:
     """One way to compute a series; a series tries its formulas in order (PromQL ``or``).
 
@@ -80,7 +102,7 @@ class Formula:
     @property
     def signals(self) -> tuple[str, ...]:
         """The signals the formula reads, in order of first use; empty if it reads recorded series only."""
-        return placeholders(self.expr)
+        return tuple(key for key in placeholders(self.expr) if key != instance_share().name)
 
 
 # Labels of each level of recorded series. The tenant label (api.tenant_label) is added to the
@@ -403,8 +425,19 @@ GPU_WORKED = _gpu(
 GPU_POWER_ATTRIBUTED = _gpu(
     "execution_gpu:gpu_power_attributed_watts",
     "watts",
-    "Board power times the execution's share of the GPU's work: what its energy and cost are counted from.",
-    Formula(GPU_POWER.select() * GPU_WORK_SHARE.select()),
+    "Board power times the execution's share of the GPU's work, on a MIG instance or MI300 partition also "
+    "times the instance's share of the GPU (its compute slices over all instances'): what its energy is counted "
+    "from.",
+    Formula(
+        join(
+            GPU_POWER.select() * GPU_WORK_SHARE.select(),
+            "*",
+            on((UUID_LABEL, MIG_INSTANCE_LABEL), group_left=()),
+            instance_share(),
+        ),
+        note="GPU instances",
+    ),
+    Formula(GPU_POWER.select() * GPU_WORK_SHARE.select(), note="whole GPUs"),
 )
 GPU_SHARE_SERIES: tuple[Series, ...] = (
     GPU_DEVICE_UTILIZATION,
@@ -571,8 +604,8 @@ def _by_execution(op: str, series: Series) -> Expr:
     return aggregate(op, EXECUTION_LABELS, series.select())
 
 
-# Per-execution rollups, read from the series above. Device-wide fields (power) repeat on every
-# MIG instance of a GPU, so sums of them are taken once per UUID.
+# Per-execution rollups, read from the series above. Device-wide fields repeat on every MIG instance of a GPU:
+# power is summed as attributed, each instance in its share of the GPU (GPU_POWER_ATTRIBUTED).
 EXECUTION_GPU_COUNT = _execution(
     "execution:gpu_count", "count", _by_execution("count", GPU_PRESENCE), "GPUs or MIG instances the execution holds."
 )
@@ -600,8 +633,9 @@ EXECUTION_GPU_MEMORY_USED_SUM = _execution(
 EXECUTION_GPU_POWER_SUM = _execution(
     "execution:gpu_power_watts:sum",
     "watts",
-    aggregate("sum", EXECUTION_LABELS, aggregate("max", (EXECUTION_LABEL, UUID_LABEL), GPU_POWER_ATTRIBUTED.select())),
-    "Board power of the execution's GPUs, each physical GPU counted once and a shared one in its share.",
+    _by_execution("sum", GPU_POWER_ATTRIBUTED),
+    "Board power of the execution's GPUs: a shared one's in its share of the work, a MIG instance's in its share "
+    "of the GPU.",
 )
 EXECUTION_GPU_TEMPERATURE_MAX = _execution(
     "execution:gpu_temperature_celsius:max",

@@ -148,17 +148,19 @@ JOULES_PER_KWH = 3_600_000
 
 
 def energy_kwh(by: Iterable[str] | None, *matchers: Matcher) -> Expr:
-    """kWh over the time range, summed ``by`` the labels given: each physical GPU once (MIG instances repeat
-    the device's fields) and a shared one in its share, from the energy counter's rise where it is recorded,
-    else board power integrated per minute. docs/report.md defines the same figure for the report.
+    """kWh over the time range, summed ``by`` the labels given: each physical GPU in the execution's share of it,
+    from the energy counter's rise where it is recorded, else board power integrated per minute.
+    docs/report.md defines the same figure for the report.
 
-    A GPU several executions hold at once (time-slicing, MPS) is split 1/N at each moment: the counter's
-    rise is scaled by the execution's attributed power over the GPU's power, both integrated per minute,
-    so sums over executions count the GPU's energy once (an unshared GPU's scale is exactly 1)."""
+    The rise is scaled by the execution's attributed power over the GPU's power, both integrated per minute:
+    a GPU several executions hold at once (time-slicing, MPS) is split by their work at each moment, and the
+    MIG instances of one GPU, which repeat its counter and power, each by its share of the GPU, summed over
+    the instances the execution holds. So sums over executions count a GPU's energy once at most (an
+    unshared whole GPU's scale is exactly 1)."""
     device = (catalog.EXECUTION_LABEL, catalog.UUID_LABEL, catalog.MODEL_LABEL)
     counter = catalog.GPU_ENERGY.select(*matchers)
     rise = call("max_over_time", counter.range(RANGE)) - call("min_over_time", counter.range(RANGE))
-    attributed = aggregate("max", device, gpu_minutes(catalog.GPU_POWER_ATTRIBUTED.select(*matchers)))
+    attributed = aggregate("sum", device, gpu_minutes(catalog.GPU_POWER_ATTRIBUTED.select(*matchers)))
     drawn = aggregate("max", device, gpu_minutes(catalog.GPU_POWER.select(*matchers)))
     share = Paren(attributed / drawn.gt(0))
     per_device = any_of([aggregate("max", device, rise) * share, attributed * 60])

@@ -62,6 +62,13 @@ power ({_name(catalog.EXECUTION_GPU_POWER_SUM)}, from {_name(catalog.GPU_POWER_A
 energy and cost: a sum over executions counts the GPU once. The other per-GPU series the endpoint
 serves stay the GPU's own readings: every holder sees what the GPU did.
 
+A GPU's power is also split between its MIG instances (and an MI300's partitions), which repeat it:
+`instance_share()` in {_name(catalog.GPU_POWER_ATTRIBUTED)}'s formula is each instance's compute
+slices (`<n>g` of `{catalog.MIG_PROFILE_LABEL}`, else one) over those of every instance the exporter
+publishes for the GPU (same `{catalog.UUID_LABEL}`), held or free, read from the exporter's own
+series ({", ".join(f"`{r.name}`" for r in catalog.SIGNALS[catalog.INSTANCE_SHARE_SIGNAL].raws)}, and the
+AMD group's). A free instance's share is nobody's ([report.md](report.md#shared-gpus)).
+
 """
 
 
@@ -69,6 +76,8 @@ def _shown_signal(node: promql.Expr) -> promql.Expr | None:
     """A signal as the docs spell it in a formula: ``{key}``, and ``device({key})`` for the whole GPU's."""
     if isinstance(node, catalog.DeviceSignal):
         return promql.call("device", promql.Selector("{" + node.name + "}"))
+    if isinstance(node, catalog.InstanceShare):
+        return promql.call("instance_share")
     if isinstance(node, promql.Placeholder):
         return promql.Selector("{" + node.name + "}")
     return None

@@ -50,21 +50,19 @@ def mean(values: list[float]) -> float | None:
 
 
 def energy(f: fig.ExecutionFigures) -> tuple[float | None, str]:
-    """Joules over the span, each physical GPU once (MIG instances repeat the device's counter and power),
-    and which source gave them: the energy counter, the integral of board power, or both (per GPU)."""
-    per_device: dict[tuple[str, str], tuple[float, str]] = {}
+    """Joules over the span, and which source gave them: the energy counter, the integral of board power, or
+    both (per GPU). Each GPU or MIG instance counts in the execution's share of it (``GpuFigures.power_share``):
+    the instances of one GPU repeat its counter and power, each is given its share of the GPU's."""
+    per_gpu: list[tuple[float, str]] = []
     for g in f.gpus:
-        device = (g.labels.get(catalog.EXECUTION_LABEL, ""), g.labels.get("UUID", ""))
         if (joules := f.energy_joules(g)) is not None:
-            per_device[device] = (joules, "energy_counter")
-            continue
-        counted = per_device.get(device, (0.0, ""))[1] == "energy_counter"  # another entry of the same GPU
-        if (integral := g.attributed_power_integral) is not None and not counted:
-            per_device[device] = (integral, "power_integral")
-    if not per_device:
+            per_gpu.append((joules, "energy_counter"))
+        elif (integral := g.attributed_power_integral) is not None:
+            per_gpu.append((integral, "power_integral"))
+    if not per_gpu:
         return None, "none"
-    sources = {source for _, source in per_device.values()}
-    return sum(j for j, _ in per_device.values()), sources.pop() if len(sources) == 1 else "mixed"
+    sources = {source for _, source in per_gpu}
+    return sum(j for j, _ in per_gpu), sources.pop() if len(sources) == 1 else "mixed"
 
 
 def cost(cfg: Config, f: fig.ExecutionFigures) -> float:

@@ -107,7 +107,7 @@ class GpuFigures:
     share_seconds: float | None = None
     share_min: float | None = None
     worked_shared_seconds: float | None = None  # utilisation times share, integrated over time
-    power_attributed_joules: float | None = None  # board power times share, integrated over time
+    power_attributed_joules: float | None = None  # board power in the execution's share, integrated over time
     co_holders: list[str] | None = None  # the executions it was shared with (None: not looked up)
 
     @property
@@ -142,9 +142,10 @@ class GpuFigures:
 
     @property
     def power_share(self) -> float:
-        """The execution's share of the GPU's energy: its attributed power over the GPU's board power,
-        summed over the same samples (so exact at each moment); 1 when not shared."""
-        if not self.shared or not self.power_attributed_joules or not self.power_integral_joules:
+        """The execution's share of the GPU's energy: its attributed power over the GPU's board power, summed
+        over the same samples (so exact at each moment). Below 1 on a GPU shared with other executions and
+        on a MIG instance or MI300 partition (its share of the GPU); 1 without both series."""
+        if self.power_attributed_joules is None or not self.power_integral_joules:
             return 1.0
         return self.power_attributed_joules / self.power_integral_joules
 
@@ -204,7 +205,8 @@ class ExecutionFigures:
         rise = gpu.energy_spread if gpu.energy_resets == 0 and gpu.energy_spread is not None else gpu.energy_increase
         if rise is None:
             return None
-        # A GPU shared with other executions: the execution's share of the rise (GpuFigures.power_share).
+        # A GPU shared with other executions, or a GPU instance: the execution's share of the rise
+        # (GpuFigures.power_share).
         return rise * gpu.held_seconds / gpu.energy_span_seconds * gpu.power_share
 
     @property

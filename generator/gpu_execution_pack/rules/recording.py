@@ -40,6 +40,7 @@ from gpu_execution_pack.promql import (
     label_copy,
     label_set,
     labelled,
+    match,
     on,
     parse_duration_seconds,
     partitioned,
@@ -260,7 +261,7 @@ class RuleBuilder:
         None where no configured exporter generation emits what the series needs (the energy
         counter on 4.9 and later)."""
         from_signals = [f for f in series.formulas if f.signals]
-        from_recorded = [f.expr for f in series.formulas if not f.signals]
+        from_recorded = [transform(f.expr, self.expand_instance_share) for f in series.formulas if not f.signals]
         alternatives = [e for e in (self.gpu_formula(f) for f in from_signals) if e is not None]
         if len(alternatives) > 1:  # each formula's generations grouped, for the reader
             alternatives = [Paren(a) for a in alternatives]
@@ -270,6 +271,27 @@ class RuleBuilder:
         if not attributed + from_recorded:
             return None
         return RecordingRule(series.name, any_of(attributed + from_recorded))
+
+    def expand_instance_share(self, node: Expr) -> Expr | None:
+        """``catalog.instance_share()``: each GPU instance's compute slices over those of every instance its GPU
+        publishes, read from the exporters' own series (a free instance's carry no execution's labels). ``group``
+        counts an instance whatever its value, NaN included; its profile gives its slices, else it weighs one."""
+        if not isinstance(node, catalog.InstanceShare):
+            return None
+        instance, profile, uuid = catalog.MIG_INSTANCE_LABEL, catalog.MIG_PROFILE_LABEL, catalog.UUID_LABEL
+        raws = self.raws(catalog.SIGNALS[catalog.INSTANCE_SHARE_SIGNAL])
+        nvidia = [r.name for r in raws if r.vendor == "nvidia" and not r.matchers]
+        weights: list[Expr] = []
+        if nvidia:  # every generation's name in one selector: an exporter publishes one of them
+            named = (match("__name__", "|".join(nvidia), "=~"), *self.cfg.selectors.dcgm_matchers)
+            for slices in catalog.MIG_SLICES:
+                of_profile = match(profile, catalog.MIG_SLICE_PROFILE.format(slices=slices), "=~")
+                weights.append(aggregate("group", (uuid, instance), selector("", *named, of_profile)) * slices)
+            weights.append(aggregate("group", (uuid, instance), selector("", *named, labelled(instance))))
+        for raw in (r for r in raws if r.vendor != "nvidia"):  # AMD's partitions are equal: one slice each
+            weights.append(aggregate("group", (uuid, instance), raw.select(labelled(instance))))
+        per_instance = Paren(any_of(weights))
+        return join(per_instance, "/", on((uuid,), group_left=()), aggregate("sum", (uuid,), per_instance))
 
     def gpu_rules(self, series: tuple[Series, ...]) -> tuple[RecordingRule, ...]:
         """The rules of ``series`` that the configured generations can compute."""

@@ -448,7 +448,9 @@ def served(fleet: AmdFleet, execution: AmdExecution, cfg: Config, minute: float)
             values[catalog.GPU_DRAM_ACTIVE] = own.umc_percent / PERCENT_PER_RATIO
         if gpu.publishes_power:
             values[catalog.GPU_POWER] = device.power_watts
-            values[catalog.GPU_POWER_ATTRIBUTED] = device.power_watts
+            # A partition's share of its GPU's power: partitions of one mode are equal, held or free.
+            partitions = sum(1 for g in host.gpus if g.serial == gpu.serial) if gpu.partitioned else 1
+            values[catalog.GPU_POWER_ATTRIBUTED] = device.power_watts / partitions
         if gpu.card == "MI300X":  # the socket residency accumulators
             values[catalog.GPU_POWER_VIOLATION] = device.ppt_share
             values[catalog.GPU_THERMAL_VIOLATION] = device.thermal_share
@@ -465,14 +467,14 @@ def unpublished(fleet: AmdFleet, cfg: Config, minute: float) -> tuple[Series, ..
 
 
 def execution_served(fleet: AmdFleet, execution: AmdExecution, cfg: Config, minute: float) -> dict[Series, float]:
-    """What the execution's own series must hold at ``minute``: its GPUs' rolled up, each physical GPU's
-    power once however many of its partitions the execution holds."""
+    """What the execution's own series must hold at ``minute``: its GPUs' rolled up, each partition's power in
+    its share of the GPU's."""
     rows = served(fleet, execution, cfg, minute)
-    devices = {r.labels["UUID"]: r.values[catalog.GPU_POWER] for r in rows if catalog.GPU_POWER in r.values}
+    attributed = [r.values[catalog.GPU_POWER_ATTRIBUTED] for r in rows if catalog.GPU_POWER_ATTRIBUTED in r.values]
     return {
         catalog.EXECUTION_GPU_COUNT: float(len(rows)),
         catalog.EXECUTION_HOST_COUNT: float(len({r.labels[catalog.HOST_LABEL] for r in rows})),
-        catalog.EXECUTION_GPU_POWER_SUM: sum(devices.values()),
+        catalog.EXECUTION_GPU_POWER_SUM: sum(attributed),
         catalog.EXECUTION_GPU_UTILIZATION_AVG: sum(r.values[catalog.GPU_UTILIZATION] for r in rows) / len(rows),
         catalog.EXECUTION_GPU_MEMORY_USED_SUM: sum(r.values[catalog.GPU_MEMORY_USED] for r in rows),
         catalog.EXECUTION_GPU_MEMORY_UTILIZATION_MAX: max(r.values[catalog.GPU_MEMORY_UTILIZATION] for r in rows),

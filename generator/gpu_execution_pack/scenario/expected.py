@@ -137,12 +137,10 @@ def expected(scenario: Scenario, minute: float, cfg: Config | None = None) -> di
             out[catalog.EXECUTION_GPU_MEMORY_USED_SUM.name].append(
                 Sample(ex, sum(t[catalog.GPU_MEMORY_USED] for t in memory))
             )
-        # One physical GPU counts once, however many of its MIG instances the execution holds; one it
-        # shares with other executions at this minute, in its share of the work.
-        devices: dict[tuple[str, int], float] = {}
-        for g, t in per_gpu:
-            devices[g.device_key] = max(devices.get(g.device_key, 0.0), t[catalog.GPU_POWER_ATTRIBUTED])
-        out[catalog.EXECUTION_GPU_POWER_SUM.name].append(Sample(ex, float(sum(devices.values()))))
+        # Each GPU, or MIG instance, in the execution's share of it: a GPU it shares with other executions at
+        # this minute in its share of the work, a MIG instance in its share of the GPU (oracle.instance_share).
+        attributed = sum(t[catalog.GPU_POWER_ATTRIBUTED] for t in truths)
+        out[catalog.EXECUTION_GPU_POWER_SUM.name].append(Sample(ex, float(attributed)))
         for gpu_series, execution_series in zip(
             catalog.GPU_ACTIVITY_SERIES, catalog.EXECUTION_ACTIVITY_SERIES, strict=True
         ):

@@ -55,21 +55,20 @@ def mixed_generations() -> Scenario:
 
 
 def mig() -> Scenario:
-    """MIG: e3 holds two instances of one A100, e4 one instance of another; one instance is free.
+    """MIG: e3 holds both 3g instances of one A100, e4 the 3g instance of another whose 4g instance is free.
 
-    Device-wide fields (power, temperature, clocks) repeat on every instance: the per-execution
-    power sum must count e3's GPU once.
+    Device-wide fields (power, temperature, clocks) repeat on every instance: e3's power sum must count its
+    GPU once, and e4 is given 3 of the second GPU's 7 slices of its power, not all of it.
     """
     model = "NVIDIA A100-SXM4-80GB"
 
-    def instance(index: int, gi: str) -> Gpu:
-        return Gpu("m1", index, model, mig_instance=gi, mig_profile="3g.40gb", mem_total_mib=40960)
+    def instance(index: int, gi: str, profile: str = "3g.40gb") -> Gpu:
+        return Gpu("m1", index, model, mig_instance=gi, mig_profile=profile, mem_total_mib=40960)
 
     e3 = Execution("mig-0003", (instance(0, "1"), instance(0, "2")), TRAINING)
     e4 = Execution("mig-0004", (instance(1, "1"),), ("compute", "idle"), start_minute=3)
-    return Scenario(
-        "mig", mig.__doc__ or "", (Host("m1", "4.9"),), (e3, e4), unowned_gpus=(instance(1, "2"),), minutes=40
-    )
+    free = instance(1, "2", "4g.40gb")  # A100 80GB: 3g.40gb and 4g.40gb make the whole GPU
+    return Scenario("mig", mig.__doc__ or "", (Host("m1", "4.9"),), (e3, e4), unowned_gpus=(free,), minutes=40)
 
 
 def missing_optional(missing: frozenset[str], name: str) -> Scenario:

@@ -14,6 +14,7 @@ and no rule of its own here is published from that field, and every such series 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import fields
 from functools import cache
@@ -186,6 +187,23 @@ def work_share(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float
     return own_util(execution, gpu, minute) / total if total else 1 / len(on_gpu)
 
 
+def compute_slices(gpu: Gpu) -> int:
+    """A MIG instance's compute slices: the ``<n>g`` its profile begins with (``3g.40gb``: 3)."""
+    found = re.match(r"(\d+)g\.", gpu.mig_profile)
+    return int(found.group(1)) if found else 1
+
+
+def instance_share(scenario: Scenario, gpu: Gpu) -> float:
+    """A MIG instance's share of its physical GPU's power: its compute slices over those of every instance of
+    that GPU the exporter publishes, free ones included (a free instance's share is nobody's); 1 for a whole
+    GPU. dcgm-exporter repeats the GPU's power on each instance, so without this two executions on two
+    instances would each be given all of it."""
+    if not gpu.mig_instance:
+        return 1.0
+    siblings = [g for g in scenario.all_gpus() if g.device_key == gpu.device_key and g.mig_instance]
+    return compute_slices(gpu) / sum(compute_slices(g) for g in siblings)
+
+
 def gpu_truth(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float) -> dict[Series, float] | None:
     """What each per-GPU recorded series should be, in base units; None when the execution is not running.
 
@@ -240,7 +258,7 @@ def gpu_truth(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float)
     # Its own utilisation where the exporter has it (the holders' together within the GPU's 100 %), else the
     # GPU's in its share.
     out[catalog.GPU_WORKED] = device_util * share
-    out[catalog.GPU_POWER_ATTRIBUTED] = out[catalog.GPU_POWER] * share
+    out[catalog.GPU_POWER_ATTRIBUTED] = out[catalog.GPU_POWER] * share * instance_share(scenario, gpu)
     missing = scenario.missing_on(gpu.host)
     for series, key in ACTIVITY_TRUTHS.items():
         if key not in missing and (key not in OPTIONAL_ACTIVITY or key in scenario.exported):
