@@ -86,6 +86,7 @@ def test_a_nan_sample_is_null_in_the_answer_not_a_500(tmp_path: Path):
     ("execution_id", "params", "message"),
     [
         (SHARED_ID + "\n", {}, "execution_id: not accepted"),  # the pattern's $ matched before a final newline
+        ("x" * 300, {}, "execution_id: 300 characters; accepted: at most 256"),  # the pattern alone would pass it
         (SHARED_ID, {"start": ""}, "start: '' is not an ISO 8601 time"),
         (SHARED_ID, {"start": "٢٠٢٦-١٢-٠٢T10:00:00Z"}, "start: "),  # Arabic-Indic digits
         (SHARED_ID, {"step": "1d1d"}, "step: '1d1d' is not a Prometheus duration"),

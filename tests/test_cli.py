@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 from pathlib import Path
 
@@ -22,7 +23,11 @@ def test_validate_checks_a_config_and_its_rules_without_writing(tmp_path: Path, 
 
 def test_defaults_prints_a_config_that_loads_as_the_defaults(capsys: pytest.CaptureFixture[str]):
     assert cli.main(["defaults"]) == 0
-    assert config_from_mapping(yaml.safe_load(capsys.readouterr().out)) == Config()
+    out = capsys.readouterr().out
+    assert config_from_mapping(yaml.safe_load(out)) == Config()
+    # Whole numbers as a user writes them, not as the float fields hold them (250000.0).
+    assert "  max_points: 250000\n" in out and "default_price_per_gpu_hour: 2\n" in out
+    assert not re.search(r": -?[0-9]+\.0$", out, re.MULTILINE), out
 
 
 def test_errors_are_one_line_on_stderr_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]):

@@ -366,6 +366,22 @@ def test_doctor_writing_over_its_own_config_through_a_link_keeps_both(tmp_path: 
     assert load_config(link).node.cpu_rate_interval == advice.CPU_RATE_INTERVAL
 
 
+@pytest.mark.parametrize("through_link", [False, True])
+def test_doctor_refuses_to_write_over_a_config_with_comments(tmp_path: Path, doctor, through_link: bool):
+    # The written config keeps the user's keys, not their comments: the reasons an ops repo wrote down.
+    text = "# pinned by hand: the old racks' exporter\ndcgm: {generations: ['4.8']}\n"
+    if through_link:
+        real, config = linked(tmp_path / "secrets" / "pack.yml", text, 0o600, tmp_path / "pack.yml")
+    else:
+        real = config = tmp_path / "pack.yml"
+        config.write_text(text)
+    code, out, err = doctor("-c", str(config), "--write-config", str(config))  # no facts: Prometheus is not asked
+    assert code == 2 and out == ""
+    line = one_error_line(err)
+    assert line.startswith(f"error: --write-config: {config} is the config given with -c") and "comments" in line
+    assert real.read_text() == text
+
+
 # --- 5. dcgm generations read back as the strings the config accepts -----------------------------------------
 
 

@@ -297,6 +297,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def overwrites_comments(config: str, target: str) -> bool:
+    """Whether writing ``target`` would replace the config file ``config`` and a comment in it."""
+    try:
+        if not Path(target).exists() or not os.path.samefile(config, target):
+            return False
+        return any(line.lstrip().startswith("#") for line in Path(config).read_text(encoding="utf-8").splitlines())
+    except (OSError, UnicodeDecodeError):  # not a file we can compare or read: the write itself says what is wrong
+        return False
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     """The live deployment against the config: a checklist (exit 1 on a fail), or with --write-config the
     config it should have."""
@@ -315,6 +325,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         return 2
     # The config file read once: --write-config keeps its keys, and a pipe (-c /dev/stdin) has none the second time.
     cfg, user = load_config_document(args.config) if args.config else (Config(), None)
+    if args.config and args.write_config and not to_stdout and overwrites_comments(args.config, args.write_config):
+        print(
+            f"error: --write-config: {args.write_config} is the config given with -c, and the comments in it would be "
+            "lost (the written config keeps its keys, not its comments); write to another file and merge by hand, "
+            "or give - to print it",
+            file=sys.stderr,
+        )
+        return 2
     deployment = ask_prometheus(args, probe.probe, cfg=cfg)
     if isinstance(deployment, int):
         return deployment

@@ -39,12 +39,16 @@ def _rows(obj: Any, prefix: str = "") -> list[tuple[str, Any, str, str]]:
 def _plain(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj):
         return {
-            yaml_key(f): dict(value) if f.metadata.get("kind") in MAPPING_KINDS else _plain(value)
+            yaml_key(f): {k: _plain(v) for k, v in dict(value).items()}
+            if f.metadata.get("kind") in MAPPING_KINDS
+            else _plain(value)
             for f in dataclasses.fields(obj)
             for value in [getattr(obj, f.name)]
         }
     if isinstance(obj, tuple):
         return list(obj)
+    if isinstance(obj, float) and obj.is_integer():  # as a user writes it: `max_points: 250000`, read back as a float
+        return int(obj)
     return obj
 
 

@@ -95,8 +95,10 @@ class Params:
 
 def check_execution_id(execution_id: str, pattern: re.Pattern[str]) -> None:
     """400 unless the whole id matches ``pattern`` (``$`` would let a final newline through) within MAX_ID_LENGTH."""
-    if len(execution_id) > MAX_ID_LENGTH or not pattern.fullmatch(execution_id):
-        raise bad(f"execution_id: not accepted; it must match {pattern.pattern} (at most {MAX_ID_LENGTH} characters)")
+    if len(execution_id) > MAX_ID_LENGTH:  # said on its own: the pattern may well match it
+        raise bad(f"execution_id: {len(execution_id)} characters; accepted: at most {MAX_ID_LENGTH}")
+    if not pattern.fullmatch(execution_id):
+        raise bad(f"execution_id: not accepted; it must match {pattern.pattern}")
 
 
 def parse_time(name: str, value: str | None) -> float | None:
