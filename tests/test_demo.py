@@ -18,12 +18,16 @@ from pathlib import Path
 import httpx
 import pytest
 from gpu_execution_pack import catalog
+from gpu_execution_pack.config import load_config
+from gpu_execution_pack.demo import fleet
 from gpu_execution_pack.demo.run import EXAMPLE_ID
 from gpu_execution_pack.report.verdicts import CODES
+from gpu_execution_pack.scenario.model import STEP_SECONDS
 
 from harness import browser
 from harness.prometheus import free_port
 
+from . import report_oracle
 from .conftest import REPO
 
 # The issue asks for the ready line within 2 minutes on 2 cores; a test machine shared with other suites
@@ -158,6 +162,24 @@ def test_the_fleet_report_over_the_last_day_holds_every_verdict_and_the_running_
         [*command, "--since", "1d"], capture_output=True, text=True, timeout=120, check=True
     ).stdout  # the config names the demo's Prometheus
     assert all(code in text for code in CODES)
+
+
+def test_the_days_executions_are_billed_for_the_time_they_ran_not_the_lookback_after(demo):
+    # The history is backfilled, which writes no stale marker: with Prometheus' 5-minute lookback the rules read
+    # each ended execution's series on and billed every GPU 5 minutes more (the MPS pair's shared GPU at half).
+    running, _ = demo
+    command = [sys.executable, "-m", "gpu_execution_pack", "report", "--config", str(running.folder / "demo.yml")]
+    out = subprocess.run([*command, "--since", "1d", "--json"], capture_output=True, text=True, timeout=120, check=True)
+    billed = {row["executionId"]: row["gpuHoursBilled"] for row in json.loads(out.stdout)["top"]}
+    cfg = load_config(running.folder / "demo.yml")
+    checked = 0
+    for scenario, _ in fleet.nvidia_history():
+        for execution in scenario.executions:
+            want = report_oracle.report(scenario, cfg, execution).gpu_hours_billed
+            one_sample = len(execution.gpus) * STEP_SECONDS / 3600
+            assert billed[execution.id] == pytest.approx(want, abs=one_sample), execution.id
+            checked += 1
+    assert checked >= len(fleet.nvidia_history())
 
 
 @pytest.mark.single_version

@@ -18,6 +18,7 @@ through the report's own readers and document. The spans come from ``archive.spa
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -193,7 +194,7 @@ async def summaries(
     answers = await ask(cfg, prometheus, batch)
     figures: dict[fig.Key, fig.ExecutionFigures] = {}
     for one in batch:
-        ends = (one.span.last, one.span.last + one.alerts_after)
+        ends = (math.inf, one.span.last + one.alerts_after)  # up to its last sample, which counts (fig.collect)
         if (found := figures_of(cfg, one.scope(cfg), answers[one.key], known, ends).get(one.key)) is not None:
             figures[one.key] = found
     read = [one for one in batch if one.key in figures]

@@ -104,8 +104,17 @@ class Demo:
         placed = [*fleet.history(cfg, now), fleet.live_backfill(live, now)]
         first = min(p.start for p in placed)
         text = placed_openmetrics((p.series, p.start) for p in placed)
-        # A day in few blocks: promtool reads the file once per block.
-        self.prometheus.load_openmetrics(text, all_groups(cfg), first, now, max_block="24h")
+        # Backfilled samples carry no stale markers: a series that ended reads on for Prometheus' lookback (5
+        # minutes), and the rules evaluated over it would hold every ended execution's GPUs 5 minutes longer
+        # (billed, and halving a co-holder's share meanwhile). A live Prometheus ends them at once; over the
+        # backfill, a lookback of one scrape interval comes closest. go_live restarts it with the default.
+        live_flags = self.prometheus.flags
+        self.prometheus.flags = (*live_flags, f"--query.lookback-delta={STEP_SECONDS}s")
+        try:
+            # A day in few blocks: promtool reads the file once per block.
+            self.prometheus.load_openmetrics(text, all_groups(cfg), first, now, max_block="24h")
+        finally:
+            self.prometheus.flags = live_flags
         return live
 
     def go_live(self, cfg: Config, live: list, now: int) -> None:

@@ -279,7 +279,10 @@ async def execution_summary(
     # Alerts about lost telemetry fire after the last sample: read them a telemetry_missing.window on.
     after = 0.0 if running else min(parse_duration_seconds(cfg.alerts.telemetry_missing.window), time.time() - end_s)
     known = await fig.intervals(cfg, prometheus)
-    found = await fig.collect(cfg, prometheus, scope, end_s - start_s, end_s, max(after, 0.0), known)
+    # Up to its last sample, that sample counts the interval before it, as the fleet view counts it (the seconds
+    # the rules measured each sample to stand for); only an end inside the span cuts a sample's time short.
+    counted_to = end_s if end_s < last else math.inf
+    found = await fig.collect(cfg, prometheus, scope, end_s - start_s, end_s, max(after, 0.0), known, counted_to)
     key = (span.cluster or "", execution_id)
     if key not in found:
         raise RequestError(404, f"execution {execution_id!r} not found")

@@ -649,13 +649,16 @@ async def collect(
     at: float,
     alerts_after: float = 0.0,
     known_intervals: Intervals | None = None,
+    counted_to: float | None = None,
 ) -> dict[Key, ExecutionFigures]:
     """Figures of every execution in ``scope`` with samples in the ``window_seconds`` before ``at``, by
     cluster ("" without a cluster label) and id.
 
     Alerts are read ``alerts_after`` seconds beyond ``at`` too: an execution whose telemetry
     stopped is told so by alerts that fire after its last sample. ``known_intervals``: ``intervals``'
-    answer where the caller has read it already.
+    answer where the caller has read it already. No sample counts time past ``counted_to`` (default ``at``):
+    a report up to an execution's own last sample gives math.inf, so that sample counts its interval as every
+    other does (``timeline.weights``), not nothing.
     """
     gpu_interval, derived_interval = (known_intervals or await intervals(cfg, prometheus)).pair
     w = Window(span_range(window_seconds))
@@ -667,7 +670,7 @@ async def collect(
     answers = await asyncio.gather(*(prometheus.instant(scope.query(expr), at=when) for expr, when in asked))
     results = dict(zip([*queries, "alerts"], answers, strict=True))
     executions = read_gpus(results, gpu, (gpu_interval, derived_interval), scope)
-    read_timed(results, executions, scope, cfg, (at, at + alerts_after))
+    read_timed(results, executions, scope, cfg, (at if counted_to is None else counted_to, at + alerts_after))
     read_hosts(results, host, executions, scope)
     read_executions(results, executions, scope)
     return dict(sorted(executions.items()))
