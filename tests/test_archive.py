@@ -281,6 +281,7 @@ def test_with_prometheus_data_gone_the_report_answers_the_same_from_the_archive(
         after = summaries(cfg, empty.url, store)
         fleet_after = report_json(empty.url, config, "--since", "1d", "--top", "100")
         text_after = report_text(empty.url, config, "train-0001")
+        series_after = query_json(empty.url, config, "train-0001", "--series", "gpuUtilizationPercent")
     finally:
         empty.stop()
         store.close()
@@ -294,10 +295,10 @@ def test_with_prometheus_data_gone_the_report_answers_the_same_from_the_archive(
     # From the archive the fleet's rows are the archived reports' (Prometheus ranks on its own, cheaper sums).
     billed = sum(doc["cost"]["gpuHoursBilled"] for doc in before.values())
     assert fleet_after["gpuHoursBilled"] == pytest.approx(billed, abs=1e-3)
-    # Prometheus ranks on the seconds the rules measured each sample to stand for, which count the recorded
-    # series' lookback tail: backfilled without stale markers, they run on for the lookback after an execution's
-    # raw data ends, where the reports cut at the span's end (0.6 % over on Prometheus 2.42, 1.1 % on 3.5; live
-    # data has stale markers and no such tail). No total rests on an assumed interval.
+    # Prometheus ranks on the seconds the rules measured each sample to stand for (the gap before it); the reports
+    # weigh each sample by the gap after it. Both count the recorded series' lookback tail (backfilled without
+    # stale markers, they run on for the lookback after an execution's raw data ends; live data has no such
+    # tail), and they part at its ragged ends. No total rests on an assumed interval.
     assert fleet_after["gpuHoursBilled"] == pytest.approx(fleet_before["gpuHoursBilled"], rel=0.02)
     assert fleet_before["notes"] == []
     rows = {r["executionId"]: r for r in fleet_after["top"]}
@@ -309,6 +310,17 @@ def test_with_prometheus_data_gone_the_report_answers_the_same_from_the_archive(
     assert "Source:    the archive" in text_after and "Source:" not in text_before
     # The figures the CLI prints (every line but the source's) are the same.
     assert [x for x in text_after.splitlines() if "Source:" not in x] == text_before.splitlines()
+    # `query` answers from the archive as the endpoint does, the series asked for only.
+    assert series_after["source"] == "archive" and series_after["executionId"] == "train-0001"
+    assert set(series_after["series"]) == {"gpuUtilizationPercent"}
+    assert all(e["values"] for e in series_after["series"]["gpuUtilizationPercent"]["entries"])
+
+
+def query_json(prometheus_url: str, config: Path, *args: str) -> dict:
+    cli = [sys.executable, "-m", "gpu_execution_pack", "query", "-c", str(config), "--prometheus", prometheus_url]
+    done = subprocess.run([*cli, *args], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def report_text(prometheus_url: str, config: Path, execution_id: str) -> str:

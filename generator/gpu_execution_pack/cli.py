@@ -183,7 +183,8 @@ def print_json(body: dict) -> None:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    """Print one execution's metrics as the endpoint would answer (every tenant).
+    """Print one execution's metrics as the endpoint would answer (every tenant): from Prometheus, else from the
+    archive (``archive.url``) where Prometheus no longer has the execution.
 
     A window the endpoint would stream (more than STREAM_POINTS points) is written as compact JSON
     as it is fetched, so memory does not grow with the range; a shorter one is indented. As in the
@@ -194,6 +195,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     _require_api_extra()
     from gpu_execution_pack.api import metrics, stream
     from gpu_execution_pack.query.execution import ExecutionMetrics
+    from gpu_execution_pack.query.params import RequestError
 
     out = sys.stdout.buffer
 
@@ -206,20 +208,33 @@ def cmd_query(args: argparse.Namespace) -> int:
         out.flush()
         return None
 
-    try:
-        body = ask_prometheus(
-            args,
-            lambda cfg, client: metrics.respond(
-                ExecutionMetrics(cfg, client),
+    async def answer(cfg: Config, client: Any) -> bytes | stream.MetricsStream:
+        reader = ExecutionMetrics(cfg, client)
+        asked = (args.start, args.end, args.step)
+        try:
+            return await metrics.respond(
+                reader,
                 args.execution_id,
-                args.start,
-                args.end,
-                args.step,
+                *asked,
                 timeout=cfg.api.timeout_seconds,
+                series=args.series,
                 cluster=args.cluster,
-            ),
-            then=write,
-        )
+            )
+        except RequestError as err:  # past Prometheus' retention: the archived series, as the endpoint answers
+            if err.status != 404:
+                raise
+            kept = await with_archive(
+                cfg,
+                lambda store: metrics.from_archive(
+                    store, reader, args.execution_id, *asked, None, args.series, args.cluster
+                ),
+            )
+            if kept is None:
+                raise
+            return kept
+
+    try:
+        body = ask_prometheus(args, answer, then=write)
     except stream.StreamAborted as err:
         print(f"error: {err}; the JSON written so far is cut short", file=sys.stderr)
         return 3
@@ -567,13 +582,20 @@ def add_file_commands(sub: argparse._SubParsersAction) -> None:
 
 def add_reading_commands(sub: argparse._SubParsersAction) -> None:
     """The commands that read a live Prometheus: an execution's metrics, its report, the doctor."""
-    q = with_config(sub.add_parser("query", help="print an execution's metrics as JSON, read from Prometheus"))
+    q = with_config(
+        sub.add_parser(
+            "query", help="print an execution's metrics as JSON, read from Prometheus (else the archive, if configured)"
+        )
+    )
     q.add_argument("execution_id")
     q.add_argument("--prometheus", help="Prometheus URL (default: api.prometheus_url)")
     q.add_argument("--start", help="ISO 8601 (default: the execution's first sample)")
     q.add_argument("--end", help="ISO 8601 (default: its last sample, or now while it reports)")
     q.add_argument("--step", help="Prometheus duration (default 15s)")
     q.add_argument("--cluster", help=CLUSTER_HELP)
+    q.add_argument(
+        "--series", help="API series names, separated by commas, as the endpoint's series parameter (default: its own)"
+    )
     q.set_defaults(func=cmd_query)
     r = with_config(
         sub.add_parser("report", help="an execution's report with verdicts, or (--since) the fleet ranked by waste")

@@ -141,8 +141,8 @@ def health(cfg: Config) -> Section:
                 "kwatth",
                 [query(energy_kwh([catalog.MODEL_LABEL]), MODEL_LEGEND)],
                 "Energy of the GPUs executions held in the time range, per model: the energy counter's rise where "
-                "exported, else board power integrated per minute; each physical GPU counted once, a GPU several "
-                "executions share split between them.",
+                "exported, else board power integrated per minute; a GPU several executions share split between "
+                "them, a MIG instance counted in its share of the GPU.",
                 text_mode="value_and_name",
             ),
             24,

@@ -4,7 +4,7 @@ The fleet (``library.amd_fleet``) is rendered as the configuration's Prometheus 
 node_exporter (and kube-state-metrics' pod labels in kubernetes mode), and every per-GPU series of
 each execution is checked mid-run against the fleet's oracle (``scenario.amd.served``): its
 identity labels and values, the series AMD does not publish absent, and the execution's power with
-each physical GPU counted once. Mapping attribution is not rendered: the fleet's executions arrive
+each partition in its share of the GPU. Mapping attribution is not rendered: the fleet's executions arrive
 as its exporter attaches them (Slurm's job id or the workload's pod).
 """
 
