@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from gpu_execution_pack import catalog
+from gpu_execution_pack import __version__, catalog
 from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.doctor import advice, checks
 from gpu_execution_pack.doctor.probe import Deployment, LoadedGroup, Target
 from gpu_execution_pack.rules.files import all_groups
+from gpu_execution_pack.rules.groups import AlertRule, RecordingRule
 
 NVIDIA_48 = frozenset({"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_TEMP", "node_uname_info"})
 
@@ -161,3 +162,34 @@ def test_shared_gpus_warn_only_where_a_shared_nodes_series_never_name_the_replic
         mapped, deployment(mapped, shared_gpu_nodes=shared, unlabelled_shared_nodes=shared)
     )
     assert by_mapping.status == "pass" and "a mapping metric names every holder" in by_mapping.found
+
+
+def loaded_as_written(cfg: Config, alerts: dict[str, tuple[str, ...]] | None = None) -> tuple[LoadedGroup, ...]:
+    """The pack's groups for ``cfg`` as Prometheus serves them from this pack's files: versioned recording groups,
+    and each alert group's alerts (``alerts`` gives other names for a group, as an older file would hold)."""
+    out = []
+    for g in all_groups(cfg):
+        records = any(isinstance(r, RecordingRule) for r in g.rules)
+        names = tuple(sorted(r.alert for r in g.rules if isinstance(r, AlertRule)))
+        versions = (__version__,) if records else ()
+        shown = (alerts or {}).get(g.name, names)
+        out.append(LoadedGroup(g.name, f"{g.file}.rules.yml", 15.0, 0.1, versions, records, shown))
+    return tuple(out)
+
+
+def test_an_alerts_file_of_this_pack_and_config_passes_the_rules_version():
+    cfg = Config()
+    assert item("rules version", cfg, deployment(cfg, groups=loaded_as_written(cfg))).status == "pass"
+
+
+def test_an_alerts_file_holding_other_alerts_than_this_pack_writes_is_named_with_them():
+    # An alerts file carries no version rule: an old one (an alert since renamed, one since added) is told by its
+    # alerts' names, which Prometheus lists.
+    cfg = Config()
+    group = next(g for g in all_groups(cfg) if any(isinstance(r, AlertRule) for r in g.rules))
+    written = sorted(r.alert for r in group.rules if isinstance(r, AlertRule))
+    old = (*written[1:], "GpuExecutionPackOldAlert")
+    found = item("rules version", cfg, deployment(cfg, groups=loaded_as_written(cfg, {group.name: old})))
+    assert found.status == "warn" and found.fix.startswith("generate the rules with this pack")
+    assert f"{group.file}.rules.yml holds other alerts than this pack writes" in found.found
+    assert f"without {written[0]}" in found.found and "with GpuExecutionPackOldAlert" in found.found

@@ -581,9 +581,8 @@ def test_the_fleet_view_counts_a_shared_gpu_once(loaded, ids, tail_kwh):
 
 def test_the_readme_sample_is_what_the_report_prints(loaded, tmp_path):
     """README.md's text sample is this suite's I/O-bound job as `report` prints it: the same lines and words, and
-    each figure within 1 % (Prometheus 3's left-open ranges move a mean by a sample: 28.3 % on 2.x is 28.4 % on
-    3.x), all but the span's clock times (the data ends shortly before the test runs). A change to the report's
-    figures or words fails here until the README shows it."""
+    each figure within 1 %, all but the span's clock times (the data ends shortly before the test runs). A change
+    to the report's figures or words fails here until the README shows it."""
     server, _cfg, _start = loaded
     config = tmp_path / "pack.yml"
     config.write_text(json.dumps({**CONFIG, "api": {"prometheus_url": server.url}}))

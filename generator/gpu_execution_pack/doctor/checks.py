@@ -15,6 +15,7 @@ from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import render
 from gpu_execution_pack.promql.durations import duration_text, parse_duration_seconds
 from gpu_execution_pack.rules.files import all_groups
+from gpu_execution_pack.rules.groups import AlertRule
 
 from . import probe
 from .probe import HOST_TARGET_LABEL, Deployment, Target
@@ -195,9 +196,27 @@ def check_groups(cfg: Config, d: Deployment) -> Item:
     return Item("rule groups", "pass", f"all {len(expected)} groups loaded at the config's intervals")
 
 
+def alerts_differ(cfg: Config, d: Deployment) -> str:
+    """Where the loaded alert group's alerts are not those this pack writes for ``cfg``, which; else "". A file of
+    alerts only carries no version rule (its groups stay alerts only), so its alerts' names tell an old one."""
+    written = {g.name: sorted(r.alert for r in g.rules if isinstance(r, AlertRule)) for g in all_groups(cfg)}
+    out = []
+    for g in d.groups:
+        if g.name not in written or not (g.alerts or written[g.name]):
+            continue
+        missing = sorted(set(written[g.name]) - set(g.alerts))
+        unknown = sorted(set(g.alerts) - set(written[g.name]))
+        if missing or unknown:
+            parts = ([f"without {', '.join(missing)}"] if missing else []) + (
+                [f"with {', '.join(unknown)}, which this pack does not write"] if unknown else []
+            )
+            out.append(f"{g.file or g.name} holds other alerts than this pack writes: {'; '.join(parts)}")
+    return "; ".join(out)
+
+
 def check_rules_version(cfg: Config, d: Deployment) -> Item:
     """The version each loaded rule file came from (its rules_info rule), against the installed pack; a file of
-    alerts only carries none."""
+    alerts only carries none, and is judged by its alerts' names (``alerts_differ``)."""
     files: dict[str, set[str]] = {}
     for g in d.groups:
         if g.name.startswith(GROUP_PREFIX) and g.records:
@@ -207,12 +226,14 @@ def check_rules_version(cfg: Config, d: Deployment) -> Item:
     fix = f"generate the rules with this pack ({__version__}) and the config, deploy them and reload"
     unversioned = sorted(file for file, versions in files.items() if not versions)
     other = sorted(f"{file} ({', '.join(sorted(v))})" for file, v in files.items() if v and v != {__version__})
-    if other or unversioned:
+    alerts = alerts_differ(cfg, d)
+    if other or unversioned or alerts:
         found = "; ".join(
-            ([f"from another version: {', '.join(other)}"] if other else [])
-            + ([f"of a version before the rules carried theirs: {', '.join(unversioned)}"] if unversioned else [])
+            ([f"rule files from another version: {', '.join(other)}"] if other else [])
+            + ([f"rule files of a version before they carried theirs: {', '.join(unversioned)}"] if unversioned else [])
+            + ([alerts] if alerts else [])
         )
-        return Item("rules version", "warn", f"installed pack {__version__}; rule files {found}", fix)
+        return Item("rules version", "warn", f"installed pack {__version__}; {found}", fix)
     return Item(
         "rules version", "pass", f"all {len(files)} rule files from gpu-execution-pack {__version__}, as installed"
     )

@@ -59,6 +59,7 @@ class LoadedGroup:
     evaluation_seconds: float
     versions: tuple[str, ...] = ()  # the pack versions its rules_info rules name (catalog.PACK_RULES_INFO)
     records: bool = False  # whether it holds a recording rule (a file of alerts only carries no version)
+    alerts: tuple[str, ...] = ()  # its alerting rules' names, sorted: what tells an alerts file's version
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,7 @@ def loaded_groups(rules: Any) -> tuple[LoadedGroup, ...]:
                     if r.get("name") == catalog.PACK_RULES_INFO.name
                 ),
                 any(r.get("type") == "recording" for r in group_rules),
+                tuple(sorted(str(r.get("name", "")) for r in group_rules if r.get("type") == "alerting")),
             )
         )
     return tuple(out)

@@ -291,8 +291,14 @@ class Scope:
 
 
 def span_range(seconds: float) -> str:
-    """A span of ``seconds`` as a range of whole seconds, at least one."""
-    return format_duration(max(1.0, math.ceil(seconds)))
+    """A span of ``seconds`` as a range that holds a sample ``seconds`` before its end as well as one at its end
+    (at least a second long).
+
+    Prometheus 3's ranges leave out their start (2's hold it), and a report's span runs from its first sample to
+    its last, whole multiples of the rules' interval apart: a range of exactly the span lost the first sample on
+    3.x. A millisecond more holds it on both."""
+    whole, rest = divmod(max(1000, math.ceil(seconds * 1000) + 1), 1000)
+    return format_duration(whole) + (f"{rest}ms" if rest else "")
 
 
 def over(function: str, expr: Expr, window: str) -> Expr:
