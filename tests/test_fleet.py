@@ -296,9 +296,10 @@ def test_the_host_cpu_rate_at_its_own_interval_runs_so_on_a_real_prometheus_and_
     real Prometheus runs the rate's group at its interval (3 s, the served groups every second), and the
     per-execution host CPU series, averaging the rates recorded within 6 s, has a sample at every
     evaluation of its group, however the two groups' evaluations fall, and agrees with the raw counters."""
-    cfg = config_from_mapping(
-        {"rule_interval": "1s", "derived_rule_interval": "", "node": {"cpu_rate_interval": "3s"}}, "test"
-    )
+    # The host maps with the served groups: at their default minute, the group's first evaluation may come up to a
+    # minute after Prometheus starts (its offset in the interval), and no host series is recorded before it.
+    node = {"cpu_rate_interval": "3s", "host_map_interval": ""}
+    cfg = config_from_mapping({"rule_interval": "1s", "derived_rule_interval": "", "node": node}, "test")
     rules = tmp_path / "rules"
     write_all(rule_files(cfg, rules))
     s = fleet_scenario(16, 4, minutes=120)
