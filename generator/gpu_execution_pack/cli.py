@@ -195,7 +195,6 @@ def cmd_query(args: argparse.Namespace) -> int:
     _require_api_extra()
     from gpu_execution_pack.api import metrics, stream
     from gpu_execution_pack.query.execution import ExecutionMetrics
-    from gpu_execution_pack.query.params import RequestError
 
     out = sys.stdout.buffer
 
@@ -209,29 +208,21 @@ def cmd_query(args: argparse.Namespace) -> int:
         return None
 
     async def answer(cfg: Config, client: Any) -> bytes | stream.MetricsStream:
-        reader = ExecutionMetrics(cfg, client)
-        asked = (args.start, args.end, args.step)
-        try:
-            return await metrics.respond(
-                reader,
+        # The archive where Prometheus no longer has the execution, as the endpoint answers.
+        return await with_archive(
+            cfg,
+            lambda store: metrics.respond_or_archived(
+                store,
+                ExecutionMetrics(cfg, client),
                 args.execution_id,
-                *asked,
+                args.start,
+                args.end,
+                args.step,
                 timeout=cfg.api.timeout_seconds,
                 series=args.series,
                 cluster=args.cluster,
-            )
-        except RequestError as err:  # past Prometheus' retention: the archived series, as the endpoint answers
-            if err.status != 404:
-                raise
-            kept = await with_archive(
-                cfg,
-                lambda store: metrics.from_archive(
-                    store, reader, args.execution_id, *asked, None, args.series, args.cluster
-                ),
-            )
-            if kept is None:
-                raise
-            return kept
+            ),
+        )
 
     try:
         body = ask_prometheus(args, answer, then=write)

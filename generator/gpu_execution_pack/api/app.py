@@ -19,7 +19,7 @@ from starlette.types import Receive, Scope, Send
 
 from gpu_execution_pack.api.auth import ALL_TENANTS, INSECURE_FLAG, load_keys, no_keys_message, tenant_for
 from gpu_execution_pack.api.inputs import query_of
-from gpu_execution_pack.api.metrics import from_archive, respond
+from gpu_execution_pack.api.metrics import respond_or_archived
 from gpu_execution_pack.api.openapi import (
     CLUSTER,
     FLEET_PATH,
@@ -153,19 +153,9 @@ class Routes:
 
         async def work(tenant: str | None, q: dict[str, str], ticket: Ticket) -> Document:
             series, cluster, asked = q.get(SERIES), q.get(CLUSTER), (q.get("start"), q.get("end"), q.get("step"))
-            try:
-                return await respond(
-                    self.started(), execution_id, *asked, tenant, timeout, series, cluster, ticket.take
-                )
-            except RequestError as err:  # past Prometheus' retention: the archived series, if any
-                kept = (
-                    None
-                    if err.status != 404
-                    else await from_archive(self.archive, self.started(), execution_id, *asked, tenant, series, cluster)
-                )
-                if kept is None:
-                    raise
-                return kept
+            return await respond_or_archived(
+                self.archive, self.started(), execution_id, *asked, tenant, timeout, series, cluster, ticket.take
+            )
 
         return await self.serve(request, work, PATH)
 

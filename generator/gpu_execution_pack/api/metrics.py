@@ -18,6 +18,7 @@ from gpu_execution_pack.api.encode import assemble
 from gpu_execution_pack.api.stream import MetricsStream
 from gpu_execution_pack.archive import reader
 from gpu_execution_pack.query.execution import ExecutionMetrics
+from gpu_execution_pack.query.params import RequestError
 from gpu_execution_pack.query.prometheus import off_loop
 
 STREAM_POINTS = 10_000  # windows of more points per series are streamed (read at call time: tests lower it)
@@ -70,3 +71,29 @@ async def from_archive(store: Any, metrics: ExecutionMetrics, execution_id: str,
         return None
     params, window, answers = found
     return orjson.dumps({**assemble(execution_id, params, window, answers), "source": reader.ARCHIVE})
+
+
+async def respond_or_archived(
+    store: Any,
+    metrics: ExecutionMetrics,
+    execution_id: str,
+    start: str | None = None,
+    end: str | None = None,
+    step: str | None = None,
+    tenant: str | None = None,
+    timeout: float = math.inf,
+    series: str | None = None,
+    cluster: str | None = None,
+    admit: Callable[[int], None] = lambda points: None,
+) -> bytes | MetricsStream:
+    """``respond``; past Prometheus' retention (its 404), the archived series (``from_archive``), if any. The
+    endpoint and the ``query`` command answer through this one path."""
+    try:
+        return await respond(metrics, execution_id, start, end, step, tenant, timeout, series, cluster, admit)
+    except RequestError as err:
+        kept = None if err.status != 404 else await from_archive(
+            store, metrics, execution_id, start, end, step, tenant, series, cluster
+        )  # fmt: skip
+        if kept is None:
+            raise
+        return kept
