@@ -10,7 +10,8 @@ from gpu_execution_pack import build, catalog, cli
 from gpu_execution_pack.config import Config, ConfigError, config_from_mapping, load_config
 from gpu_execution_pack.output import write_all
 from gpu_execution_pack.rules.files import all_groups, rule_files
-from gpu_execution_pack.rules.groups import MAX_RULES_PER_GROUP
+from gpu_execution_pack.promql import selector
+from gpu_execution_pack.rules.groups import MAX_RULES_PER_GROUP, RecordingRule, in_dependency_order
 
 from .conftest import REPO
 
@@ -289,3 +290,36 @@ def test_the_headers_do_not_change_with_how_the_config_path_is_typed(
     assert capsys.readouterr().out.count("(0 changed)") == len(spellings)
     header = (tmp_path / "rules" / "alerts.rules.yml").read_text().splitlines()[1]
     assert header == "# Regenerate: gpu-execution-pack generate --config config/pack.yml"
+
+
+@pytest.mark.parametrize(
+    "mapping",
+    [
+        {},
+        {"node": {"host_identity": "scrape"}, "dcgm": {"generations": ["4.8"]}, "vendors": ["nvidia"]},
+        {"vendors": ["amd"]},
+        {"cluster_label": "cluster", "rule_interval": "30s"},
+    ],
+    ids=["defaults", "doctor-like", "amd", "clusters"],
+)
+def test_a_rule_reads_only_series_recorded_before_it_in_its_group(mapping: dict):
+    """A group evaluates its rules in order at one instant: a rule that reads a series a later rule of its group
+    records reads the sample of the evaluation before (one interval late, and nothing at a series' first). The
+    memory capacity reads the device's memory use, recorded after it in the catalog's order."""
+    for group in all_groups(config_from_mapping(mapping, "test")):
+        recorded = [r.record for r in group.rules if isinstance(r, RecordingRule)]
+        for i, rule in enumerate(group.rules):
+            later = set(recorded[i + 1 :]) if isinstance(rule, RecordingRule) else set()
+            assert not rule.tree.metric_names() & later, f"{group.name}: {getattr(rule, 'record', '')} reads a later rule"
+
+
+def test_in_dependency_order_moves_a_rule_after_what_it_reads_and_refuses_a_cycle():
+    util, total, ratio = (selector(n) for n in ("a:util", "a:total", "a:ratio"))
+    first = RecordingRule("a:ratio", util / total)
+    rules = (first, RecordingRule("a:util", selector("raw")), RecordingRule("a:total", selector("raw2")))
+    assert [r.record for r in in_dependency_order(rules)] == ["a:util", "a:total", "a:ratio"]
+    # Already in order: unchanged, whatever the names.
+    assert in_dependency_order(rules[1:]) == rules[1:]
+    cycle = (RecordingRule("a:util", ratio * 1), RecordingRule("a:ratio", util * 1))
+    with pytest.raises(ValueError, match="a:util, a:ratio"):
+        in_dependency_order(cycle)

@@ -16,9 +16,9 @@ from gpu_execution_pack.promql import (
     aggregate,
     call,
     join,
+    labelled,
     match,
     on,
-    placeholders,
     selector,
 )
 
@@ -70,6 +70,20 @@ class InstanceShare(Placeholder):
     """Each GPU instance's share of its GPU (``instance_share``), in a formula over recorded series."""
 
 
+@dataclass(frozen=True)
+class GpuSignal(Placeholder):
+    """A signal on each execution's GPU rows (``per_gpu``), in a formula over recorded series."""
+
+
+def per_gpu(key: str) -> GpuSignal:
+    """A signal in a formula over recorded series, read as a per-GPU series' own formula reads it: in its base
+    unit, on each execution's GPU rows, with their labels (``rules.recording`` attributes it). So a recorded
+    series (the device's memory use) and a signal no rule records (free memory) can be added row by row,
+    without computing again what the recorded series holds."""
+    signal(key)
+    return GpuSignal(key)
+
+
 # The signal whose series list a GPU's instances for instance_share: power is device-wide, so dcgm-exporter
 # repeats it on every MIG instance, free ones too, and the AMD group gives partition 0's to every partition.
 INSTANCE_SHARE_SIGNAL = "power_usage"
@@ -101,8 +115,18 @@ class Formula:
 
     @property
     def signals(self) -> tuple[str, ...]:
-        """The signals the formula reads, in order of first use; empty if it reads recorded series only."""
-        return tuple(key for key in placeholders(self.expr) if key != instance_share().name)
+        """The signals the formula reads, in order of first use (``per_gpu`` ones included); empty if it reads
+        recorded series only."""
+        read = (n for n in self.expr.walk() if isinstance(n, Placeholder) and not isinstance(n, InstanceShare))
+        return tuple(dict.fromkeys(n.name for n in read))
+
+    @property
+    def over_signals(self) -> bool:
+        """Whether the formula is over raw signals, attributed to the executions as a whole; else it is over
+        recorded series, each ``per_gpu`` signal in it attributed on its own."""
+        return any(
+            isinstance(n, Placeholder) and not isinstance(n, InstanceShare | GpuSignal) for n in self.expr.walk()
+        )
 
 
 # Labels of each level of recorded series. The tenant label (api.tenant_label) is added to the
@@ -164,14 +188,21 @@ GPU_MEMORY_USED = _gpu(
     "Framebuffer memory in use.",
     Formula(signal("fb_used")),
 )
+GPU_DEVICE_MEMORY_USED = _gpu(
+    "execution_gpu:gpu_device_memory_used_bytes",
+    "bytes",
+    "Framebuffer memory in use on the whole GPU, by every holder: the execution's own where it holds it alone.",
+    Formula(device("fb_used")),
+)
 # Usable capacity excludes the driver's reserve, so the ratio reaches 1 exactly when nothing is
 # left to allocate, whichever of the memory fields an install collects.
 GPU_MEMORY_TOTAL = _gpu(
     "execution_gpu:gpu_memory_total_bytes",
     "bytes",
     "Framebuffer memory usable by processes: the GPU's, however many executions share it.",
-    # The device's use, not the execution's own: with per-pod values own + free is less than the GPU.
-    Formula(device("fb_used") + signal("fb_free")),
+    # The device's use, not the execution's own: with per-pod values own + free is less than the GPU. Read
+    # from its recorded series: computing it again here was the per-GPU group's costliest rule at 10,000 GPUs.
+    Formula(GPU_DEVICE_MEMORY_USED.select() + per_gpu("fb_free")),
     Formula(signal("fb_capacity") - signal("fb_reserved"), note="where FB_FREE is not collected"),
     Formula(signal("fb_capacity"), note="where neither FB_FREE nor FB_RESERVED is collected"),
 )
@@ -374,12 +405,6 @@ GPU_DEVICE_UTILIZATION = _gpu(
     Formula(device("gpu_util"), where=(match(MIG_INSTANCE_LABEL, ""),), note="whole GPUs"),
     Formula(device("gr_engine_active"), note="MIG instances, and GPUs without DCGM_FI_DEV_GPU_UTIL"),
 )
-GPU_DEVICE_MEMORY_USED = _gpu(
-    "execution_gpu:gpu_device_memory_used_bytes",
-    "bytes",
-    "Framebuffer memory in use on the whole GPU, by every holder: the execution's own where it holds it alone.",
-    Formula(device("fb_used")),
-)
 GPU_DEVICE_MEMORY_UTILIZATION = _gpu(
     "execution_gpu:gpu_device_memory_utilization_ratio",
     "ratio",
@@ -428,16 +453,21 @@ GPU_POWER_ATTRIBUTED = _gpu(
     "Board power times the execution's share of the GPU's work, on a MIG instance or MI300 partition also "
     "times the instance's share of the GPU (its compute slices over all instances'): what its energy is counted "
     "from.",
+    # Whole GPUs and instances selected apart: one product per row, where trying the instances' formula first
+    # and the plain one after computed the product twice for every whole GPU.
+    Formula(
+        GPU_POWER.select(match(MIG_INSTANCE_LABEL, "")) * GPU_WORK_SHARE.select(match(MIG_INSTANCE_LABEL, "")),
+        note="whole GPUs",
+    ),
     Formula(
         join(
-            GPU_POWER.select() * GPU_WORK_SHARE.select(),
+            GPU_POWER.select(labelled(MIG_INSTANCE_LABEL)) * GPU_WORK_SHARE.select(labelled(MIG_INSTANCE_LABEL)),
             "*",
             on((UUID_LABEL, MIG_INSTANCE_LABEL), group_left=()),
             instance_share(),
         ),
         note="GPU instances",
     ),
-    Formula(GPU_POWER.select() * GPU_WORK_SHARE.select(), note="whole GPUs"),
 )
 GPU_SHARE_SERIES: tuple[Series, ...] = (
     GPU_DEVICE_UTILIZATION,

@@ -46,6 +46,25 @@ class AlertRule(_Expression):
     for_: str = ""
 
 
+def in_dependency_order(rules: tuple[RecordingRule, ...]) -> tuple[RecordingRule, ...]:
+    """``rules`` in their order but for each moved after those of them whose series it reads.
+
+    A group evaluates its rules one after another at the same instant, so a rule reads what an earlier one
+    recorded at this evaluation, and a later one's sample of the evaluation before."""
+    recorded = {r.record for r in rules}
+    placed: set[str] = set()
+    ordered: list[RecordingRule] = []
+    waiting = list(rules)
+    while waiting:
+        ready = next((r for r in waiting if (r.tree.metric_names() & recorded) - {r.record} <= placed), None)
+        if ready is None:
+            raise ValueError(f"rules that read each other's series: {', '.join(r.record for r in waiting)}")
+        ordered.append(ready)
+        placed.add(ready.record)
+        waiting.remove(ready)
+    return tuple(ordered)
+
+
 @dataclass(frozen=True)
 class RuleGroup:
     """A rule group and the file (``<file>.rules.yml``) it is written to."""

@@ -49,7 +49,7 @@ from gpu_execution_pack.promql import (
     transform,
 )
 from gpu_execution_pack.rules.amd import AmdRules, vendor_matchers
-from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
+from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup, in_dependency_order
 from gpu_execution_pack.rules.hosts import HostIdentity, from_exported, with_host
 
 # The recording groups' names, in the order they are evaluated (``RuleBuilder.groups`` says what each holds).
@@ -256,21 +256,52 @@ class RuleBuilder:
         return transform(formula.expr, expand)
 
     def gpu_rule(self, series: Series) -> RecordingRule | None:
-        """Formulas over signals are attributed together; those over recorded series follow as written.
+        """A series' formulas tried in order: consecutive formulas over signals are attributed together, those
+        over recorded series follow as written.
 
         None where no configured exporter generation emits what the series needs (the energy
         counter on 4.9 and later)."""
-        from_signals = [f for f in series.formulas if f.signals]
-        from_recorded = [transform(f.expr, self.expand_instance_share) for f in series.formulas if not f.signals]
-        alternatives = [e for e in (self.gpu_formula(f) for f in from_signals) if e is not None]
-        if len(alternatives) > 1:  # each formula's generations grouped, for the reader
-            alternatives = [Paren(a) for a in alternatives]
-        attributed = [self.attribution.named(self.attribution.attribute(any_of(alternatives)))] if alternatives else []
-        if attributed and from_recorded:
-            attributed = [Paren(attributed[0])]
-        if not attributed + from_recorded:
+        alternatives: list[Expr] = []
+        attributed: list[Expr] = []  # the alternatives over signals, each attributed
+        over_signals: list[Expr] = []  # consecutive formulas over signals, not yet attributed
+
+        def attribute_pending() -> None:
+            if over_signals:
+                grouped = [Paren(e) for e in over_signals] if len(over_signals) > 1 else over_signals
+                attributed.append(self.attributed(any_of(grouped)))
+                alternatives.append(attributed[-1])
+                over_signals.clear()
+
+        for formula in series.formulas:
+            if formula.over_signals:
+                if (expr := self.gpu_formula(formula)) is not None:
+                    over_signals.append(expr)
+            elif (expr := self.recorded_formula(formula)) is not None:
+                attribute_pending()
+                alternatives.append(expr)
+        attribute_pending()
+        if not alternatives:
             return None
-        return RecordingRule(series.name, any_of(attributed + from_recorded))
+        if len(alternatives) > 1:  # each attributed expression grouped, for the reader
+            alternatives = [Paren(a) if any(a is e for e in attributed) else a for a in alternatives]
+        return RecordingRule(series.name, any_of(alternatives))
+
+    def attributed(self, expr: Expr) -> Expr:
+        """Raw series (a formula over signals, expanded) on the executions' GPU rows, with their labels."""
+        return self.attribution.named(self.attribution.attribute(expr))
+
+    def recorded_formula(self, formula: Formula) -> Expr | None:
+        """A formula over recorded series with its placeholders expanded (``instance_share()``, and each
+        ``per_gpu`` signal attributed); None if no configured generation emits one of its signals."""
+
+        def expand(node: Expr) -> Expr | None:
+            if isinstance(node, catalog.GpuSignal):
+                signal = catalog.SIGNALS[node.name]
+                return self.attributed(self.normalised(signal, formula.where)) if self.raws(signal) else node
+            return self.expand_instance_share(node)
+
+        expr = transform(formula.expr, expand)
+        return None if any(isinstance(n, catalog.GpuSignal) for n in expr.walk()) else expr
 
     def expand_instance_share(self, node: Expr) -> Expr | None:
         """``catalog.instance_share()``: each GPU instance's compute slices over those of every instance its GPU
@@ -453,7 +484,9 @@ class RuleBuilder:
                 EXECUTION_GPU_GROUP,
                 "execution-gpu",
                 # Then the seconds each utilisation sample stands for.
-                (*self.gpu_rules((*catalog.GPU_SERIES, *catalog.GPU_SHARE_SERIES)), self.sample_seconds_rule()),
+                in_dependency_order(
+                    (*self.gpu_rules((*catalog.GPU_SERIES, *catalog.GPU_SHARE_SERIES)), self.sample_seconds_rule())
+                ),
                 interval,
             ),
             # The profiling fields: how much the engines really worked.
