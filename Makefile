@@ -7,7 +7,7 @@ CLI := $(PY) -m gpu_execution_pack
 CONFIG ?=
 CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG),)
 
-.PHONY: all venv demo promtool chromium screenshot prometheus3 rules dashboards docs golden check lint test test-fast bench bench-api bench-shapes bench-host-map bench-host-identity bench-report bench-burst bench-archive clean
+.PHONY: all venv demo promtool chromium screenshot prometheus3 rules dashboards docs golden check lint test test-fast bench bench-api bench-shapes bench-host-map bench-host-identity bench-rules bench-report bench-burst bench-archive clean
 .DEFAULT_GOAL := all
 
 all: rules dashboards docs check
@@ -127,6 +127,12 @@ bench: venv promtool $(VENV)/.bench-installed
 # (bench/shapes.py, part of `make bench`); adds its figures to docs/benchmarks.json and rewrites the report.
 bench-shapes: venv promtool $(VENV)/.bench-installed
 	$(PY) -m bench.shapes
+
+# About 10 minutes, not part of `make bench`: each per-GPU rule's expression (the built-in defaults now and at the
+# commit before their last rewrite, and doctor's config) against a bare selector, as instant queries on a live fleet
+# of 10,000 GPUs (bench/rule_costs.py); adds its figures to docs/benchmarks.json and rewrites the report.
+bench-rules: venv promtool $(VENV)/.bench-installed
+	$(PY) -m bench.rule_costs
 
 # About 9 minutes: the served rule groups before the host map against today's, in one run
 # (bench/host_map_ab.py); adds its figures to docs/benchmarks.json and rewrites the report.

@@ -88,6 +88,7 @@ def report(results: dict) -> str:
     ]
     lines += endpoint_section(api)
     lines += shapes_section(results.get("shapes"))
+    lines += rule_costs_section(results.get("rule_costs"))
     lines += fleet_section(fleet, results.get("host_map_ab"), results.get("host_identity"))
     lines += archive_section(results.get("archive"))
     lines += [
@@ -221,6 +222,48 @@ def shapes_section(shapes: list[dict] | None) -> list[str]:
     lines += costliest_rules(shapes)
     lines += per_gpu_bounds(shapes)
     return [*lines, "", *SHAPE_NOTES, ""]
+
+
+def rule_costs_section(costs: dict | None) -> list[str]:
+    """Each per-GPU rule's expression against the floor's bare selector (bench/rule_costs.py): the built-in
+    defaults now and before the commit it names, and doctor's config, with each set's sum."""
+    if not costs:
+        return []
+    floor, sets = costs["floor"], costs["median_seconds"]
+    now, before_changed, doctor = sets["defaults"], sets.get("before", {}), sets.get("doctor", {})
+    before = {record: before_changed.get(record, seconds) for record, seconds in now.items()}
+
+    def cell(seconds: float | None) -> str:
+        return "-" if seconds is None else f"{seconds:.3f} s ({seconds / floor:.1f}x)"
+
+    lines = [
+        "",
+        "## Per-GPU rules one by one (`make bench-rules`)",
+        "",
+        f"Method (`bench/rule_costs.py`): a fleet of {costs['gpus']:,} GPUs ({costs['shape']}) scraped live by one",
+        "Prometheus evaluating the built-in defaults' served groups. Each per-GPU rule's expression is asked as an",
+        "instant query at the per-GPU group's newest evaluation, in a shuffled order, "
+        f"{costs['rounds']} rounds; the figure is the median",
+        "of Prometheus' own evaluation time (`stats=all`) and, in brackets, its ratio to the floor's median: one bare",
+        f"selector of the raw utilisation (`{costs['floor_expr']}`, {floor:.3f} s), what each floor rule reads. A rule",
+        "also writes its samples, the same for every expression of it: this is the part a rewrite changes.",
+        f"*Before*: the built-in defaults' expression at commit {costs['before']} where it differs. *Doctor's",
+        f"config*: `{json.dumps(costs['doctor_config'], sort_keys=True)}`, what doctor wrote for this shape.",
+        "",
+        f"| per-GPU rule | built-in defaults | before ({costs['before']}) | doctor's config |",
+        "|---|---|---|---|",
+    ]
+    for record, seconds in sorted(now.items(), key=lambda kv: -kv[1]):
+        changed = cell(before_changed[record]) if record in before_changed else "same"
+        lines.append(f"| `{record}` | {cell(seconds)} | {changed} | {cell(doctor.get(record))} |")
+    sums = [sum(now.values()), sum(before.values()), sum(doctor.values())]
+    lines.append(f"| all {len(now)} | {cell(sums[0])} | {cell(sums[1])} | {cell(sums[2])} |")
+    lines += [
+        "",
+        f"The defaults' per-GPU expressions take {sums[0]:.2f} s against {sums[1]:.2f} s at {costs['before']} "
+        f"({sums[0] / sums[1] - 1:+.0%}); as many bare selectors would take {len(now) * floor:.2f} s.",
+    ]
+    return lines
 
 
 def costliest_rules(shapes: list[dict], most: int = 4) -> list[str]:

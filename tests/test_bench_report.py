@@ -216,3 +216,19 @@ def test_the_report_benchmark_document_states_the_fleet_view_against_its_target(
         low, high = (int(ms) - 0.5) / (floor + 0.5), (int(ms) + 0.5) / (floor - 0.5)
         assert low - 0.05 <= float(ratio) <= high + 0.05, name
     assert f"target is {bench_report.TARGET:.0f}x" in doc
+
+
+def test_the_per_gpu_rule_costs_cover_every_per_gpu_rule_the_defaults_generate_now():
+    """`make bench-rules` measured the rules as they are: a per-GPU rule added, removed or rewritten since leaves
+    the figures stale (rerun it)."""
+    from bench.rule_costs import current_rule_sets, digests
+
+    costs = json.loads(RESULTS.read_text())["rule_costs"]
+    sets = current_rule_sets()
+    assert costs["digests"] == digests(sets)  # the expressions measured are those generated now
+    assert set(costs["median_seconds"]["defaults"]) == set(sets["defaults"])
+    assert set(costs["median_seconds"]["doctor"]) == set(sets["doctor"])
+    # "before" holds the rules whose expression the rewrite changed (git is not read here: a clone may be shallow).
+    assert costs["median_seconds"]["before"] and set(costs["median_seconds"]["before"]) <= set(sets["defaults"])
+    assert costs["floor"] > 0 and all(v > 0 for s in costs["median_seconds"].values() for v in s.values())
+    assert "## Per-GPU rules one by one (`make bench-rules`)" in DOC.read_text(encoding="utf-8")

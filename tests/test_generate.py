@@ -9,8 +9,8 @@ import yaml
 from gpu_execution_pack import build, catalog, cli
 from gpu_execution_pack.config import Config, ConfigError, config_from_mapping, load_config
 from gpu_execution_pack.output import write_all
-from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.promql import selector
+from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.rules.groups import MAX_RULES_PER_GROUP, RecordingRule, in_dependency_order
 
 from .conftest import REPO
@@ -310,7 +310,9 @@ def test_a_rule_reads_only_series_recorded_before_it_in_its_group(mapping: dict)
         recorded = [r.record for r in group.rules if isinstance(r, RecordingRule)]
         for i, rule in enumerate(group.rules):
             later = set(recorded[i + 1 :]) if isinstance(rule, RecordingRule) else set()
-            assert not rule.tree.metric_names() & later, f"{group.name}: {getattr(rule, 'record', '')} reads a later rule"
+            assert not rule.tree.metric_names() & later, (
+                f"{group.name}: {getattr(rule, 'record', '')} reads a later rule"
+            )
 
 
 def test_in_dependency_order_moves_a_rule_after_what_it_reads_and_refuses_a_cycle():
