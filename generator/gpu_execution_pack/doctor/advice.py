@@ -34,8 +34,8 @@ RATE_WINDOW_SCRAPES = 4
 # groups' time against the floor's, with the defaults and with the config doctor wrote for that fleet. A test
 # holds these figures to the report (tests/test_bench_report.py).
 SAVING = (
-    "At 10,000 GPUs (make bench, docs/benchmarks.md) the served groups took 2.79x the floor's time with the\n"
-    "# defaults and 2.34x with the config doctor wrote, on hosts of 128 CPUs; 5.02x and 3.47x on hosts of 32\n"
+    "At 10,000 GPUs (make bench, docs/benchmarks.md) the served groups took 3.97x the floor's time with the\n"
+    "# defaults and 1.93x with the config doctor wrote, on hosts of 128 CPUs; 4.87x and 4.04x on hosts of 32\n"
     "# CPUs with dcgm-exporter's profiling fields."
 )
 WARNING = (
