@@ -24,8 +24,6 @@ import statistics
 import subprocess
 import tempfile
 import time
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
 import yaml
@@ -94,13 +92,6 @@ def floor_expr() -> str:
     return render(raw.select(labelled(catalog.EXECUTION_LABEL)))
 
 
-def eval_seconds(url: str, expr: str, at: float) -> float:
-    """Prometheus' own evaluation time of ``expr`` at ``at``, counted (so no series crosses the wire)."""
-    data = urllib.parse.urlencode({"query": f"count({expr})", "time": at, "stats": "all"}).encode()
-    with urllib.request.urlopen(f"{url}/api/v1/query", data, timeout=120) as answer:
-        return float(json.load(answer)["data"]["stats"]["timings"]["evalTotalTime"])
-
-
 def newest_evaluation(server: Prometheus, wait_s: float = 120) -> float:
     """The time of the per-GPU group's newest evaluation: its utilisation's newest sample (the first waits for
     the host maps, which the per-GPU rules join, to have run)."""
@@ -142,7 +133,8 @@ def measure() -> dict:
                     at = newest_evaluation(server)
                     random.shuffle(order)
                     for key in order:
-                        seconds[key].append(eval_seconds(server.url, asked[key], at))
+                        # Counted, so no series crosses the wire.
+                        seconds[key].append(server.eval_seconds(f"count({asked[key]})", at))
             finally:
                 server.stop()
     by_set: dict[str, dict[str, float]] = {}

@@ -211,7 +211,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         # The archive where Prometheus no longer has the execution, as the endpoint answers.
         return await with_archive(
             cfg,
-            lambda store: metrics.respond_or_archived(
+            lambda store: metrics.respond(
                 store,
                 ExecutionMetrics(cfg, client),
                 args.execution_id,

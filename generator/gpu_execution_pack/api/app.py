@@ -19,7 +19,7 @@ from starlette.types import Receive, Scope, Send
 
 from gpu_execution_pack.api.auth import ALL_TENANTS, INSECURE_FLAG, load_keys, no_keys_message, tenant_for
 from gpu_execution_pack.api.inputs import query_of
-from gpu_execution_pack.api.metrics import respond_or_archived
+from gpu_execution_pack.api.metrics import respond
 from gpu_execution_pack.api.openapi import (
     CLUSTER,
     FLEET_PATH,
@@ -148,12 +148,13 @@ class Routes:
         return self.execution
 
     async def metrics(self, request: Request) -> Response:
-        """GET PATH: the execution's series (``metrics.respond``: a document, or a stream for a long window)."""
+        """GET PATH: the execution's series (``metrics.respond``: a document, or a stream for a long window; the
+        archived series past Prometheus' retention)."""
         execution_id, timeout = request.path_params[ID], self.cfg.api.timeout_seconds
 
         async def work(tenant: str | None, q: dict[str, str], ticket: Ticket) -> Document:
             series, cluster, asked = q.get(SERIES), q.get(CLUSTER), (q.get("start"), q.get("end"), q.get("step"))
-            return await respond_or_archived(
+            return await respond(
                 self.archive, self.started(), execution_id, *asked, tenant, timeout, series, cluster, ticket.take
             )
 

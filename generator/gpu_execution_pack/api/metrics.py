@@ -26,6 +26,7 @@ OFFLOAD_SAMPLES = 20_000  # a document of more samples (some 10 ms of work) is b
 
 
 async def respond(
+    store: Any,
     metrics: ExecutionMetrics,
     execution_id: str,
     start: str | None = None,
@@ -37,8 +38,10 @@ async def respond(
     cluster: str | None = None,
     admit: Callable[[int], None] = lambda points: None,
 ) -> bytes | MetricsStream:
-    """What the endpoint answers: the document's JSON, or, for a window of more than STREAM_POINTS
-    points, a :class:`MetricsStream` whose first piece has been fetched (the bytes are the same).
+    """What the endpoint and the ``query`` command answer: the document's JSON, or, for a window of more than
+    STREAM_POINTS points, a :class:`MetricsStream` whose first piece has been fetched (the bytes are the same);
+    past Prometheus' retention (its 404 for the execution), the archived series in ``store`` (``from_archive``),
+    if any.
 
     Large documents are converted and encoded in a worker thread, off the event loop. Once a
     stream's headers are sent, each later piece must arrive within ``timeout`` seconds of the
@@ -47,7 +50,15 @@ async def respond(
     ``cluster`` too (None: not given). ``admit`` is given the window's points times the series asked for,
     before any is read, and raises to refuse them (``shedding.Ticket.take``).
     """
-    params, window = await metrics.request_window(execution_id, start, end, step, tenant, series, cluster)
+    try:
+        params, window = await metrics.request_window(execution_id, start, end, step, tenant, series, cluster)
+    except RequestError as err:  # the span is where Prometheus says it holds no such execution
+        kept = None if err.status != 404 else await from_archive(
+            store, metrics, execution_id, start, end, step, tenant, series, cluster
+        )  # fmt: skip
+        if kept is None:
+            raise
+        return kept
     # The load shedding's weight (raises a 429 or 503 past the limits): the points held at once, all of an
     # in-memory document's; a stream holds a few pieces at a time, but keeps Prometheus busy for long, so it
     # counts as the largest in-memory document.
@@ -71,29 +82,3 @@ async def from_archive(store: Any, metrics: ExecutionMetrics, execution_id: str,
         return None
     params, window, answers = found
     return orjson.dumps({**assemble(execution_id, params, window, answers), "source": reader.ARCHIVE})
-
-
-async def respond_or_archived(
-    store: Any,
-    metrics: ExecutionMetrics,
-    execution_id: str,
-    start: str | None = None,
-    end: str | None = None,
-    step: str | None = None,
-    tenant: str | None = None,
-    timeout: float = math.inf,
-    series: str | None = None,
-    cluster: str | None = None,
-    admit: Callable[[int], None] = lambda points: None,
-) -> bytes | MetricsStream:
-    """``respond``; past Prometheus' retention (its 404), the archived series (``from_archive``), if any. The
-    endpoint and the ``query`` command answer through this one path."""
-    try:
-        return await respond(metrics, execution_id, start, end, step, tenant, timeout, series, cluster, admit)
-    except RequestError as err:
-        kept = None if err.status != 404 else await from_archive(
-            store, metrics, execution_id, start, end, step, tenant, series, cluster
-        )  # fmt: skip
-        if kept is None:
-            raise
-        return kept

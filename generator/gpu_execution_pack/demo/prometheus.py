@@ -26,7 +26,7 @@ from typing import Any
 
 from gpu_execution_pack import promtool
 from gpu_execution_pack.output import to_yaml
-from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
+from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup, recorded_reads
 from gpu_execution_pack.scenario.model import STEP_SECONDS
 from gpu_execution_pack.scenario.render import STALE, RenderedSeries
 
@@ -105,8 +105,7 @@ def dependency_rounds(groups: list[RuleGroup]) -> list[list[RecordingRule]]:
 
     def level_of(rule: RecordingRule) -> int:
         if rule.record not in level:
-            reads = (rule.tree.metric_names() & records) - {rule.record}
-            level[rule.record] = 1 + max((level_of(by_record[n]) for n in reads), default=0)
+            level[rule.record] = 1 + max((level_of(by_record[n]) for n in recorded_reads(rule, records)), default=0)
         return level[rule.record]
 
     by_record = {r.record: r for r in rules}

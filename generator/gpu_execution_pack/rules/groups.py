@@ -46,6 +46,12 @@ class AlertRule(_Expression):
     for_: str = ""
 
 
+def recorded_reads(rule: RecordingRule, records: set[str]) -> set[str]:
+    """Which of ``records`` (recorded series' names) ``rule`` reads, its own aside (a rule may read its earlier
+    samples)."""
+    return (rule.tree.metric_names() & records) - {rule.record}
+
+
 def in_dependency_order(rules: tuple[RecordingRule, ...]) -> tuple[RecordingRule, ...]:
     """``rules`` in their order but for each moved after those of them whose series it reads.
 
@@ -56,7 +62,7 @@ def in_dependency_order(rules: tuple[RecordingRule, ...]) -> tuple[RecordingRule
     ordered: list[RecordingRule] = []
     waiting = list(rules)
     while waiting:
-        ready = next((r for r in waiting if (r.tree.metric_names() & recorded) - {r.record} <= placed), None)
+        ready = next((r for r in waiting if recorded_reads(r, recorded) <= placed), None)
         if ready is None:
             raise ValueError(f"rules that read each other's series: {', '.join(r.record for r in waiting)}")
         ordered.append(ready)

@@ -240,10 +240,13 @@ class RuleBuilder:
         rows = Paren(self.normalised(signal, where)) * 0
         return join(rows, "+", on(identity, group_left=()), whole)
 
+    def emitted(self, formula: Formula) -> bool:
+        """Whether the configured generations and vendors emit every signal ``formula`` reads."""
+        return all(self.raws(catalog.SIGNALS[key]) for key in formula.signals)
+
     def gpu_formula(self, formula: Formula) -> Expr | None:
         """A formula with its signals expanded; None if no configured generation emits one of them."""
-        signals = [catalog.SIGNALS[key] for key in formula.signals]
-        if any(not self.raws(s) for s in signals):
+        if not self.emitted(formula):
             return None
 
         def expand(node: Expr) -> Expr | None:
@@ -261,15 +264,13 @@ class RuleBuilder:
 
         None where no configured exporter generation emits what the series needs (the energy
         counter on 4.9 and later)."""
-        alternatives: list[Expr] = []
-        attributed: list[Expr] = []  # the alternatives over signals, each attributed
+        alternatives: list[tuple[Expr, bool]] = []  # each with whether it is attributed raw series
         over_signals: list[Expr] = []  # consecutive formulas over signals, not yet attributed
 
         def attribute_pending() -> None:
             if over_signals:
                 grouped = [Paren(e) for e in over_signals] if len(over_signals) > 1 else over_signals
-                attributed.append(self.attributed(any_of(grouped)))
-                alternatives.append(attributed[-1])
+                alternatives.append((self.attributed(any_of(grouped)), True))
                 over_signals.clear()
 
         for formula in series.formulas:
@@ -278,13 +279,12 @@ class RuleBuilder:
                     over_signals.append(expr)
             elif (expr := self.recorded_formula(formula)) is not None:
                 attribute_pending()
-                alternatives.append(expr)
+                alternatives.append((expr, False))
         attribute_pending()
         if not alternatives:
             return None
-        if len(alternatives) > 1:  # each attributed expression grouped, for the reader
-            alternatives = [Paren(a) if any(a is e for e in attributed) else a for a in alternatives]
-        return RecordingRule(series.name, any_of(alternatives))
+        several = len(alternatives) > 1  # then each attributed expression is grouped, for the reader
+        return RecordingRule(series.name, any_of([Paren(e) if several and a else e for e, a in alternatives]))
 
     def attributed(self, expr: Expr) -> Expr:
         """Raw series (a formula over signals, expanded) on the executions' GPU rows, with their labels."""
@@ -293,15 +293,15 @@ class RuleBuilder:
     def recorded_formula(self, formula: Formula) -> Expr | None:
         """A formula over recorded series with its placeholders expanded (``instance_share()``, and each
         ``per_gpu`` signal attributed); None if no configured generation emits one of its signals."""
+        if not self.emitted(formula):
+            return None
 
         def expand(node: Expr) -> Expr | None:
             if isinstance(node, catalog.GpuSignal):
-                signal = catalog.SIGNALS[node.name]
-                return self.attributed(self.normalised(signal, formula.where)) if self.raws(signal) else node
+                return self.attributed(self.normalised(catalog.SIGNALS[node.name], formula.where))
             return self.expand_instance_share(node)
 
-        expr = transform(formula.expr, expand)
-        return None if any(isinstance(n, catalog.GpuSignal) for n in expr.walk()) else expr
+        return transform(formula.expr, expand)
 
     def expand_instance_share(self, node: Expr) -> Expr | None:
         """``catalog.instance_share()``: each GPU instance's compute slices over those of every instance its GPU
