@@ -8,7 +8,6 @@ vulture reports is dead code to delete.
 from gpu_execution_pack.api import responses, server
 from gpu_execution_pack.dashboards import house
 from gpu_execution_pack.demo import exporters
-from gpu_execution_pack.output import _Dumper
 
 # Starlette reads a Response subclass's media_type to set the Content-Type header.
 responses.EncodedJSON.media_type
@@ -21,9 +20,6 @@ server.app_from_environment
 
 # grafanalib serialises a panel's gridPos attribute, which house.py sets on each panel it lays out.
 house.core.Panel.gridPos  # an attrs field of every grafanalib panel
-
-# PyYAML's representer calls Dumper.ignore_aliases for every node it writes.
-_Dumper.ignore_aliases
 
 # http.server calls a handler's do_GET and log_message, and reads a ThreadingHTTPServer's daemon_threads.
 exporters.ScrapeHandler.do_GET

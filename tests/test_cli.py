@@ -71,6 +71,7 @@ def test_an_unreachable_prometheus_is_named_in_words_with_the_setting_to_change(
         (["docs", "--output-dir", "{file}"], None, "--output-dir"),
         (["generate"], "output: {{rules_dir: {file}/rules}}\n", "output.rules_dir"),
         (["test", "--build-dir", "{file}"], None, "--build-dir"),
+        (["test", "--build-dir", "{file}/suites"], None, "--build-dir"),
     ],
 )
 def test_an_output_place_that_cannot_be_written_is_named_in_one_line(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gpu_execution_pack import build, catalog, cli
+from gpu_execution_pack import build, catalog, cli, output, testsuites
 from gpu_execution_pack.config import Config, ConfigError, config_from_mapping, load_config
 from gpu_execution_pack.output import write_all
 from gpu_execution_pack.promql import selector
@@ -26,6 +26,30 @@ def test_two_generations_give_identical_bytes(tmp_path: Path):
     second = {p.relative_to(tmp_path / "b"): p.read_bytes() for p in (tmp_path / "b").rglob("*.*")}
     assert first and first == second
     assert any(p.suffix == ".json" for p in first) and any(p.name.endswith(".rules.yml") for p in first)
+
+
+def test_libyaml_writes_the_bytes_the_pure_python_emitter_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The pack writes YAML with libyaml's emitter for speed; every document must come out as PyYAML's own
+    emitter writes it: rules, archive rules, Alertmanager routes, docs, and promtool suites of every variant."""
+    assert output.DUMPER.__mro__[1] is yaml.CSafeDumper  # PyYAML's wheels carry libyaml; CI installs them
+    documents: list[object] = []
+    to_yaml = output.to_yaml
+
+    def kept(data: object, dumper: type[yaml.SafeDumper] = output.DUMPER) -> str:
+        documents.append(data)
+        return to_yaml(data, dumper)
+
+    monkeypatch.setattr(output, "to_yaml", kept)
+    pure_python = output.block_dumper(yaml.SafeDumper)
+    build.generated_files(Config())
+    variants = testsuites.default_variants()
+    for variant in variants[1:]:
+        rule_files(variant.config, tmp_path / variant.name)
+    executions = frozenset({"mig-0003", "hot-0014", "amd-healthy"})
+    testsuites.suite_files(variants[:1], tmp_path, executions=executions)  # the other variants' suites: alike
+    assert len(documents) > 30
+    different = [d for d in documents if to_yaml(d) != to_yaml(d, pure_python)]
+    assert not different, to_yaml(different[0], pure_python)[:2000]
 
 
 def test_committed_output_and_docs_are_current():

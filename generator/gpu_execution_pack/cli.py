@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
 import os
 import socket
@@ -33,6 +34,16 @@ def written(files: dict[Path, str], source: str, shown: str | None = None, **opt
     except OSError as err:
         where = shown or err.filename or "there"
         raise ConfigError(f"{source}: cannot write {where}: {err.strerror or err}") from None
+
+
+def folder_on_the_way(folder: Path, source: str) -> None:
+    """Refuse ``folder`` before any work where a file stands in its place or on its way (the suites take
+    seconds to build); what else stops the writing is named when it happens, by ``written``."""
+    for place in (folder, *folder.parents):
+        if place.exists():
+            if not place.is_dir():
+                raise ConfigError(f"{source}: cannot write {folder}: {os.strerror(errno.ENOTDIR)}")
+            return
 
 
 def output_source(args: argparse.Namespace, output_key: str) -> str:
@@ -119,6 +130,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     cfg = load_config(args.config) if args.config else None
     variants = testsuites.config_variants(cfg) if cfg else testsuites.default_variants()
     build_dir = Path(args.build_dir)
+    folder_on_the_way(build_dir, "--build-dir")
     files = testsuites.suite_files(variants, build_dir)
     written(files, "--build-dir")
     tests = testsuites.suite_test_paths(files)

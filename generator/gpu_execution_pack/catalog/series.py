@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpu_execution_pack.hashed import hashed_once
 from gpu_execution_pack.promql import (
     Expr,
     Matcher,
@@ -137,6 +138,7 @@ EXECUTION_LABELS: tuple[str, ...] = (EXECUTION_LABEL,)
 MODEL_LABELS: tuple[str, ...] = (EXECUTION_LABEL, MODEL_LABEL)
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Series:
     """A recorded series: its name, labels and base unit, how it is computed, and its API name if any."""

@@ -10,12 +10,14 @@ from bisect import bisect_right
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from gpu_execution_pack.hashed import hashed_once
 from gpu_execution_pack.scenario.phases import PHASES, TRAINING, Phase
 
 STEP_SECONDS = 15  # dcgm-exporter's and node_exporter's usual scrape interval
 CLUSTER = "eu-1"  # a scenario's cluster, where the config names a cluster label
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Gpu:
     """A GPU, or a MIG instance of one (mig_instance set)."""
@@ -36,6 +38,7 @@ class Gpu:
         return (self.host, self.index)
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Execution:
     id: str
@@ -103,6 +106,7 @@ class NameCollision:
         return self.start <= minute < self.end
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Host:
     """A machine: ``name`` is what every recorded series must call it: the name both exporters give it
@@ -156,6 +160,7 @@ class Host:
         return f"{self.address or self.name}:9100"
 
 
+@hashed_once
 @dataclass(frozen=True)
 class Scenario:
     """A set of hosts and executions over a time window, with exporter quirks."""
