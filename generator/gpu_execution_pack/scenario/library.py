@@ -168,6 +168,12 @@ def two_clusters() -> list[Scenario]:
     return [replace(eu, cluster="eu-1"), replace(us, cluster="us-1")]
 
 
+def in_own_clusters(scenarios: list[Scenario]) -> list[Scenario]:
+    """``scenarios`` each in a cluster of its own (``<cluster>-<n>``), to be held in one store as a central ruler
+    holds its clusters: with a cluster label set, nothing of one may reach another, whatever names they share."""
+    return [replace(s, cluster=f"{s.cluster}-{n:02d}") for n, s in enumerate(scenarios, 1)]
+
+
 def as_configured(scenarios: list[Scenario], cfg: Config) -> list[Scenario]:
     """``scenarios`` as ``cfg``'s Prometheus stores them. Where the scrape config names every target's host
     (``node.host_identity: scrape``), each machine is scraped under its own name: no name is claimed by two

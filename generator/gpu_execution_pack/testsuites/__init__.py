@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpu_execution_pack.config import Config, config_from_mapping
+from gpu_execution_pack.config import Config, cluster_scope, config_from_mapping
 from gpu_execution_pack.output import command, yaml_document
 from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.scenario import library
@@ -81,8 +81,16 @@ def default_variants() -> list[Variant]:
 
 
 def config_variants(cfg: Config) -> list[Variant]:
-    """A user's configuration, on the scenarios its attribution mode can be rendered in."""
+    """A user's configuration, on the scenarios its attribution mode can be rendered in.
+
+    With a cluster label, the recording suite holds every scenario at once, each in a cluster of its own, as a
+    central ruler holds its clusters: a series of one scenario reaching another fails it, and promtool evaluates
+    the rules once for all of them rather than once per scenario (its time is the rules' count times the steps,
+    whatever the series). The alert suite stays a test per scenario: an alert test lists every alert firing at
+    its time, and the scenarios check different times."""
     scenarios = library.default_suite() if cfg.attribution.mode == "label" else library.attribution_suite()
+    if cluster_scope(cfg).enabled:
+        return [Variant("config", cfg, tuple(library.in_own_clusters(scenarios)), alerts=True, together=True)]
     return [Variant("config", cfg, tuple(scenarios), alerts=True)]
 
 
