@@ -111,7 +111,7 @@ def _replace_gpu_series(monkeypatch: pytest.MonkeyPatch, series: catalog.Series,
 @pytest.mark.e2e
 def test_a_wrong_unit_conversion_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(catalog.UNITS, "MiB", Unit("MiB", "bytes", "*", 1_000_000))
-    out = _run_default_suite(tmp_path, "train-0001")
+    out = _run_default_suite(tmp_path, "gpuop3-job")  # a short scenario whose exporter publishes MiB
     assert f'expr: "{catalog.GPU_MEMORY_USED.name}"' in out
 
 
