@@ -17,6 +17,7 @@ from gpu_execution_pack.rules.files import rule_files
 from gpu_execution_pack.rules.groups import RuleGroup
 from gpu_execution_pack.rules.routing import alertmanager_config
 from gpu_execution_pack.scenario import library
+from gpu_execution_pack.testsuites.recording import recording_suite
 
 from .conftest import suite_failures
 
@@ -73,6 +74,18 @@ def test_each_attribution_mode_passes_with_a_cluster_label(tmp_path: Path, mode:
     cfg = config_from_mapping({**CLUSTERED, "attribution": {"mode": mode}})
     recording = [dataclasses.replace(v, alerts=False) for v in testsuites.config_variants(cfg)]
     assert suite_failures(recording, tmp_path) == ""
+
+
+def test_one_store_lists_the_prices_of_every_scenarios_running_models():
+    """One price list for every cluster: each scenario's check would miss the others' models, so the suite of
+    one store checks the union, where no execution of any scenario starts or ends."""
+    [test] = recording_suite(config_from_mapping(CLUSTERED), library.in_own_clusters(library.default_suite()), True)
+    lists = [
+        {s["labels"] for s in c["exp_samples"]} for c in test["promql_expr_test"] if c["expr"] == catalog.PRICE.name
+    ]
+    unlisted = f'{catalog.PRICE.name}{{modelName="NVIDIA A10"}}'  # not in the price list: the default price
+    assert len(lists) > 3 and any(unlisted in x for x in lists) and any(unlisted not in x for x in lists)
+    assert all(f'{catalog.PRICE.name}{{modelName="NVIDIA H100 80GB HBM3"}}' in x for x in lists)  # listed
 
 
 def two_clusters(tmp_path: Path) -> str:

@@ -116,17 +116,7 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
                     ],
                 }
             )
-        d = cfg.dashboards
-        price = expected.prices(scenario, minute, d.model_prices(), d.default_price_per_gpu_hour)
-        checks.append(
-            {
-                "expr": catalog.PRICE.name,
-                "eval_time": format_duration(minute * 60),
-                "exp_samples": [
-                    {"labels": sample_labels(catalog.PRICE.name, s.labels), "value": s.value} for s in price
-                ],
-            }
-        )
+        checks.append(price_check(cfg, [scenario], minute))
         for gpu in scenario.unowned_gpus:  # a GPU nobody holds has no execution_gpu: series
             checks.append(
                 {
@@ -176,13 +166,40 @@ def recording_suite(cfg: Config, scenarios: list[Scenario], together: bool = Fal
     tests = [scenario_test(s, cfg) for s in scenarios]
     if not together:
         return tests
-    # The price list is one for every cluster: each scenario's price check sees the others' models.
+    # The price list is one for every cluster: it lists the models of every scenario's running executions.
     price = catalog.PRICE.name
+    minutes = sorted({m for s in scenarios for m in expected.eval_minutes(s)})
     return [
         {
             "name": " + ".join(t["name"] for t in tests),
             "interval": f"{STEP_SECONDS}s",
             "input_series": [series for t in tests for series in t["input_series"]],
-            "promql_expr_test": [c for t in tests for c in t["promql_expr_test"] if c["expr"] != price],
+            "promql_expr_test": [c for t in tests for c in t["promql_expr_test"] if c["expr"] != price]
+            + [price_check(cfg, scenarios, m) for m in minutes if not any(_starts_or_ends(s, m) for s in scenarios)],
         }
     ]
+
+
+def price_check(cfg: Config, scenarios: list[Scenario], minute: float) -> dict[str, Any]:
+    """The price list at ``minute`` of a store holding ``scenarios``: every listed model, and each other model
+    an execution of any of them holds."""
+    d = cfg.dashboards
+    prices = {
+        tuple(sorted(s.labels.items())): s.value
+        for scenario in scenarios
+        for s in expected.prices(scenario, minute, d.model_prices(), d.default_price_per_gpu_hour)
+    }
+    return {
+        "expr": catalog.PRICE.name,
+        "eval_time": format_duration(minute * 60),
+        "exp_samples": [
+            {"labels": sample_labels(catalog.PRICE.name, dict(labels)), "value": value}
+            for labels, value in sorted(prices.items())
+        ],
+    }
+
+
+def _starts_or_ends(scenario: Scenario, minute: float) -> bool:
+    """Whether an execution of ``scenario`` starts or ends within a minute of ``minute``: another scenario's
+    mid-phase instant may be one, where the price list's models change within a step."""
+    return any(abs(e.start_minute - minute) <= 1 or abs(e.end_minute - minute) <= 1 for e in scenario.executions)
