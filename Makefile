@@ -100,13 +100,10 @@ $(PROMETHEUS3_BIN)/prometheus:
 # Alertmanager's group wait, a live scrape, a shard's remote write), with the system's Prometheus 2.x; then the
 # end-to-end tests whose answer can change with the version again with Prometheus 3 (its promtool and server
 # first on PATH; conftest.py checks they are 3.x): all but those marked single_version (see pyproject.toml).
-# --no-loadscope-reorder: the files go out in conftest.py's order, the slowest first; by default xdist hands them
-# out by their number of tests, which left the ops repo's one test of three minutes for last.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
-XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: venv promtool chromium prometheus3
-	$(VENV)/bin/pytest $(XDIST) --durations=25
-	PATH=$(PROMETHEUS3_BIN):$$PATH GPU_PACK_EXPECT_PROMETHEUS=3 $(VENV)/bin/pytest $(XDIST) -m "e2e and not single_version" --durations=25
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
+	PATH=$(PROMETHEUS3_BIN):$$PATH GPU_PACK_EXPECT_PROMETHEUS=3 $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile -m "e2e and not single_version" --durations=25
 
 # The fast tier, while you work: no Prometheus, Alertmanager, server, wheel build or large promtool suite.
 test-fast: venv

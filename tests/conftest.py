@@ -16,17 +16,16 @@ REPO = Path(__file__).resolve().parent.parent
 
 # The files that take minutes each under `make test` (promtool over the scenario library, servers waited on),
 # longest first. Collected ahead of the rest, so that --dist loadfile, which hands files to the workers in
-# collection order (with --no-loadscope-reorder, as `make test` runs it; by default xdist reorders them by
-# their number of tests), starts them first: a run that meets one of them last ends with one worker busy
-# and the others idle (alphabetical order left test_sharded_e2e.py, about 4 minutes of waiting, for last).
+# collection order, starts them first: a run that meets one of them last ends with one worker busy and
+# the others idle (alphabetical order left test_sharded_e2e.py, about 4 minutes of waiting, for last).
 SLOW_FILES_FIRST = (
     "test_promtool_rules.py",
     "test_clusters.py",
-    "test_ops_repo.py",
     "test_sharded_e2e.py",
     "test_alertmanager.py",
     "test_archive.py",
     "test_demo.py",
+    "test_ops_repo.py",
     "test_real_installs.py",
     "test_fleet.py",
     "test_api.py",
