@@ -257,8 +257,9 @@ def test_prometheus_holds_the_history_scrapes_the_fleet_live_records_and_stops(
             for r in got:
                 gpu = next(g for g in live.gpus if g.mig_instance == r["metric"]["GPU_I_ID"])
                 assert round(float(r["value"][1]) * 100 - live.util_offset(gpu), 6) in phases
-            # Host series join the one live target's node_uname_info per host.
-            hosts = eventually(server, f'{catalog.NODE_RAM_TOTAL.name}{{execution_id="{live.id}"}}', 1)
+            # Host series join the one live target's node_uname_info per host: they too wait on the host map's
+            # next evaluation (a minute was too short once, on Prometheus 3 on a loaded CI machine).
+            hosts = eventually(server, f'{catalog.NODE_RAM_TOTAL.name}{{execution_id="{live.id}"}}', 1, wait)
             assert {r["metric"]["hostname"] for r in hosts} == {g.host for g in live.gpus}
             assert server.query("count(count by (nodename) (node_uname_info))", time.time())[0]["value"][1] == "17"
             # Every dcgm shard is its own scrape target, and each answered.
