@@ -56,7 +56,7 @@ def test_without_a_cluster_label_no_rule_names_one():
 def test_the_scenario_library_passes_with_a_cluster_label_on_every_series(tmp_path: Path):
     """The recording suite holds every scenario at once, each in a cluster of its own (``config_variants``)."""
     [variant] = testsuites.config_variants(config_from_mapping(CLUSTERED))
-    assert variant.together and len({s.cluster for s in variant.scenarios}) == len(variant.scenarios) > 20
+    assert len({s.cluster for s in variant.scenarios}) == len(variant.scenarios) > 20
     # Its AMD suite is the test command's clusters-amd (the same config).
     assert suite_failures([variant], tmp_path, amd=False) == ""
 
@@ -89,9 +89,7 @@ def test_one_store_lists_the_prices_of_every_scenarios_running_models():
 
 
 def two_clusters(tmp_path: Path) -> str:
-    variant = testsuites.Variant(
-        "clusters", config_from_mapping(CLUSTERED), tuple(library.two_clusters()), together=True
-    )
+    variant = testsuites.Variant("clusters", config_from_mapping(CLUSTERED), tuple(library.two_clusters()))
     return suite_failures([variant], tmp_path, amd=False)  # its AMD suite: the test command's clusters-amd
 
 

@@ -15,6 +15,8 @@ from gpu_execution_pack.catalog import Formula, Unit, signal
 from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.promql import aggregate
 from gpu_execution_pack.scenario import expected, library
+from gpu_execution_pack.testsuites.alerts import alert_suite
+from gpu_execution_pack.testsuites.recording import recording_suite, scenario_test
 
 from .conftest import REPO, env_without_promtool, suite_failures
 
@@ -65,33 +67,91 @@ def test_no_generated_suite_is_committed():
     assert committed == ["contract.test.yml"]
 
 
-def test_a_scenario_in_both_suites_is_evaluated_once_with_all_its_checks(tmp_path: Path):
-    """A scenario the recording and the alert suites share, with the same input series, is one promtool test
-    holding both suites' checks; every check of either suite is still built, once."""
-    executions = frozenset({"train-0001", "mig-0003", "hot-0014", "warmup-0018"})  # the last two: alert scenarios only
-    files = testsuites.suite_files(testsuites.default_variants()[:1], tmp_path, executions=executions)
-    built = [
-        t for n in ("default", "default-alerts") for t in yaml.safe_load(files[tmp_path / f"{n}.test.yml"])["tests"]
-    ]
-    apart = {  # each suite alone, as a mutation test builds it
-        n: yaml.safe_load(
-            testsuites.suite_files(testsuites.default_variants()[:1], tmp_path / n, only=n, executions=executions)[
-                tmp_path / n / f"{n}.test.yml"
-            ]
-        )["tests"]
-        for n in ("default", "default-alerts")
-    }
+def _unprefixed(check: dict, prefix: str) -> str:
+    """A check as its scenario's own test spells it: its names without the store's prefix."""
+    return json.dumps(check, sort_keys=True).replace(prefix, "")
 
-    def checks(tests: list[dict], kind: str) -> list[str]:
-        return sorted(f"{t['name']}: {json.dumps(c, sort_keys=True)}" for t in tests for c in t.get(kind, []))
 
-    for kind, suite in (("promql_expr_test", "default"), ("alert_rule_test", "default-alerts")):
-        assert checks(built, kind) == checks(apart[suite], kind) != []
-    evaluated = [f"{t['name']}: {t['input_series']!r}" for t in built]
-    assert len(evaluated) == len(set(evaluated))  # no scenario's series evaluated twice
-    both = {t["name"] for t in built if "promql_expr_test" in t and "alert_rule_test" in t}
-    assert both == {"training, dcgm-exporter 4.8", "mig"}
-    assert len(built) == len(apart["default"]) + len(apart["default-alerts"]) - len(both)
+def _unscoped(expr: str, prefix: str) -> str:
+    """``expr`` without the matcher that selects one scenario's names in a store (``recording.own_names``)."""
+    for label in ("execution_id", "hostname"):
+        scope = f'{label}=~"{prefix}.+"'
+        expr = expr.replace("{" + scope + "}", "").replace(scope + ", ", "")
+    return expr
+
+
+def test_an_alert_store_checks_each_scenario_at_its_own_instants_with_its_own_alerts():
+    """The alert suite holds several scenarios to a store: each scenario's alerts in it are checked at every
+    instant its own test checks, and found as its own test finds them (beside the others')."""
+    cfg, scenarios = Config(), library.alert_suite()
+    stores = alert_suite(cfg, scenarios, together=True)
+    assert len(stores) < len(scenarios) / 2  # the point of it: promtool's time is each test's steps
+    held = [name for store in stores for name in store["name"].split(" + ")]
+    assert sorted(held) == sorted(f"s{n:02d}-{s.name}" for n, s in enumerate(scenarios, 1))
+    for n, (scenario, own) in enumerate(zip(scenarios, alert_suite(cfg, scenarios), strict=True), 1):
+        prefix = f"s{n:02d}-"
+        [store] = [s for s in stores if prefix + scenario.name in s["name"].split(" + ")]
+        in_store = {
+            (c["eval_time"], c["alertname"]): sorted(
+                _unprefixed(a, prefix) for a in c["exp_alerts"] if prefix in str(a)
+            )
+            for c in store["alert_rule_test"]
+        }
+        wanted = {
+            (c["eval_time"], c["alertname"]): sorted(json.dumps(a, sort_keys=True) for a in c["exp_alerts"])
+            for c in own["alert_rule_test"]
+        }
+        assert {k: in_store.get(k) for k in wanted} == wanted, scenario.name
+
+
+def test_a_recording_store_holds_every_check_of_each_scenarios_own_test():
+    """The recording suite holds every scenario in one store, under names of its own: each check of a
+    scenario's own test is in it, reading only its names (the price list aside: one for the store)."""
+    cfg, scenarios = Config(), library.default_suite()
+    [store] = recording_suite(cfg, scenarios, together=True)
+    checks = [c for c in store["promql_expr_test"] if c["expr"] != catalog.PRICE.name]
+    found = set()
+    for n, scenario in enumerate(scenarios, 1):
+        prefix = f"s{n:02d}-"
+        scope = (
+            f'execution_id=~"{prefix}.+"',
+            f'hostname=~"{prefix}.+"',
+            f'execution_id="{prefix}',
+            f'UUID="GPU-{prefix}',
+        )
+        own = [c for c in checks if prefix in c["expr"]]
+        found.update(id(c) for c in own)
+        assert all(any(s in c["expr"] for s in scope) for c in own), scenario.name
+        stripped = sorted(_unprefixed({**c, "expr": _unscoped(c["expr"], prefix)}, prefix) for c in own)
+        wanted = [c for c in scenario_test(scenario, cfg)["promql_expr_test"] if c["expr"] != catalog.PRICE.name]
+        assert stripped == sorted(json.dumps(c, sort_keys=True) for c in wanted), scenario.name
+    assert len(found) == len(checks)  # and no check of no scenario
+
+
+@pytest.mark.e2e
+def test_in_one_store_a_first_sample_counts_the_time_since_any_gpus_previous_sample(tmp_path: Path):
+    """Without a cluster label, the first sample of an execution on an idle host of its own counts the
+    time since the previous sample of any GPU in the store (``catalog.GPU_SAMPLE_SECONDS``): a step where
+    another scenario's GPUs ran, where alone, with no ``rule_interval``, it would count nothing."""
+    running = library.training_in("4.8")
+    [solo] = library.missing_optional(frozenset(), "a late start").executions
+    late = dataclasses.replace(
+        library.missing_optional(frozenset(), "a late start"), executions=(dataclasses.replace(solo, start_minute=5),)
+    )
+    first_sample = catalog.GPU_SAMPLE_SECONDS.name + '{execution_id="'
+
+    def firsts(tests: list[dict], execution: str) -> list[list[float]]:
+        return [
+            [s["value"] for s in c["exp_samples"]]
+            for t in tests
+            for c in t["promql_expr_test"]
+            if c["expr"].startswith(first_sample + execution)
+        ]
+
+    assert firsts(recording_suite(Config(), [late]), "solo-0005") == [[]]
+    store = recording_suite(Config(), [running, late], together=True)
+    assert firsts(store, "s02-solo-0005") == [[15.0, 15.0]]
+    assert suite_failures([testsuites.Variant("store", Config(), (running, late))], tmp_path, amd=False) == ""
 
 
 def _run_default_suite(tmp_path: Path, execution: str) -> str:

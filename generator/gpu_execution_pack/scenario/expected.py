@@ -81,20 +81,23 @@ def cpu_stepped_back(host: Host, minute: float, cfg: Config | None = None) -> bo
     return jump <= minute <= jump + seen + _minutes(cfg.cpu_average_window)
 
 
-def sample_seconds(scenario: Scenario, minute: float, cfg: Config) -> float | None:
+def sample_seconds(scenario: Scenario, minute: float, cfg: Config, store: tuple[Scenario, ...] = ()) -> float | None:
     """The seconds the GPU samples at ``minute`` stand for, on the scenario's grid (every group evaluated at
     every step): a step where any execution of the scenario held GPUs a step before (whether the sample's own
     execution, or one that ended then, its series not stale until this evaluation, for a first sample), else
-    the config's ``rule_interval`` (None: no sample)."""
+    the config's ``rule_interval`` (None: no sample). ``store``: the scenarios one store holds with it, no
+    cluster label parting them (``library.apart``), whose GPUs' previous samples a first sample reads too."""
     before = minute - STEP_SECONDS / 60
-    if any(e.phase_at(before) is not None for e in scenario.executions):
+    if any(e.phase_at(before) is not None for s in (scenario, *store) for e in s.executions):
         return float(STEP_SECONDS)
     return parse_duration_seconds(cfg.rule_interval) if cfg.rule_interval else None
 
 
-def expected(scenario: Scenario, minute: float, cfg: Config | None = None) -> dict[str, list[Sample]]:
+def expected(
+    scenario: Scenario, minute: float, cfg: Config | None = None, store: tuple[Scenario, ...] = ()
+) -> dict[str, list[Sample]]:
     """Expected samples of every recorded series at ``minute``, keyed by series name (the host CPU series
-    read by ``cfg``'s windows; the built-in defaults' if None)."""
+    read by ``cfg``'s windows; the built-in defaults' if None); ``store`` as ``sample_seconds`` reads it."""
     out: dict[str, list[Sample]] = defaultdict(list)
     # Each exporter target is on its host, whichever way its labels spell the host's name.
     for host in scenario.hosts:
@@ -107,7 +110,7 @@ def expected(scenario: Scenario, minute: float, cfg: Config | None = None) -> di
     for collision in scenario.host_name_collisions:
         if collision.at(minute):
             out[catalog.NODE_HOST_COLLISIONS.name].append(Sample({HOST_LABEL: collision.name}, collision.machines))
-    seconds = sample_seconds(scenario, minute, cfg or Config())  # the same for every execution sampled now
+    seconds = sample_seconds(scenario, minute, cfg or Config(), store)  # the same for every execution sampled now
     for e in running(scenario, minute):
         per_gpu = [(g, oracle.gpu_truth(scenario, e, g, minute)) for g in e.gpus]
         for gpu, truth in per_gpu:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from gpu_execution_pack import catalog
@@ -172,6 +173,53 @@ def in_own_clusters(scenarios: list[Scenario]) -> list[Scenario]:
     """``scenarios`` each in a cluster of its own (``<cluster>-<n>``), to be held in one store as a central ruler
     holds its clusters: with a cluster label set, nothing of one may reach another, whatever names they share."""
     return [replace(s, cluster=f"{s.cluster}-{n:02d}") for n, s in enumerate(scenarios, 1)]
+
+
+def apart(scenarios: list[Scenario], cfg: Config) -> list[Scenario]:
+    """``scenarios`` under names of their own (``s01-...``: every host name, address, pod, node, GPU and
+    execution of the first), to be held in one store without a cluster label, as one Prometheus holds many
+    teams' machines: a series of one reaching another fails its checks.
+
+    Each rename is a prefix without a dot or colon, so every likeness within a scenario holds as before: a short
+    name is still the part before the first dot, two hosts that shared a name still do. Nodenames that name no
+    machine (``node.placeholder_nodenames``) are kept: the scenarios that have one share it, as real fleets'
+    badly provisioned hosts do, and the rules must never join by it. A scenario alone keeps its names."""
+    if len(scenarios) < 2:
+        return scenarios
+    placeholder = re.compile(cfg.node.placeholder_nodenames)
+
+    def renamed(scenario: Scenario, prefix: str) -> Scenario:
+        def own(name: str) -> str:
+            return name if not name or placeholder.fullmatch(name) else prefix + name
+
+        def gpu(g: Gpu) -> Gpu:
+            return replace(g, host=own(g.host))
+
+        hosts = tuple(
+            replace(
+                h,
+                name=own(h.name),
+                dcgm_host=own(h.dcgm_host),
+                relabelled_hostname=own(h.relabelled_hostname),
+                nodename=own(h.nodename),
+                address=own(h.address),
+                dcgm_address=own(h.dcgm_address),
+                exporter_pod=own(h.exporter_pod),
+                kube_node=own(h.kube_node),
+            )
+            for h in scenario.hosts
+        )
+        return replace(
+            scenario,
+            hosts=hosts,
+            executions=tuple(replace(e, id=own(e.id), gpus=tuple(map(gpu, e.gpus))) for e in scenario.executions),
+            unowned_gpus=tuple(map(gpu, scenario.unowned_gpus)),
+            xid_events=tuple(replace(x, host=own(x.host)) for x in scenario.xid_events),
+            host_name_collisions=tuple(replace(c, name=own(c.name)) for c in scenario.host_name_collisions),
+            name_prefix=prefix,
+        )
+
+    return [renamed(s, f"s{n:02d}-") for n, s in enumerate(scenarios, 1)]
 
 
 def as_configured(scenarios: list[Scenario], cfg: Config) -> list[Scenario]:

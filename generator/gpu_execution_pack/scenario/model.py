@@ -179,6 +179,9 @@ class Scenario:
     minutes: int = 0  # window length; default: until the last execution ends
     host_name_collisions: tuple[NameCollision, ...] = ()
     cluster: str = CLUSTER  # the cluster label's value on every series (cluster_label set)
+    # The prefix of every name of its hosts and executions where it shares a store with other scenarios and no
+    # cluster label parts them (``library.apart``): its checks select what carries it.
+    name_prefix: str = ""
 
     @property
     def window_minutes(self) -> int:

@@ -33,7 +33,6 @@ class Variant:
     config: Config
     scenarios: tuple[Scenario, ...]
     alerts: bool = False  # also test its alert rules on the alert scenarios
-    together: bool = False  # its scenarios in one test, as one store holds them (e.g. several clusters)
 
 
 def default_variants() -> list[Variant]:
@@ -75,22 +74,17 @@ def default_variants() -> list[Variant]:
             "clusters",
             config_from_mapping({"cluster_label": "cluster"}, "variant clusters"),
             tuple(library.two_clusters()),
-            together=True,
         ),
     ]
 
 
 def config_variants(cfg: Config) -> list[Variant]:
-    """A user's configuration, on the scenarios its attribution mode can be rendered in.
-
-    With a cluster label, the recording suite holds every scenario at once, each in a cluster of its own, as a
-    central ruler holds its clusters: a series of one scenario reaching another fails it, and promtool evaluates
-    the rules once for all of them rather than once per scenario (its time is the rules' count times the steps,
-    whatever the series). The alert suite stays a test per scenario: an alert test lists every alert firing at
-    its time, and the scenarios check different times."""
+    """A user's configuration, on the scenarios its attribution mode can be rendered in: with a cluster label,
+    each in a cluster of its own, as a central ruler holds its clusters (``suite_files`` holds them in one
+    store)."""
     scenarios = library.default_suite() if cfg.attribution.mode == "label" else library.attribution_suite()
     if cluster_scope(cfg).enabled:
-        return [Variant("config", cfg, tuple(library.in_own_clusters(scenarios)), alerts=True, together=True)]
+        return [Variant("config", cfg, tuple(library.in_own_clusters(scenarios)), alerts=True)]
     return [Variant("config", cfg, tuple(scenarios), alerts=True)]
 
 
@@ -118,15 +112,13 @@ def suite_files(
         rules = rule_files(v.config, build_dir / v.name, command("test"))
         relative = [p.relative_to(build_dir) for p in rules]
         scenarios = library.as_configured(_holding(list(v.scenarios), executions), v.config)
-        suites = {v.name: lambda v=v, s=scenarios: recording_suite(v.config, s, v.together)}
+        suites = {v.name: lambda v=v, s=scenarios: recording_suite(v.config, s, together=True)}
         if v.alerts:
             alerting = library.as_configured(_holding(library.alert_suite(), executions), v.config)
-            suites[f"{v.name}-alerts"] = lambda v=v, s=alerting: alert_suite(v.config, s)
+            suites[f"{v.name}-alerts"] = lambda v=v, s=alerting: alert_suite(v.config, s, together=True)
         if amd.renders(v.config):
             suites[f"{v.name}-amd"] = lambda v=v: amd.amd_suite(v.config)
         built = {name: tests() for name, tests in suites.items() if not only or name == only}
-        if f"{v.name}-alerts" in built and v.name in built:
-            built[v.name], built[f"{v.name}-alerts"] = shared_inputs_once(built[v.name], built[f"{v.name}-alerts"])
         for name, tests in built.items():
             if executions and not tests:
                 continue  # none of this suite's scenarios holds the executions asked for
@@ -136,23 +128,6 @@ def suite_files(
     if executions and not files:
         raise ValueError(f"no scenario of the suites asked for holds any of the executions {sorted(executions)}")
     return files
-
-
-def shared_inputs_once(
-    recording: list[dict[str, Any]], alerting: list[dict[str, Any]]
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The recording and the alert tests, a scenario in both with the same input series checked in one test of
-    the recording suite: promtool evaluates every rule at every step of each test, so a scenario tested twice
-    costs twice (``only`` names one suite, and then each suite keeps all of its own)."""
-    alerts_of = {(t["name"], repr(t["input_series"])): t for t in alerting}
-    merged = [
-        {**t, "alert_rule_test": alerts_of[key]["alert_rule_test"]}
-        if (key := (t["name"], repr(t["input_series"]))) in alerts_of
-        else t
-        for t in recording
-    ]
-    kept = {(t["name"], repr(t["input_series"])) for t in recording}
-    return merged, [t for t in alerting if (t["name"], repr(t["input_series"])) not in kept]
 
 
 def _holding(scenarios: list[Scenario], executions: frozenset[str]) -> list[Scenario]:

@@ -1,7 +1,8 @@
 """promtool unit tests of the recording rules, built from the scenario library and its oracle.
 
-Each scenario becomes one promtool test: its raw series rendered for the configuration, and
-every recorded series checked against the oracle (``scenario.expected``) mid-phase.
+Each scenario's raw series are rendered for the configuration, and every recorded series is checked
+against the oracle (``scenario.expected``) mid-phase: in a test of its own, or (``recording_suite``'s
+``together``, as ``gpu-execution-pack test`` builds them) beside every other scenario in one store.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.catalog import EXECUTION_LABEL
 from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import Matcher, call, format_duration, match, render, selector
-from gpu_execution_pack.scenario import expected, model
+from gpu_execution_pack.scenario import expected, library, model
 from gpu_execution_pack.scenario import render as scenario_render
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Scenario
 
@@ -73,8 +74,20 @@ def unowned(gpu: model.Gpu, cluster: tuple[Matcher, ...]) -> str:
     return per_gpu_series(match(catalog.UUID_LABEL, gpu.uuid), *instance, *cluster)
 
 
-def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
-    """One promtool test: the scenario's raw series, and every recorded series checked mid-phase."""
+def own_names(series: catalog.Series, scenario: Scenario) -> tuple[Matcher, ...]:
+    """The matcher that selects ``scenario``'s own ``series`` where it shares a store without a cluster label
+    (``library.apart``): by its execution, else its host, whose names carry its prefix. None where it is alone."""
+    if not scenario.name_prefix:
+        return ()
+    label = next((k for k in (EXECUTION_LABEL, catalog.HOST_LABEL) if k in series.labels), None)
+    if label is None:
+        raise ValueError(f"{series.name} names neither an execution nor a host: a shared store cannot part it")
+    return (match(label, scenario.name_prefix + ".+", "=~"),)  # a prefix of letters, digits and a dash
+
+
+def scenario_test(scenario: Scenario, cfg: Config, store: tuple[Scenario, ...] = ()) -> dict[str, Any]:
+    """One promtool test: the scenario's raw series, and every recorded series checked mid-phase (``store``:
+    the other scenarios it shares a store with, whose GPUs' samples the first-sample fallback reads)."""
     checks = []
     # The price has its own check below; the raw host labels a target publishes are not a result; the
     # other alert conditions are checked elsewhere (REPORT_CONDITIONS); the per-target counter rates
@@ -86,14 +99,15 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
         *(series for series, _ in catalog.NODE_COUNTER_RATES.values()),
         *catalog.NODE_COUNTER_INTERVAL_RATES.values(),
     )
-    records = [s.name for s in catalog.ALL_SERIES if s not in unchecked]
+    records = [s for s in catalog.ALL_SERIES if s not in unchecked]
     # Checks read the scenario's own cluster: beside another cluster's series, they must see the same.
     clusters = cluster_scope(cfg)
     own, cluster = clusters.labels(scenario.cluster), clusters.matchers(scenario.cluster)
     for minute in expected.eval_minutes(scenario):
-        want = expected.expected(scenario, minute, cfg) | expected.conditions(scenario, cfg, minute)
+        want = expected.expected(scenario, minute, cfg, store) | expected.conditions(scenario, cfg, minute)
         steady = expected.hosts_steady(scenario, minute, cfg)
-        for record in records:
+        for series in records:
+            record, scope = series.name, (*own_names(series, scenario), *cluster)
             if record in HOST_SERIES and not steady:
                 continue  # host load changes within the rate window: not a clean check
             samples = sorted(want.get(record, []), key=lambda s: sorted(s.labels.items()))
@@ -101,7 +115,7 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
                 exp = [{"labels": sample_labels("", s.labels | own), "value": rounded(s.value)} for s in samples]
                 checks.append(
                     {
-                        "expr": render(call("round", selector(record, *cluster), ROUND_TO)),
+                        "expr": render(call("round", selector(record, *scope), ROUND_TO)),
                         "eval_time": format_duration(minute * 60),
                         "exp_samples": exp,
                     }
@@ -109,7 +123,7 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
                 continue
             checks.append(
                 {
-                    "expr": render(selector(record, *cluster)),
+                    "expr": render(selector(record, *scope)),
                     "eval_time": format_duration(minute * 60),
                     "exp_samples": [
                         {"labels": sample_labels(record, s.labels | own), "value": s.value} for s in samples
@@ -125,7 +139,7 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
                     "exp_samples": [],
                 }
             )
-    checks += first_samples(scenario, cfg)
+    checks += first_samples(scenario, cfg, store)
     return {
         "name": scenario.name,
         "interval": f"{STEP_SECONDS}s",
@@ -134,7 +148,7 @@ def scenario_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
     }
 
 
-def first_samples(scenario: Scenario, cfg: Config) -> list[dict[str, Any]]:
+def first_samples(scenario: Scenario, cfg: Config, store: tuple[Scenario, ...] = ()) -> list[dict[str, Any]]:
     """At each execution's first sample, the seconds it stands for (``catalog.GPU_SAMPLE_SECONDS``): with no
     sample of its own before, the time since the group's previous evaluation, or the config's interval."""
     clusters = cluster_scope(cfg)
@@ -144,7 +158,7 @@ def first_samples(scenario: Scenario, cfg: Config) -> list[dict[str, Any]]:
     for e in scenario.executions:
         want = [
             s
-            for s in expected.expected(scenario, e.start_minute, cfg).get(name, [])
+            for s in expected.expected(scenario, e.start_minute, cfg, store).get(name, [])
             if s.labels[EXECUTION_LABEL] == e.id
         ]
         checks.append(
@@ -162,16 +176,24 @@ def first_samples(scenario: Scenario, cfg: Config) -> list[dict[str, Any]]:
 
 def recording_suite(cfg: Config, scenarios: list[Scenario], together: bool = False) -> list[dict[str, Any]]:
     """The promtool tests of ``scenarios`` for the rules ``cfg`` generates; ``together``: one test
-    holding every scenario's series at once (scenarios of different clusters in one store)."""
-    tests = [scenario_test(s, cfg) for s in scenarios]
-    if not together:
-        return tests
+    holding every scenario's series at once, as one store holds them: in their own clusters where ``cfg``
+    has a cluster label (``scenarios`` as given), else under names of their own (``library.apart``).
+
+    promtool's time is the rules' text times the steps of each test, whatever its series (it prints and
+    parses each rule at every evaluation), so one test of every scenario takes a fraction of a test each."""
+    if not together or not scenarios:
+        return [scenario_test(s, cfg) for s in scenarios]
+    if not cluster_scope(cfg).enabled:
+        scenarios = library.apart(scenarios, cfg)
+        tests = [scenario_test(s, cfg, tuple(o for o in scenarios if o is not s)) for s in scenarios]
+    else:
+        tests = [scenario_test(s, cfg) for s in scenarios]
     # The price list is one for every cluster: it lists the models of every scenario's running executions.
     price = catalog.PRICE.name
     minutes = sorted({m for s in scenarios for m in expected.eval_minutes(s)})
     return [
         {
-            "name": " + ".join(t["name"] for t in tests),
+            "name": " + ".join(f"{s.name_prefix}{s.name}" if s.name_prefix else s.name for s in scenarios),
             "interval": f"{STEP_SECONDS}s",
             "input_series": [series for t in tests for series in t["input_series"]],
             "promql_expr_test": [c for t in tests for c in t["promql_expr_test"] if c["expr"] != price]
