@@ -74,6 +74,12 @@ def promtool_available() -> None:
     promtool.find()  # raises with the install hint rather than skipping: CI must have it
 
 
+def named(before: str, name: str) -> str:
+    """A regex of ``name`` after ``before`` (``'hostname="'``, ``'UUID="GPU-'``) as a promtool failure prints it:
+    in a store of several scenarios each one's names carry its prefix (``library.apart``), alone they do not."""
+    return re.escape(before) + r"(s\d\d-)?" + re.escape(name) + '"'
+
+
 def suite_failures(
     variants: list, directory: Path, only: str = "", executions: frozenset[str] = frozenset(), amd: bool = True
 ) -> str:

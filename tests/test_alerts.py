@@ -22,7 +22,7 @@ from gpu_execution_pack.scenario.alerting import predict_linear
 from gpu_execution_pack.scenario.humanize import go_value, humanize, humanize_percentage
 from gpu_execution_pack.testsuites.alerts import alert_suite
 
-from .conftest import REPO, suite_failures
+from .conftest import REPO, named, suite_failures
 
 ALERT_NAMES = {
     "GpuExecutionGpuMemoryHigh",
@@ -349,10 +349,6 @@ def test_the_waste_alert_says_whether_the_cpu_is_saturated():
     assert "Its host CPU is saturated (100%)" in descriptions["cpubound-0017"]
 
 
-# A name in a failure: in a store of several scenarios, each one's names carry its prefix (``library.apart``).
-STORE_NAME = r'{}(s\d\d-)?{}"'
-
-
 def _run_alert_suite(tmp_path: Path, execution: str) -> str:
     """The alert suite's failures on the scenario holding ``execution``, the one the mutation breaks."""
     out = suite_failures(
@@ -378,9 +374,7 @@ def test_predicting_exhaustion_without_the_level_guard_fails_the_tests(tmp_path:
     monkeypatch.setattr(AlertBuilder, "predicted_exhaustion", unguarded)
     out = _run_alert_suite(tmp_path, "train-0002")
     # A fresh job's step from loading to its working set now reads as a leak.
-    assert "alertname: GpuExecutionGpuMemoryFillingUp" in out and re.search(
-        STORE_NAME.format('execution_id="', "train-0002"), out
-    )
+    assert "alertname: GpuExecutionGpuMemoryFillingUp" in out and re.search(named('execution_id="', "train-0002"), out)
 
 
 @pytest.mark.single_version
@@ -396,7 +390,7 @@ def test_alerting_on_the_sticky_xid_gauge_fails_the_tests(tmp_path: Path, monkey
     monkeypatch.setattr(AlertBuilder, "xid_errors", sticky)
     out = _run_alert_suite(tmp_path, "xid-0021")
     assert "alertname: GpuExecutionXidError" in out and re.search(
-        STORE_NAME.format('UUID="GPU-', "h16-0001"), out
+        named('UUID="GPU-', "h16-0001"), out
     )  # the Xid from before the job
 
 
@@ -421,9 +415,7 @@ def test_a_gpu_reporting_without_framebuffer_fields_is_not_missing(tmp_path: Pat
 
     monkeypatch.setattr(AlertBuilder, "reporting", framebuffer_only)
     out = _run_alert_suite(tmp_path, "h100mig1-job")
-    assert "alertname: GpuExecutionTelemetryMissing" in out and re.search(
-        STORE_NAME.format('execution_id="', "h100mig1-job"), out
-    )
+    assert "alertname: GpuExecutionTelemetryMissing" in out and re.search(named('execution_id="', "h100mig1-job"), out)
 
 
 @pytest.mark.single_version
@@ -439,9 +431,7 @@ def test_a_stall_told_without_engine_activity_fails_the_tests(tmp_path: Path, mo
 
     monkeypatch.setattr(AlertBuilder, "stalled_condition", unless_busy)
     out = _run_alert_suite(tmp_path, "locked-0033")
-    assert "alertname: GpuExecutionGpuStalled" in out and re.search(
-        STORE_NAME.format('execution_id="', "locked-0033"), out
-    )
+    assert "alertname: GpuExecutionGpuStalled" in out and re.search(named('execution_id="', "locked-0033"), out)
 
 
 @pytest.mark.single_version
@@ -456,9 +446,7 @@ def test_a_stall_read_from_the_tensor_pipes_fails_the_tests(tmp_path: Path, monk
 
     monkeypatch.setattr(AlertBuilder, "stalled_condition", tensor_idle)
     out = _run_alert_suite(tmp_path, "fp32-0026")
-    assert "alertname: GpuExecutionGpuStalled" in out and re.search(
-        STORE_NAME.format('execution_id="', "fp32-0026"), out
-    )
+    assert "alertname: GpuExecutionGpuStalled" in out and re.search(named('execution_id="', "fp32-0026"), out)
 
 
 # --- The oracle's ports of Prometheus functions ----------------------------------------------
