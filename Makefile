@@ -100,10 +100,12 @@ $(PROMETHEUS3_BIN)/prometheus:
 # Alertmanager's group wait, a live scrape, a shard's remote write), with the system's Prometheus 2.x; then the
 # end-to-end tests whose answer can change with the version again with Prometheus 3 (its promtool and server
 # first on PATH; conftest.py checks they are 3.x): all but those marked single_version (see pyproject.toml).
+# --no-loadscope-reorder: the files go out in conftest.py's order, the slowest first; pytest-xdist would hand
+# out those with the most tests first, and the slow ones with few tests ended each phase on one busy core.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 test: venv promtool chromium prometheus3
-	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
-	PATH=$(PROMETHEUS3_BIN):$$PATH GPU_PACK_EXPECT_PROMETHEUS=3 $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile -m "e2e and not single_version" --durations=25
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
+	PATH=$(PROMETHEUS3_BIN):$$PATH GPU_PACK_EXPECT_PROMETHEUS=3 $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "e2e and not single_version" --durations=25
 
 # The fast tier, while you work: no Prometheus, Alertmanager, server, wheel build or large promtool suite.
 test-fast: venv
