@@ -222,6 +222,11 @@ def apart(scenarios: list[Scenario], cfg: Config) -> list[Scenario]:
     return [renamed(s, f"s{n:02d}-") for n, s in enumerate(scenarios, 1)]
 
 
+def store_name(scenarios: list[Scenario]) -> str:
+    """A promtool test's name for ``scenarios`` in one store: each with the prefix its names carry."""
+    return " + ".join(s.name_prefix + s.name for s in scenarios)
+
+
 def as_configured(scenarios: list[Scenario], cfg: Config) -> list[Scenario]:
     """``scenarios`` as ``cfg``'s Prometheus stores them. Where the scrape config names every target's host
     (``node.host_identity: scrape``), each machine is scraped under its own name: no name is claimed by two

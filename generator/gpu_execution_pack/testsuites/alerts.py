@@ -82,7 +82,7 @@ def store_test(cfg: Config, timelines: list[Timelines], steps: list[list[int]] |
             ]
             checks.append({"eval_time": format_duration(step * STEP_SECONDS), "alertname": name, "exp_alerts": alerts})
     return {
-        "name": " + ".join(f"{s.name_prefix}{s.name}" if s.name_prefix else s.name for s in scenarios),
+        "name": library.store_name(scenarios),
         "interval": f"{STEP_SECONDS}s",
         "input_series": [series for s in scenarios for series in render.input_series(s, cfg)],
         "alert_rule_test": checks,

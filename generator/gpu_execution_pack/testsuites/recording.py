@@ -103,11 +103,12 @@ def scenario_test(scenario: Scenario, cfg: Config, store: tuple[Scenario, ...] =
     # Checks read the scenario's own cluster: beside another cluster's series, they must see the same.
     clusters = cluster_scope(cfg)
     own, cluster = clusters.labels(scenario.cluster), clusters.matchers(scenario.cluster)
+    scopes = {s.name: (*own_names(s, scenario), *cluster) for s in records}
     for minute in expected.eval_minutes(scenario):
         want = expected.expected(scenario, minute, cfg, store) | expected.conditions(scenario, cfg, minute)
         steady = expected.hosts_steady(scenario, minute, cfg)
         for series in records:
-            record, scope = series.name, (*own_names(series, scenario), *cluster)
+            record, scope = series.name, scopes[series.name]
             if record in HOST_SERIES and not steady:
                 continue  # host load changes within the rate window: not a clean check
             samples = sorted(want.get(record, []), key=lambda s: sorted(s.labels.items()))
@@ -193,7 +194,7 @@ def recording_suite(cfg: Config, scenarios: list[Scenario], together: bool = Fal
     minutes = sorted({m for s in scenarios for m in expected.eval_minutes(s)})
     return [
         {
-            "name": " + ".join(f"{s.name_prefix}{s.name}" if s.name_prefix else s.name for s in scenarios),
+            "name": library.store_name(scenarios),
             "interval": f"{STEP_SECONDS}s",
             "input_series": [series for t in tests for series in t["input_series"]],
             "promql_expr_test": [c for t in tests for c in t["promql_expr_test"] if c["expr"] != price]
