@@ -324,6 +324,7 @@ def test_the_query_command_prints_what_the_endpoint_answers(api, prometheus):
     assert json.loads(proc.stdout) == get(client, EXECUTION).json()
 
 
+@pytest.mark.single_version  # our server under concurrency
 def test_a_thousand_concurrent_requests_all_succeed(prometheus):
     server, _, _, _ = prometheus
     cfg = config_from_mapping({"api": {"prometheus_url": server.url}})

@@ -82,6 +82,7 @@ def test_a_nan_sample_is_null_in_the_answer_not_a_500(tmp_path: Path):
     assert got[7] is None and got[:7] == [50.0] * 7 and got[8:] == [50.0] * 12
 
 
+@pytest.mark.single_version  # our parameter checks, before any query
 @pytest.mark.parametrize(
     ("execution_id", "params", "message"),
     [
@@ -198,6 +199,7 @@ def corrupt_series_values(seen: Seen, status: int, body: bytes) -> tuple[int, by
     return status, json.dumps(doc).encode()
 
 
+@pytest.mark.single_version  # a proxy's bodies, not Prometheus'
 @pytest.mark.parametrize(
     "rewrite",
     [
@@ -230,6 +232,7 @@ def test_an_unexpected_prometheus_body_is_a_json_502(prometheus, rewrite):
     assert "unexpected body" in response.json()["error"], response.json()
 
 
+@pytest.mark.single_version  # a trickling upstream, no Prometheus
 def test_timeout_seconds_is_a_deadline_for_the_whole_request_and_cancels_the_upstream_query():
     """A trickling upstream never lets a read time out; it used to hold a 2 s-timeout request for 21 s."""
     with Trickle() as upstream, client_for(upstream.url, timeout_seconds=1) as client:
@@ -245,6 +248,7 @@ def test_timeout_seconds_is_a_deadline_for_the_whole_request_and_cancels_the_ups
     assert upstream.accepted == len(closed) == 1 and closed[0] < answered + 1  # the query did not go on
 
 
+@pytest.mark.single_version  # a trickling upstream, no Prometheus
 def test_the_upstream_query_is_cancelled_when_the_client_goes_away():
     with Trickle() as upstream:
         app = create_app(config_from_mapping({"api": {"prometheus_url": upstream.url, "timeout_seconds": 30}}), KEYS)
@@ -259,6 +263,7 @@ def test_the_upstream_query_is_cancelled_when_the_client_goes_away():
     assert len(closed) == 1 and closed[0] - left < 3, "the upstream query ran on after the client left"
 
 
+@pytest.mark.single_version  # our server's header limit, before any query
 def test_a_one_megabyte_token_is_a_json_431_over_real_http(prometheus):
     """uvicorn reset the connection; now the app answers, for headers past MAX_HEADER_BYTES."""
     server, _, _, _ = prometheus

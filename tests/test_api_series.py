@@ -201,6 +201,7 @@ def test_a_subset_is_the_default_answers_series_it_names(data, names, key):
     assert {n: body["series"][n] for n in known} == {n: whole["series"][n] for n in known}
 
 
+@pytest.mark.single_version  # two of our paths over one Prometheus
 @pytest.mark.e2e
 @pytest.mark.usefixtures("streamed")
 def test_a_streamed_subset_has_the_bytes_of_the_one_built_in_memory(data, monkeypatch):
@@ -224,6 +225,7 @@ def named(query: str) -> set[str]:
     return {n.replace("\\", "") for n in re.findall(r"[a-z_]+(?:\\?:[a-z_]+)+", query)}
 
 
+@pytest.mark.single_version  # what our client asks, seen by a proxy
 @pytest.mark.e2e
 @pytest.mark.parametrize("path", ["in memory", "streamed"])
 @pytest.mark.parametrize(

@@ -48,6 +48,7 @@ def answered_queries(upstream: Proxy) -> list:
     return [seen for seen in upstream.seen if seen.path.startswith("/api/v1/")]
 
 
+@pytest.mark.single_version  # what our client sends, seen by a proxy
 def test_by_default_no_tenant_header_and_partial_response_false(prometheus):
     server, _, _, _ = prometheus
     with Proxy(server.url) as upstream, client_for(upstream.url) as client:
@@ -60,6 +61,7 @@ def test_by_default_no_tenant_header_and_partial_response_false(prometheus):
         assert "x-scope-orgid" not in seen.headers, seen
 
 
+@pytest.mark.single_version  # what our client sends, seen by a proxy
 @pytest.mark.parametrize(
     ("api", "header", "value", "partial"),
     [
@@ -84,6 +86,7 @@ def test_every_query_carries_the_configured_tenant_header_and_partial_response(p
         assert "x-scope-orgid" not in seen.headers or header == "x-scope-orgid", seen
 
 
+@pytest.mark.single_version  # our client's cache
 def test_a_finished_executions_span_is_read_once_then_reused(prometheus):
     """The span of a finished execution does not change: a second request asks only for the series."""
     server, _, _, _ = prometheus

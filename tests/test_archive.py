@@ -252,6 +252,7 @@ def per_execution_records(loaded, tmp_path_factory: pytest.TempPathFactory) -> d
     return archived_records(server.url, tmp_path_factory.mktemp("per-execution"), 1)
 
 
+@pytest.mark.single_version  # two of our passes over one Prometheus
 @pytest.mark.parametrize("size", [archiver.BATCH, 4])
 def test_the_batched_archiver_writes_the_records_the_per_execution_one_does(
     loaded, per_execution_records, tmp_path, size

@@ -73,6 +73,7 @@ def test_keys_from_the_environment_are_enough(monkeypatch: pytest.MonkeyPatch):
     assert response.status_code == 401  # started, and asks for the key
 
 
+@pytest.mark.single_version  # our server's auth
 @pytest.mark.e2e
 def test_insecure_no_auth_serves_every_tenant_without_a_key_and_warns_once(prometheus, caplog):
     server, _, _, _ = prometheus
@@ -88,6 +89,7 @@ def test_insecure_no_auth_serves_every_tenant_without_a_key_and_warns_once(prome
     assert "--insecure-no-auth" in warnings[0].getMessage()
 
 
+@pytest.mark.single_version  # our server's auth
 @pytest.mark.e2e
 def test_with_keys_a_request_without_one_is_still_401(prometheus):
     server, _, _, _ = prometheus
@@ -126,6 +128,7 @@ def test_readyz_is_503_at_once_when_nothing_listens():
     assert elapsed < READY_TIMEOUT_SECONDS
 
 
+@pytest.mark.single_version  # a listener that never answers
 @pytest.mark.e2e
 def test_readyz_is_503_within_its_timeout_when_prometheus_never_answers():
     with socket.socket() as listener:  # the kernel completes connections; nobody ever reads or answers
@@ -179,6 +182,7 @@ def test_the_openapi_document_lists_the_probes_without_auth(client):
 # --- Real HTTP ------------------------------------------------------------------------------
 
 
+@pytest.mark.single_version  # uvicorn serving our app
 @pytest.mark.e2e
 def test_served_by_uvicorn_on_loopback(prometheus):
     server, _, _, _ = prometheus
@@ -194,6 +198,7 @@ def test_served_by_uvicorn_on_loopback(prometheus):
         assert ok.status_code == 200 and ok.json()["executionId"] == EXECUTION
 
 
+@pytest.mark.single_version  # our worker processes
 @pytest.mark.e2e
 def test_serve_with_workers_answers_from_several_processes(prometheus, tmp_path: Path):
     """`serve --workers 2` starts two worker processes, each building the app from the same config."""

@@ -221,6 +221,7 @@ def test_the_cluster_check_leaves_prose_alone():
     assert not cluster_label_reads('HELP = "the cluster (value of cluster_label) that holds it"\n')
 
 
+@pytest.mark.single_version  # the wheel's packaging
 @pytest.mark.e2e
 def test_the_wheel_imports_beside_a_local_generator_folder(tmp_path: Path):
     """Installed from a wheel, the package is found by its own name even where a `generator/` folder shadows one."""

@@ -49,6 +49,11 @@ def signal(key: str) -> Placeholder:
     return Placeholder(key)
 
 
+# Prometheus' own series of the alerts its rules hold active, with the alert's labels, `alertname` and
+# `alertstate` ("pending" or "firing"): written at every evaluation while an alert is active.
+ALERTS_METRIC = "ALERTS"
+
+
 @dataclass(frozen=True)
 class DeviceSignal(Placeholder):
     """A signal as the whole GPU (or MIG instance) publishes it, on each of its holders' rows (``device``)."""

@@ -459,7 +459,7 @@ def rows(cfg: Config) -> list[Section]:
 
 def alert_annotations(cfg: Config) -> dict[str, object]:
     """The execution's firing alerts (those of the dashboard's cluster), marked on every panel."""
-    firing = in_cluster(cfg)(selector("ALERTS", match("alertstate", "firing"), SEL))
+    firing = in_cluster(cfg)(selector(catalog.ALERTS_METRIC, match("alertstate", "firing"), SEL))
     return {
         "name": "Alerts",
         "datasource": house.DATASOURCE,

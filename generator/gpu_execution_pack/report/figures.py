@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from gpu_execution_pack import catalog
-from gpu_execution_pack.catalog import EXECUTION_LABEL, HOST_LABEL, UUID_LABEL, Series
+from gpu_execution_pack.catalog import ALERTS_METRIC, EXECUTION_LABEL, HOST_LABEL, UUID_LABEL, Series
 from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import (
     Expr,
@@ -51,7 +51,6 @@ GPU_KEY = (EXECUTION_LABEL, *catalog.GPU_IDENTITY_LABELS)
 HOST_KEY = (EXECUTION_LABEL, HOST_LABEL)
 PROMETHEUS_DEFAULT_INTERVAL = "1m"  # Prometheus' global evaluation_interval when its config sets none
 MAX_NAMED = 50  # executions a query names in a regex matcher, at most
-ALERTS_METRIC = "ALERTS"  # Prometheus' own series of firing and pending alerts
 # The GPU series whose absence a report names: without them a verdict cannot be given.
 REQUIRED_GPU_SERIES: tuple[Series, ...] = (
     catalog.GPU_UTILIZATION,

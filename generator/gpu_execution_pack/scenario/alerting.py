@@ -569,10 +569,13 @@ class Timelines:
 
     def robust(self, step: int, steps: int = 2) -> bool:
         """No alert's outcome at ``step`` changes if a condition starts or ends a few steps sooner or later."""
-        for spec in self.specs:
-            for entity in self.entities[spec.name]:
-                if len({self.firing(spec, entity, step, d) for d in range(-steps, steps + 1)}) > 1:
-                    return False
+        return all(self.robust_for(spec, step, steps) for spec in self.specs)
+
+    def robust_for(self, spec: AlertSpec, step: int, steps: int = 2) -> bool:
+        """``robust``, for the alert of ``spec`` alone."""
+        for entity in self.entities[spec.name]:
+            if len({self.firing(spec, entity, step, d) for d in range(-steps, steps + 1)}) > 1:
+                return False
         return True
 
     def transitions(self) -> list[int]:

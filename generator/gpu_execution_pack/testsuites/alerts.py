@@ -9,11 +9,14 @@ so the tests pin behaviour, not rounding at boundaries.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from gpu_execution_pack import promql
+from gpu_execution_pack.catalog import ALERTS_METRIC, EXECUTION_LABEL, HOST_LABEL
 from gpu_execution_pack.config import Config, cluster_scope
-from gpu_execution_pack.promql import format_duration
+from gpu_execution_pack.promql import any_of, call, format_duration, match, selector
 from gpu_execution_pack.rules.alerts import alert_rules
 from gpu_execution_pack.rules.groups import AlertRule
 from gpu_execution_pack.scenario import alerting, expected, library, render
@@ -61,19 +64,32 @@ def _rules(cfg: Config, specs: list[AlertSpec]) -> dict[str, AlertRule]:
     return rules
 
 
-def store_test(cfg: Config, timelines: list[Timelines], steps: list[list[int]] | None = None) -> dict[str, Any]:
-    """One promtool test of the scenarios of ``timelines`` in one store, each checked at its own instants
-    (``steps``, each scenario's; default: ``eval_steps``). An alert test lists every alert of its name firing
-    at its time, so each check expects every scenario's: the instants must be robust for all of them
-    (``alert_store_suite``)."""
+# One check of an alert test: the alert of this name, at this step.
+Check = tuple[int, str]
+
+
+def store_test(
+    cfg: Config,
+    timelines: list[Timelines],
+    listed: set[Check] | None = None,
+    quiet: dict[Check, list[int]] | None = None,
+) -> dict[str, Any]:
+    """One promtool test of the scenarios of ``timelines`` in one store.
+
+    ``listed``: the checks (default: every alert at each scenario's ``eval_steps``) made as alert tests, which
+    list every alert of the name firing at the time, each scenario's: every scenario there must be robust for
+    that alert at that time (``alert_store_suite``). ``quiet``: checks of scenarios (by index) that must fire
+    nothing of the alert at the time, made as expression tests of their own alerts alone (``quiet_check``)."""
     specs = alerting.specs(cfg)
     rules = _rules(cfg, specs)
     scenarios = [tl.world.s for tl in timelines]
-    if steps is None:
-        steps = [eval_steps(tl, s) for tl, s in zip(timelines, scenarios, strict=True)]
+    if listed is None:
+        listed = {(k, spec.name) for tl in timelines for k in eval_steps(tl, tl.world.s) for spec in specs}
     checks = []
-    for step in sorted({k for own in steps for k in own}):
+    for step in sorted({k for k, _ in listed}):
         for spec in specs:
+            if (step, spec.name) not in listed:
+                continue
             name = PREFIX + spec.name
             alerts = [
                 expected_alert(spec, rules[name], tl.world, e, step)
@@ -81,12 +97,37 @@ def store_test(cfg: Config, timelines: list[Timelines], steps: list[list[int]] |
                 for e in tl.firing_at(spec, step)
             ]
             checks.append({"eval_time": format_duration(step * STEP_SECONDS), "alertname": name, "exp_alerts": alerts})
-    return {
+    test: dict[str, Any] = {
         "name": library.store_name(scenarios),
         "interval": f"{STEP_SECONDS}s",
         "input_series": [series for s in scenarios for series in render.input_series(s, cfg)],
         "alert_rule_test": checks,
     }
+    if quiet:
+        test["promql_expr_test"] = [
+            quiet_check(cfg, scenarios[i], PREFIX + name, step)
+            for (step, name), members in sorted(quiet.items())
+            for i in members
+        ]
+    return test
+
+
+def quiet_check(cfg: Config, scenario: Scenario, alertname: str, step: int) -> dict[str, Any]:
+    """An expression test that ``scenario`` fires no ``alertname`` at ``step``, whatever the others in its store
+    fire: its alerts are told apart by its cluster, else by the prefix its executions' and hosts' names carry
+    (``library.apart``; every alert names an execution or a host). Prometheus writes ``ALERTS`` at every
+    evaluation while an alert is active: a range shorter than a step holds only this evaluation's."""
+    alert = (match("alertname", alertname), match("alertstate", "firing"))
+    clusters = cluster_scope(cfg)
+    if clusters.enabled:
+        scopes = [clusters.matchers(scenario.cluster)]
+    elif scenario.name_prefix:
+        scopes = [(match(label, scenario.name_prefix + ".+", "=~"),) for label in (EXECUTION_LABEL, HOST_LABEL)]
+    else:
+        raise ValueError(f"{scenario.name}: a scenario alone in its store has no alerts of its own to select")
+    now = format_duration(STEP_SECONDS - 1)
+    expr = any_of([call("last_over_time", selector(ALERTS_METRIC, *alert, *scope).range(now)) for scope in scopes])
+    return {"expr": promql.render(expr), "eval_time": format_duration(step * STEP_SECONDS), "exp_samples": []}
 
 
 def scenario_alert_test(scenario: Scenario, cfg: Config) -> dict[str, Any]:
@@ -102,44 +143,75 @@ def alert_suite(cfg: Config, scenarios: list[Scenario], together: bool = False) 
 
 
 def alert_store_suite(cfg: Config, scenarios: list[Scenario]) -> list[dict[str, Any]]:
-    """The alert tests of ``scenarios``, several scenarios to a store, each checked at the very instants its own
-    test would check (``eval_steps``), with every other scenario's alerts listed beside its own.
+    """The alert tests of ``scenarios``: each scenario checked at the very instants its own test would check
+    (``eval_steps``), for every alert, as its own test finds them.
 
-    promtool's time is the rules' text times each test's steps, so a store of several scenarios costs about
-    what its longest one does. A scenario joins the first store (the longest first) where every instant of
-    each scenario there is robust for all of them (no alert of any changes within a step or two of it): else
-    one scenario's boundary would decide another's check. The shorter ones run to the store's end, their
-    executions over (``Scenario.minutes``). In one store, the scenarios are parted by the cluster label where
-    ``cfg`` has one (``library.in_own_clusters``), else by their names (``library.apart``)."""
+    promtool's time is the rules' text times each test's steps, so one store of every scenario, run to the
+    longest one's end (the shorter ones' executions over: ``Scenario.minutes``), costs about what the longest
+    scenario alone does. An alert test lists every alert of its name firing at its time, each scenario's, so
+    a check is made so where every scenario is robust for that alert at that time (none of its alerts of the
+    name changes within a step or two): else one scenario's boundary would decide another's check. Where one
+    is not, a scenario that fires none of it is checked on its own alerts (``quiet_check``); one that fires
+    some, for their labels and annotations, goes with the rest of such checks to stores of a few scenarios
+    each, packed the longest first where each of their checks is robust for all (``_packed``). In one store,
+    the scenarios are parted by the cluster label where ``cfg`` has one (``library.in_own_clusters``), else
+    by their names (``library.apart``)."""
     specs = alerting.specs(cfg)
+    by_name = {spec.name: spec for spec in specs}
     parted = library.in_own_clusters(scenarios) if cluster_scope(cfg).enabled else library.apart(scenarios, cfg)
     # The instants each scenario's own test checks, and its timelines run to a store's end, by its length.
     timelines = {(i, s.window_minutes): Timelines(specs, World(s, cfg)) for i, s in enumerate(parted)}
-    own_steps = [eval_steps(timelines[i, s.window_minutes], s) for i, s in enumerate(parted)]
+    wanted = [
+        {(k, spec.name) for k in eval_steps(timelines[i, s.window_minutes], s) for spec in specs}
+        for i, s in enumerate(parted)
+    ]
 
     def at(i: int, minutes: int) -> Timelines:
         if (i, minutes) not in timelines:
             timelines[i, minutes] = Timelines(specs, World(replace(parted[i], minutes=minutes), cfg))
         return timelines[i, minutes]
 
-    def fits(store: list[int], i: int) -> bool:
-        """Whether scenario ``i`` may join ``store``: its instants robust for each member (their timelines are
-        built), then every member's and its own robust for it."""
+    longest = max(s.window_minutes for s in parted)
+    everyone = [at(i, longest) for i in range(len(parted))]
+    listed: set[Check] = set()
+    quiet: dict[Check, list[int]] = {}
+    rest: list[set[Check]] = [set() for _ in parted]
+    for i, checks in enumerate(wanted):
+        for k, name in sorted(checks):
+            spec = by_name[name]
+            if all(tl.robust_for(spec, k) for tl in everyone):
+                listed.add((k, name))
+            elif everyone[i].robust_for(spec, k) and not everyone[i].firing_at(spec, k):
+                quiet.setdefault((k, name), []).append(i)
+            else:
+                rest[i].add((k, name))
+    tests = [store_test(cfg, everyone, listed, quiet)]
+    for store in _packed(parted, rest, at, by_name):
         minutes = parted[store[0]].window_minutes
-        return all(at(j, minutes).robust(k) for j in store for k in own_steps[i]) and all(
-            at(i, minutes).robust(k) for j in (*store, i) for k in own_steps[j]
-        )
+        members = sorted(store)
+        tests.append(store_test(cfg, [at(i, minutes) for i in members], set().union(*(rest[i] for i in members))))
+    return tests
+
+
+def _packed(
+    parted: list[Scenario],
+    checks: list[set[Check]],
+    at: Callable[[int, int], Timelines],
+    by_name: dict[str, AlertSpec],
+) -> list[list[int]]:
+    """The scenarios with ``checks`` left, in stores (the longest first, each the first store it fits): a
+    scenario joins where each check of every member is robust for each of them, run to the store's end."""
+
+    def fits(store: list[int]) -> bool:
+        minutes = parted[store[0]].window_minutes
+        every = set().union(*(checks[j] for j in store))
+        return all(at(j, minutes).robust_for(by_name[name], k) for j in store for k, name in every)
 
     stores: list[list[int]] = []
-    for i in sorted(range(len(parted)), key=lambda i: -parted[i].window_minutes):  # stable: the library's order
-        store = next((s for s in stores if fits(s, i)), None)
+    for i in sorted((i for i in range(len(parted)) if checks[i]), key=lambda i: -parted[i].window_minutes):
+        store = next((s for s in stores if fits([*s, i])), None)
         if store is None:
             stores.append([i])
         else:
             store.append(i)
-    tests = []
-    for store in stores:
-        minutes = parted[store[0]].window_minutes
-        members = sorted(store)
-        tests.append(store_test(cfg, [at(i, minutes) for i in members], [own_steps[i] for i in members]))
-    return tests
+    return stores
