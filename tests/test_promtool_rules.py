@@ -367,33 +367,56 @@ def test_promtool_failures_are_reported_with_promtools_findings(tmp_path: Path):
     assert "bad name" in str(err.value)
 
 
+def _up_suite(path: Path, expected: int, padding: int = 0) -> Path:
+    """A suite file at ``path`` of one rule (``job:up:sum``, written beside it) and one check that its value is
+    ``expected`` (1 passes), with ``padding`` hundred bytes of comment after it."""
+    rules = path.parent / "up.rules.yml"
+    rules.write_text("groups:\n- name: x\n  rules:\n  - record: job:up:sum\n    expr: sum by (job) (up)\n")
+    test = {
+        "interval": "1m",
+        "input_series": [{"series": 'up{job="a",instance="h:1"}', "values": "1x5"}],
+        "promql_expr_test": [
+            {
+                "expr": "job:up:sum",
+                "eval_time": "2m",
+                "exp_samples": [{"labels": 'job:up:sum{job="a"}', "value": expected}],
+            }
+        ],
+    }
+    path.write_text(yaml.safe_dump({"rule_files": [str(rules)], "tests": [test]}) + "#" * 100 * padding)
+    return path
+
+
 def test_each_suite_file_runs_on_its_own_and_only_failed_files_are_named(tmp_path: Path):
     """test_rules runs every file (one promtool each) and names the failed ones, with promtool's findings."""
-    rules = tmp_path / "up.rules.yml"
-    rules.write_text("groups:\n- name: x\n  rules:\n  - record: job:up:sum\n    expr: sum by (job) (up)\n")
-
-    def suite(name: str, expected: int) -> Path:
-        path = tmp_path / f"{name}.test.yml"
-        test = {
-            "interval": "1m",
-            "input_series": [{"series": 'up{job="a",instance="h:1"}', "values": "1x5"}],
-            "promql_expr_test": [
-                {
-                    "expr": "job:up:sum",
-                    "eval_time": "2m",
-                    "exp_samples": [{"labels": 'job:up:sum{job="a"}', "value": expected}],
-                }
-            ],
-        }
-        path.write_text(yaml.safe_dump({"rule_files": [str(rules)], "tests": [test]}))
-        return path
-
-    passing = [suite(f"pass{i}", 1) for i in range(3)]
+    passing = [_up_suite(tmp_path / f"pass{i}.test.yml", 1) for i in range(3)]
     assert promtool.test_rules(passing).ok
-    wrong = suite("wrong", 2)
+    wrong = _up_suite(tmp_path / "wrong.test.yml", 2)
     with pytest.raises(promtool.PromtoolError) as err:
         promtool.test_rules([*passing, wrong])
     message = str(err.value)
     assert "failed for 1 of 4 files" in message
     assert str(wrong) in message and "job:up:sum" in message
     assert not any(str(p) in message for p in passing)
+
+
+def test_the_largest_suite_files_start_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """One promtool at a time: the files start largest first, so a big suite never runs on alone at the end
+    of a run while the other cores idle; the findings keep the order the files were given in."""
+    real = promtool.find()
+    started = tmp_path / "started"
+    recorder = tmp_path / "promtool"  # the real promtool, run after writing down which file it tests
+    recorder.write_text(f'#!/bin/sh\necho "$3" >> {started}\nexec {real} "$@"\n')
+    recorder.chmod(0o755)
+    monkeypatch.setenv("PROMTOOL", str(recorder))
+    # Each fails (a wrong value), so each one's findings are in the error.
+    files = [
+        _up_suite(tmp_path / f"{name}.test.yml", 2, padding)
+        for name, padding in (("small", 0), ("large", 40), ("medium", 20))
+    ]
+    with pytest.raises(promtool.PromtoolError) as err:
+        promtool.test_rules(files, jobs=1)
+    assert started.read_text().split() == [str(tmp_path / f"{n}.test.yml") for n in ("large", "medium", "small")]
+    message = str(err.value)
+    assert "failed for 3 of 3 files" in message
+    assert message.index("small.test.yml") < message.index("large.test.yml") < message.index("medium.test.yml")
