@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
+from gpu_execution_pack.promql import Matcher, match
 from gpu_execution_pack.scenario.amd import (
     BINARY_V131,
     BINARY_V141,
@@ -220,6 +221,14 @@ def apart(scenarios: list[Scenario], cfg: Config) -> list[Scenario]:
         )
 
     return [renamed(s, f"s{n:02d}-") for n, s in enumerate(scenarios, 1)]
+
+
+def own_name(scenario: Scenario, label: str) -> Matcher:
+    """The matcher of the series whose ``label`` (a host's or an execution's name) is ``scenario``'s own in a
+    store of scenarios ``apart``: its prefix, letters, digits and a dash, then the name."""
+    if not scenario.name_prefix:
+        raise ValueError(f"{scenario.name}: a scenario alone in its store has no prefix to select its names by")
+    return match(label, scenario.name_prefix + ".+", "=~")
 
 
 def store_name(scenarios: list[Scenario]) -> str:

@@ -121,10 +121,8 @@ def quiet_check(cfg: Config, scenario: Scenario, alertname: str, step: int) -> d
     clusters = cluster_scope(cfg)
     if clusters.enabled:
         scopes = [clusters.matchers(scenario.cluster)]
-    elif scenario.name_prefix:
-        scopes = [(match(label, scenario.name_prefix + ".+", "=~"),) for label in (EXECUTION_LABEL, HOST_LABEL)]
     else:
-        raise ValueError(f"{scenario.name}: a scenario alone in its store has no alerts of its own to select")
+        scopes = [(library.own_name(scenario, label),) for label in (EXECUTION_LABEL, HOST_LABEL)]
     now = format_duration(STEP_SECONDS - 1)
     expr = any_of([call("last_over_time", selector(ALERTS_METRIC, *alert, *scope).range(now)) for scope in scopes])
     return {"expr": promql.render(expr), "eval_time": format_duration(step * STEP_SECONDS), "exp_samples": []}

@@ -82,7 +82,7 @@ def own_names(series: catalog.Series, scenario: Scenario) -> tuple[Matcher, ...]
     label = next((k for k in (EXECUTION_LABEL, catalog.HOST_LABEL) if k in series.labels), None)
     if label is None:
         raise ValueError(f"{series.name} names neither an execution nor a host: a shared store cannot part it")
-    return (match(label, scenario.name_prefix + ".+", "=~"),)  # a prefix of letters, digits and a dash
+    return (library.own_name(scenario, label),)
 
 
 def scenario_test(scenario: Scenario, cfg: Config, store: tuple[Scenario, ...] = ()) -> dict[str, Any]:
