@@ -16,6 +16,7 @@ from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.output import command, write_all
 from gpu_execution_pack.promql import aggregate
 from gpu_execution_pack.rules.files import all_groups, rule_files
+from gpu_execution_pack.rules.groups import AlertRule
 from gpu_execution_pack.scenario import alerting, expected, library
 from gpu_execution_pack.scenario.alerting import Timelines, World
 from gpu_execution_pack.testsuites.alerts import alert_suite, store_test
@@ -398,6 +399,41 @@ def test_each_suite_file_runs_on_its_own_and_only_failed_files_are_named(tmp_pat
     assert "failed for 1 of 4 files" in message
     assert str(wrong) in message and "job:up:sum" in message
     assert not any(str(p) in message for p in passing)
+
+
+def test_a_recording_suite_leaves_the_alert_rules_to_its_variants_alert_suite(tmp_path: Path):
+    """promtool evaluates every group loaded at every step: a recording suite loads the alerts only where no alert
+    suite of its config evaluates them (with every other rule file), so that every config's alerts still run."""
+    default, mapping = (v for v in testsuites.default_variants() if v.name in ("default", "mapping"))
+    assert default.alerts and not mapping.alerts
+    files = testsuites.suite_files([default, mapping], tmp_path, executions=frozenset({"mig-0003", "hot-0014"}))
+    docs = {p.name: yaml.safe_load(files[p]) for p in testsuites.suite_test_paths(files)}
+    assert set(docs) == {"default.test.yml", "default-alerts.test.yml", "default-amd.test.yml", "mapping.test.yml"}
+    alerts = [g.name for g in all_groups(default.config) if any(isinstance(r, AlertRule) for r in g.rules)]
+    assert alerts == ["gpu-execution-pack.alerts"]
+    loaded = {name: {Path(f).name for f in doc["rule_files"]} for name, doc in docs.items()}
+    assert "alerts.rules.yml" not in loaded["default.test.yml"]
+    assert alerts[0] not in docs["default.test.yml"]["group_eval_order"]
+    every = {p.name for p in files if p.parent == tmp_path / "default" and p.name.endswith(".rules.yml")}
+    assert loaded["default.test.yml"] == every - {"alerts.rules.yml"}
+    # The AMD fleet is in no alert suite: its suite keeps them.
+    for name in ("default-alerts.test.yml", "default-amd.test.yml", "mapping.test.yml"):
+        assert "alerts.rules.yml" in loaded[name] and alerts[0] in docs[name]["group_eval_order"]
+
+
+def test_promtool_collects_its_garbage_less_often_unless_the_environment_says_how_often(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """promtool runs with a garbage collector target above Go's default (100), a fifth of a large suite's CPU
+    saved; a GOGC the user set is theirs."""
+    recorder = tmp_path / "promtool"  # prints the GOGC it was started with
+    recorder.write_text('#!/bin/sh\necho "GOGC=$GOGC"\n')
+    recorder.chmod(0o755)
+    monkeypatch.setenv("PROMTOOL", str(recorder))
+    monkeypatch.delenv("GOGC", raising=False)
+    assert int(promtool.run(["--version"]).output.strip().removeprefix("GOGC=")) > 100
+    monkeypatch.setenv("GOGC", "50")
+    assert promtool.run(["--version"]).output.strip() == "GOGC=50"
 
 
 def test_the_largest_suite_files_start_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -16,6 +16,17 @@ INSTALL_HINT = (
 )
 
 
+# Go's garbage collector target for the Prometheus tools we start, unless the environment sets GOGC. At Go's
+# default (100) promtool spends about a fifth of a large suite's CPU collecting the garbage every rule evaluation
+# leaves: at 400 the defaults' largest suite took 30 CPU-s against 39 here, holding 250 MiB at most against 120.
+GO_GC_PERCENT = "400"
+
+
+def go_env() -> dict[str, str]:
+    """The environment to start a Prometheus tool in: ours, with GOGC at GO_GC_PERCENT unless it sets one."""
+    return {"GOGC": GO_GC_PERCENT, **os.environ}
+
+
 class PromtoolError(RuntimeError):
     """promtool is missing, or it reported a failure; the message is promtool's own output."""
 
@@ -81,7 +92,7 @@ def run(args: list[str], cwd: Path | None = None) -> Result:
 def _run(*args: str, timeout: float = 300, cwd: Path | None = None) -> Result:
     cmd = (find(), *args)
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd, env=go_env())
     except subprocess.TimeoutExpired:
         raise PromtoolError(f"`{' '.join(cmd)}` did not finish within {timeout:.0f} s") from None
     return Result(cmd, proc.returncode, proc.stdout + proc.stderr)

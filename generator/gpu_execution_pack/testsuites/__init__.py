@@ -15,7 +15,8 @@ from typing import Any
 
 from gpu_execution_pack.config import Config, cluster_scope, config_from_mapping
 from gpu_execution_pack.output import command, yaml_document
-from gpu_execution_pack.rules.files import all_groups, rule_files
+from gpu_execution_pack.rules.alerts import alert_group
+from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, all_groups, rule_files
 from gpu_execution_pack.scenario import library
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Scenario
 from gpu_execution_pack.testsuites import amd
@@ -89,13 +90,26 @@ def config_variants(cfg: Config) -> list[Variant]:
 
 
 def _test_document(variant: Variant, rule_paths: list[Path], tests: list[dict[str, Any]]) -> dict[str, Any]:
+    loaded = {p.name for p in rule_paths}
     return {
         "rule_files": [str(p) for p in rule_paths],
         "evaluation_interval": f"{STEP_SECONDS}s",
         # Dependency order, as the rules are written; promtool otherwise sorts groups by name.
-        "group_eval_order": [g.name for g in all_groups(variant.config)],
+        "group_eval_order": [g.name for g in all_groups(variant.config) if f"{g.file}{RULE_FILE_SUFFIX}" in loaded],
         "tests": tests,
     }
+
+
+def _recording_rule_paths(variant: Variant, relative: list[Path]) -> list[Path]:
+    """The rule files a variant's recording suite loads: all of them, less the alerts where its alert suite
+    evaluates those (over the alert scenarios, with every other file). The recording checks read recorded
+    series only, and promtool evaluates every group at every step, the alerts' minute-long group included:
+    about a fifth of a recording store's time. A variant without an alert suite keeps them, so that its alert
+    rules are still evaluated, without an error, over its scenarios."""
+    if not variant.alerts:
+        return relative
+    alerts = f"{alert_group(variant.config).file}{RULE_FILE_SUFFIX}"
+    return [p for p in relative if p.name != alerts]
 
 
 def suite_files(
@@ -123,7 +137,7 @@ def suite_files(
             if executions and not tests:
                 continue  # none of this suite's scenarios holds the executions asked for
             files |= rules
-            doc = _test_document(v, relative, tests)
+            doc = _test_document(v, _recording_rule_paths(v, relative) if name == v.name else relative, tests)
             files[build_dir / f"{name}.test.yml"] = yaml_document(doc, SOURCE, command("test"))
     if executions and not files:
         raise ValueError(f"no scenario of the suites asked for holds any of the executions {sorted(executions)}")

@@ -144,16 +144,16 @@ def alert_store_suite(cfg: Config, scenarios: list[Scenario]) -> list[dict[str, 
     """The alert tests of ``scenarios``: each scenario checked at the very instants its own test would check
     (``eval_steps``), for every alert, as its own test finds them.
 
-    promtool's time is the rules' text times each test's steps, so one store of every scenario, run to the
-    longest one's end (the shorter ones' executions over: ``Scenario.minutes``), costs about what the longest
-    scenario alone does. An alert test lists every alert of its name firing at its time, each scenario's, so
-    a check is made so where every scenario is robust for that alert at that time (none of its alerts of the
-    name changes within a step or two): else one scenario's boundary would decide another's check. Where one
-    is not, a scenario that fires none of it is checked on its own alerts (``quiet_check``); one that fires
-    some, for their labels and annotations, goes with the rest of such checks to stores of a few scenarios
-    each, packed the longest first where each of their checks is robust for all (``_packed``). In one store,
-    the scenarios are parted by the cluster label where ``cfg`` has one (``library.in_own_clusters``), else
-    by their names (``library.apart``)."""
+    Each of promtool's steps costs every rule the same work whatever its series, besides the work on them, so
+    one store of every scenario, run to the longest one's end (the shorter ones' executions over:
+    ``Scenario.minutes``), costs far less than a test each. An alert test lists every alert of its name firing
+    at its time, each scenario's, so a check is made so where every scenario is robust for that alert at that
+    time (none of its alerts of the name changes within a step or two): else one scenario's boundary would
+    decide another's check. Where one is not, a scenario that fires none of it is checked on its own alerts
+    (``quiet_check``); one that fires some, for their labels and annotations, goes with the rest of such checks
+    to stores of a few scenarios each, packed the longest first where each of their checks is robust for all
+    (``_packed``). In one store, the scenarios are parted by the cluster label where ``cfg`` has one
+    (``library.in_own_clusters``), else by their names (``library.apart``)."""
     specs = alerting.specs(cfg)
     by_name = {spec.name: spec for spec in specs}
     parted = library.in_own_clusters(scenarios) if cluster_scope(cfg).enabled else library.apart(scenarios, cfg)

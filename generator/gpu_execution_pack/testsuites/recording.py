@@ -180,8 +180,9 @@ def recording_suite(cfg: Config, scenarios: list[Scenario], together: bool = Fal
     holding every scenario's series at once, as one store holds them: in their own clusters where ``cfg``
     has a cluster label (``scenarios`` as given), else under names of their own (``library.apart``).
 
-    promtool's time is the rules' text times the steps of each test, whatever its series (it prints and
-    parses each rule at every evaluation), so one test of every scenario takes a fraction of a test each."""
+    promtool evaluates every rule at every step of each test, and each evaluation costs the same work whatever
+    its series (printing and parsing the rule, and its operations) besides the work on them: one test of every
+    scenario pays that once per step, not once per scenario, and takes a fraction of a test each."""
     if not together or not scenarios:
         return [scenario_test(s, cfg) for s in scenarios]
     if not cluster_scope(cfg).enabled:
