@@ -164,7 +164,6 @@ class Prometheus:
             stdout=subprocess.DEVNULL,
             stderr=(self.workdir / "prometheus.log").open("ab"),
             start_new_session=True,
-            env=promtool.go_env(),  # the backfill's range queries leave garbage as promtool's evaluations do
         )
         if not wait_ready(self.url, self.process):
             self.stop()
