@@ -18,7 +18,7 @@ from gpu_execution_pack.promql import aggregate
 from gpu_execution_pack.rules.files import all_groups, rule_files
 from gpu_execution_pack.rules.groups import AlertRule
 from gpu_execution_pack.scenario import alerting, expected, library
-from gpu_execution_pack.scenario.alerting import Timelines, World
+from gpu_execution_pack.scenario.alerting import PREFIX, Timelines, World
 from gpu_execution_pack.testsuites.alerts import alert_suite, store_test
 from gpu_execution_pack.testsuites.recording import recording_suite, scenario_test
 
@@ -130,7 +130,8 @@ def test_an_alert_store_checks_each_scenario_at_its_own_instants_with_its_own_al
 def test_a_quiet_check_fails_where_its_scenario_fires_the_alert(tmp_path: Path):
     """The expression test that a scenario fires none of an alert selects that scenario's alerts: at an
     instant where it fires one, promtool fails it, naming the alert; beside another scenario that fires the
-    same alert then, and where it fires none, it passes."""
+    same alert then, and where it fires none, it passes, unless an alert of the name names no execution or
+    host (it could be this scenario's)."""
     cfg = Config()
     hot = library.apart([library.alert_suite()[0], library.alert_suite()[0]], cfg)  # the same scenario twice
     specs = alerting.specs(cfg)
@@ -141,10 +142,22 @@ def test_a_quiet_check_fails_where_its_scenario_fires_the_alert(tmp_path: Path):
     write_all(rules)
     order = [g.name for g in all_groups(cfg)]
 
-    def failures(step: int) -> str:
+    # The same alert fired by a rule that names neither an execution nor a host: whose it is cannot be told.
+    nameless = tmp_path / "nameless.rules.yml"
+    nameless.write_text(
+        yaml.safe_dump(
+            {"groups": [{"name": "nameless", "rules": [{"alert": PREFIX + spec.name, "expr": "vector(1)"}]}]}
+        )
+    )
+
+    def failures(step: int, *extra: Path) -> str:
         test = store_test(cfg, timelines, listed=set(), quiet={(step, spec.name): [0]})
-        doc = {"rule_files": [str(p) for p in rules], "evaluation_interval": "15s", "group_eval_order": order}
-        suite = tmp_path / f"quiet-{step}.test.yml"
+        doc = {
+            "rule_files": [str(p) for p in (*rules, *extra)],
+            "evaluation_interval": "15s",
+            "group_eval_order": [*order, *(["nameless"] if extra else [])],
+        }
+        suite = tmp_path / f"quiet-{step}-{len(extra)}.test.yml"
         suite.write_text(yaml.safe_dump({**doc, "tests": [test]}))
         try:
             promtool.test_rules([suite])
@@ -153,8 +166,9 @@ def test_a_quiet_check_fails_where_its_scenario_fires_the_alert(tmp_path: Path):
         return ""
 
     failure = failures(firing)
-    assert f'alertname="{alerting.PREFIX}{spec.name}"' in failure and "s01-" in failure and "s02-" not in failure
+    assert f'alertname="{PREFIX}{spec.name}"' in failure and "s01-" in failure and "s02-" not in failure
     assert failures(0) == ""
+    assert f'alertname="{PREFIX}{spec.name}", alertstate="firing"}} 1E+00' in failures(0, nameless)
 
 
 def test_a_recording_store_holds_every_check_of_each_scenarios_own_test():

@@ -115,14 +115,17 @@ def store_test(
 def quiet_check(cfg: Config, scenario: Scenario, alertname: str, step: int) -> dict[str, Any]:
     """An expression test that ``scenario`` fires no ``alertname`` at ``step``, whatever the others in its store
     fire: its alerts are told apart by its cluster, else by the prefix its executions' and hosts' names carry
-    (``library.apart``; every alert names an execution or a host). Prometheus writes ``ALERTS`` at every
-    evaluation while an alert is active: a range shorter than a step holds only this evaluation's."""
+    (``library.apart``; every alert names an execution or a host). An alert without them (no cluster, or
+    neither an execution nor a host) could be any scenario's: it fails the check too, as it would fail the
+    test of any scenario of the store alone. Prometheus writes ``ALERTS`` at every evaluation while an alert is
+    active: a range shorter than a step holds only this evaluation's."""
     alert = (match("alertname", alertname), match("alertstate", "firing"))
     clusters = cluster_scope(cfg)
     if clusters.enabled:
-        scopes = [clusters.matchers(scenario.cluster)]
+        scopes = [clusters.matchers(scenario.cluster), (match(clusters.label, ""),)]
     else:
         scopes = [(library.own_name(scenario, label),) for label in (EXECUTION_LABEL, HOST_LABEL)]
+        scopes.append((match(EXECUTION_LABEL, ""), match(HOST_LABEL, "")))
     now = format_duration(STEP_SECONDS - 1)
     expr = any_of([call("last_over_time", selector(ALERTS_METRIC, *alert, *scope).range(now)) for scope in scopes])
     return {"expr": promql.render(expr), "eval_time": format_duration(step * STEP_SECONDS), "exp_samples": []}
