@@ -16,9 +16,10 @@ INSTALL_HINT = (
 )
 
 
-# Go's garbage collector target for the Prometheus tools we start, unless the environment sets GOGC. At Go's
-# default (100) promtool spends about a fifth of a large suite's CPU collecting the garbage every rule evaluation
-# leaves: at 400 the defaults' largest suite took 30 CPU-s against 39 here, holding 250 MiB at most against 120.
+# Go's garbage collector target for promtool (and the servers the tests start: tests/conftest.py), unless the
+# environment sets GOGC. At Go's default (100) promtool spends about a fifth of a large suite's CPU collecting the
+# garbage every rule evaluation leaves: at 400 the defaults' largest suite took 30 CPU-s against 39 here, holding
+# 250 MiB at most against 120.
 GO_GC_PERCENT = "400"
 
 

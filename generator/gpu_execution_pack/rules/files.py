@@ -39,6 +39,11 @@ PLACEMENT: dict[str, str] = {
 }
 
 
+def rule_file_name(name: str) -> str:
+    """The file a group's ``file`` (or any rule file's name) is written to: ``<name>.rules.yml``."""
+    return f"{name}{RULE_FILE_SUFFIX}"
+
+
 def rule_document(rule: RecordingRule | AlertRule) -> dict:
     if isinstance(rule, RecordingRule):
         return {"record": rule.record, "expr": rule.expr} | ({"labels": dict(rule.labels)} if rule.labels else {})
@@ -82,7 +87,7 @@ def rule_files(
         for name, groups in ((name, with_version(name, groups)) for name, groups in by_file.items())
     }
     return {
-        rules_dir / f"{name}{RULE_FILE_SUFFIX}": yaml_document(
+        rules_dir / rule_file_name(name): yaml_document(
             {"groups": [group_document(g) for g in groups]}, SOURCE, regenerate
         )
         for name, groups in guarded.items()

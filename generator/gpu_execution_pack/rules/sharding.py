@@ -28,7 +28,7 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.output import command, yaml_document
 from gpu_execution_pack.promql import Expr, Paren, aggregate, call, label_set, parse_duration_seconds
-from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, RULER, SHARD, group_document, rule_files
+from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, RULER, SHARD, group_document, rule_file_name, rule_files
 from gpu_execution_pack.rules.groups import RecordingRule, RuleGroup
 from gpu_execution_pack.rules.kubernetes import kubernetes_rules
 
@@ -58,7 +58,7 @@ def scrape_path(rules_dir: Path, index: int, variant: str) -> Path:
 
 def heartbeat_path(rules_dir: Path, index: int) -> Path:
     """Shard ``index``'s own rule file: its heartbeat."""
-    return shard_dir(rules_dir, index) / f"{HEARTBEAT_FILE}{RULE_FILE_SUFFIX}"
+    return shard_dir(rules_dir, index) / rule_file_name(HEARTBEAT_FILE)
 
 
 def heartbeat_group(cfg: Config, index: int) -> RuleGroup:
@@ -175,7 +175,7 @@ def shard_config(cfg: Config, index: int, variant: str) -> dict[str, Any]:
     (``sharding.remote_write_url``) and its scrape jobs."""
     doc: dict[str, Any] = {
         "global": {"external_labels": {catalog.SHARD_LABEL: str(index)}},
-        "rule_files": [f"../{SHARD_RULES_DIR}/*{RULE_FILE_SUFFIX}", f"{HEARTBEAT_FILE}{RULE_FILE_SUFFIX}"],
+        "rule_files": [f"../{SHARD_RULES_DIR}/*{RULE_FILE_SUFFIX}", rule_file_name(HEARTBEAT_FILE)],
     }
     if cfg.sharding.remote_write_url:
         doc["remote_write"] = [{"url": cfg.sharding.remote_write_url}]

@@ -16,7 +16,7 @@ from typing import Any
 from gpu_execution_pack.config import Config, cluster_scope, config_from_mapping
 from gpu_execution_pack.output import command, yaml_document
 from gpu_execution_pack.rules.alerts import alert_group
-from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, all_groups, rule_files
+from gpu_execution_pack.rules.files import all_groups, rule_file_name, rule_files
 from gpu_execution_pack.scenario import library
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Scenario
 from gpu_execution_pack.testsuites import amd
@@ -95,7 +95,7 @@ def _test_document(variant: Variant, rule_paths: list[Path], tests: list[dict[st
         "rule_files": [str(p) for p in rule_paths],
         "evaluation_interval": f"{STEP_SECONDS}s",
         # Dependency order, as the rules are written; promtool otherwise sorts groups by name.
-        "group_eval_order": [g.name for g in all_groups(variant.config) if f"{g.file}{RULE_FILE_SUFFIX}" in loaded],
+        "group_eval_order": [g.name for g in all_groups(variant.config) if rule_file_name(g.file) in loaded],
         "tests": tests,
     }
 
@@ -108,7 +108,7 @@ def _recording_rule_paths(variant: Variant, relative: list[Path]) -> list[Path]:
     rules are still evaluated, without an error, over its scenarios."""
     if not variant.alerts:
         return relative
-    alerts = f"{alert_group(variant.config).file}{RULE_FILE_SUFFIX}"
+    alerts = rule_file_name(alert_group(variant.config).file)
     return [p for p in relative if p.name != alerts]
 
 
