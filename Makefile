@@ -7,7 +7,7 @@ CLI := $(PY) -m gpu_execution_pack
 CONFIG ?=
 CONFIG_ARG := $(if $(CONFIG),--config $(CONFIG),)
 
-.PHONY: all venv demo promtool chromium screenshot prometheus3 rules dashboards docs golden check lint test test-fast bench bench-api bench-shapes bench-host-map bench-host-identity bench-rules bench-report bench-burst bench-archive clean
+.PHONY: all venv demo promtool test-servers chromium screenshot prometheus3 rules dashboards docs golden check lint test test-fast bench bench-api bench-shapes bench-host-map bench-host-identity bench-rules bench-report bench-burst bench-archive clean
 .DEFAULT_GOAL := all
 
 all: rules dashboards docs check
@@ -20,16 +20,26 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# promtool and the server (for the end-to-end tests) come from Debian's prometheus package, the
-# Alertmanager and amtool (for the delivery test) from prometheus-alertmanager, initdb and pg_ctl (the
-# archive's tests; installed along, never required by make) from postgresql;
-# install it where we may.
+# promtool (`make` validates the rules with it) and the server (`make demo`, the end-to-end tests) come from
+# Debian's prometheus package; installed where we may (as root with apt-get), else named.
 promtool:
-	@{ command -v promtool && command -v prometheus && command -v prometheus-alertmanager && command -v amtool && command -v vmalert; } >/dev/null 2>&1 || { \
+	@{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus prometheus-alertmanager victoria-metrics postgresql >/dev/null; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; \
 	  else \
-	    echo "promtool, prometheus, prometheus-alertmanager, amtool or vmalert is missing: run 'sudo apt-get install prometheus prometheus-alertmanager victoria-metrics' (and postgresql for the archive's tests)" >&2; exit 1; \
+	    echo "promtool or prometheus is missing: run 'sudo apt-get install prometheus'" >&2; exit 1; \
+	  fi; }
+
+# What only `make test` starts besides Prometheus: the Alertmanager and amtool (the delivery test) from
+# prometheus-alertmanager, vmalert (the rules on VictoriaMetrics) from victoria-metrics, initdb and pg_ctl (the
+# archive's PostgreSQL tests) from postgresql; installed where we may, as Prometheus is.
+test-servers:
+	@{ command -v prometheus-alertmanager && command -v amtool && command -v vmalert \
+	  && { [ -n "$$POSTGRES_BIN" ] || command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; }; } >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus-alertmanager victoria-metrics postgresql >/dev/null; \
+	  else \
+	    echo "the tests' servers are missing: run 'sudo apt-get install prometheus-alertmanager victoria-metrics postgresql'" >&2; exit 1; \
 	  fi; }
 
 # Debian's chromium: the end-to-end tests open the report's HTML pages in it, headless, and `make screenshot`
@@ -54,7 +64,7 @@ dashboards: venv
 	$(CLI) dashboards $(CONFIG_ARG)
 
 docs: venv
-	$(CLI) docs
+	$(CLI) docs $(CONFIG_ARG)
 
 # The golden files the tests compare with, from the current code: tests/golden/nvidia-rules (the rule files
 # with the vendors pinned to NVIDIA). tests/golden/api-default is not rewritten: it holds the endpoint's
@@ -103,7 +113,7 @@ $(PROMETHEUS3_BIN)/prometheus:
 # --no-loadscope-reorder: the files go out in conftest.py's order, the slowest first; pytest-xdist would hand
 # out those with the most tests first, and the slow ones with few tests ended each phase on one busy core.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
-test: venv promtool chromium prometheus3
+test: venv promtool test-servers chromium prometheus3
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 	PATH=$(PROMETHEUS3_BIN):$$PATH GPU_PACK_EXPECT_PROMETHEUS=3 $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "e2e and not single_version" --durations=25
 

@@ -329,6 +329,32 @@ def test_the_headers_do_not_change_with_how_the_config_path_is_typed(
     assert header == "# Regenerate: gpu-execution-pack generate --config config/pack.yml"
 
 
+def test_the_headers_do_not_change_with_the_folder_the_command_runs_in_within_a_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """An ops folder in a monorepo: `make -C ops` generates from ops/, CI checks from the root or elsewhere. The
+    headers name the config from the repository's root, so each run sees the same files, none stale."""
+    (tmp_path / ".git").mkdir()
+    config = tmp_path / "ops" / "config" / "pack.yml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        "vendors: [nvidia]\noutput: {rules_dir: ../rules, dashboards_dir: ../dash, docs_dir: ../docs}\n"
+        "alerts: {runbook_url: https://ops.example/runbook.md}\n"
+    )
+    runs = [(tmp_path / "ops", "config/pack.yml"), (tmp_path, "ops/config/pack.yml"), (config.parent, "pack.yml")]
+    monkeypatch.chdir(runs[0][0])
+    for command in ("generate", "dashboards", "docs"):
+        assert cli.main([command, "--config", runs[0][1]]) == 0
+    capsys.readouterr()
+    for folder, typed in runs:
+        monkeypatch.chdir(folder)
+        assert cli.main(["check", "--config", typed]) == 0, capsys.readouterr().err
+        assert cli.main(["generate", "--config", typed]) == 0
+        assert "(0 changed)" in capsys.readouterr().out
+    header = (tmp_path / "ops" / "rules" / "alerts.rules.yml").read_text().splitlines()[1]
+    assert header == "# Regenerate: gpu-execution-pack generate --config ops/config/pack.yml"
+
+
 @pytest.mark.parametrize(
     "mapping",
     [

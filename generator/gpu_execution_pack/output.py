@@ -22,16 +22,21 @@ KUBERNETES_DIR = "kubernetes"
 
 def command(subcommand: str, config: str | None = None) -> str:
     """The command that regenerates a file: ``gpu-execution-pack <subcommand> [--config <file>]``, the file named
-    however it was typed as the same path (``shown_path``): the headers, and so the check for stale files, do not
-    change with the spelling."""
+    however it was typed, from wherever the command ran, as the same path (``shown_path``): the headers, and so
+    the check for stale files, do not change with the spelling or the working directory."""
     return f"gpu-execution-pack {subcommand}" + (f" --config {shown_path(config)}" if config else "")
 
 
 def shown_path(path: str) -> str:
-    """``path`` relative to the working directory where it lies within it (``./config/x.yml``,
-    ``config/../config/x.yml`` and its absolute path all read ``config/x.yml``), else absolute; ``.`` and ``..``
+    """``path`` relative to the root of the git repository that holds it (the nearest folder above it with a
+    ``.git``), from whichever folder it was typed: ``make -C ops`` and a CI job at the root name the same file
+    alike. Outside a repository, relative to the working directory where it lies within it (``./config/x.yml``,
+    ``config/../config/x.yml`` and its absolute path all read ``config/x.yml``), else absolute. ``.`` and ``..``
     resolved, symlinks not (a link in an ops repo names what the repo means)."""
     absolute = Path(os.path.abspath(path))
+    for folder in absolute.parents:
+        if (folder / ".git").exists():  # a folder, or a file in a worktree or submodule
+            return absolute.relative_to(folder).as_posix()
     try:
         return absolute.relative_to(Path.cwd()).as_posix()
     except ValueError:
