@@ -6,6 +6,7 @@ The end-to-end behaviour (the scenario library archived, on SQLite and a real Po
 from __future__ import annotations
 
 import sqlite3
+import sys
 
 import pytest
 import sqlalchemy as sa
@@ -159,3 +160,24 @@ def test_batches_hold_each_execution_once_and_an_id_once_per_batch():
     # An id of one tenant next to the same id of another starts a new batch.
     clash = [Item(Found("", t, "job-0"), Span(0.0, 600.0, False), 0.0) for t in ("a", "b")]
     assert [len(b) for b in batches(clash, 4)] == [1, 1]
+
+
+def test_without_the_archive_extra_only_an_archive_there_is_warned_about(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+):
+    """An install without the archive extra reads Prometheus only. The default archive.url names a SQLite file
+    that an install which never archived does not have: nothing to warn of on every report and query. An
+    existing file or a PostgreSQL URL is an archive the answers leave out: that is said."""
+    from gpu_execution_pack.archive import reader
+
+    monkeypatch.setitem(sys.modules, "gpu_execution_pack.archive.store", None)  # as where SQLAlchemy is missing
+    monkeypatch.chdir(tmp_path)
+    with caplog.at_level("WARNING", logger="gpu_execution_pack.archive"):
+        assert reader.open_store("gpu-execution-pack-archive.sqlite") is None
+        assert not caplog.records
+        (tmp_path / "gpu-execution-pack-archive.sqlite").write_bytes(b"")
+        assert reader.open_store("gpu-execution-pack-archive.sqlite") is None
+        assert reader.open_store("postgresql://archive@db.internal/gpu") is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "archive.url is set but the archive extra is not installed: reading Prometheus only"
+    ] * 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,21 @@ def test_test_refuses_a_rules_dir_that_is_no_folder(tmp_path: Path, capsys: pyte
     err = capsys.readouterr().err
     assert err == f"error: --rules-dir: {missing} is not a folder; give the folder holding tests/*.test.yml\n"
     assert not (tmp_path / "build").exists()  # refused before any suite is built
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["query", "job-1"], ["report", "job-1"], ["report", "--since", "1d"], ["doctor"], ["serve"], ["archive"]],
+    ids=lambda c: " ".join(c),
+)
+def test_a_command_needing_the_api_extra_says_so_and_how_to_install_it(
+    command: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """An ops repo that installed the pack without extras (orjson absent: an import of it fails, as it does
+    there): one line naming the command, the extra, what is missing and how to add it; no traceback."""
+    monkeypatch.setitem(sys.modules, "orjson", None)
+    assert cli.main(command) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"gpu-execution-pack {command[0]} needs the pack's api extra (orjson not installed)" in err, err
+    assert "'gpu-execution-pack[api] @ git+https://" in err and "pip install '.[api]'" in err, err

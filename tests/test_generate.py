@@ -388,3 +388,20 @@ def test_in_dependency_order_moves_a_rule_after_what_it_reads_and_refuses_a_cycl
     cycle = (RecordingRule("a:util", ratio * 1), RecordingRule("a:ratio", util * 1))
     with pytest.raises(ValueError, match="a:util, a:ratio"):
         in_dependency_order(cycle)
+
+
+def test_generate_names_the_files_it_wrote_before_and_writes_no_more(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """An upgrade: the archiver's Deployment left rules/kubernetes/ (a folder users apply whole) for rules/archive/;
+    the copy an older pack wrote there must be named, as a rule file no longer written is, not silently kept."""
+    rules = tmp_path / "rules"
+    (rules / "kubernetes").mkdir(parents=True)
+    (rules / "kubernetes" / "archive.yaml").write_text("kind: Deployment\n")
+    (rules / "gone.rules.yml").write_text("groups: []\n")
+    assert cli.main(["generate", "--output-dir", str(rules)]) == 0
+    err = capsys.readouterr().err
+    for old in ("kubernetes/archive.yaml", "gone.rules.yml"):
+        assert f"note: {rules / old} is not generated any more" in err, err
+    assert (rules / "archive" / "gpu-execution-pack-archive.kubernetes.yaml").exists()
+    assert {p.name for p in (rules / "kubernetes").iterdir()} >= {"alerts.prometheusrule.yaml", "archive.yaml"}

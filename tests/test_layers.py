@@ -25,7 +25,7 @@ SOURCE = REPO / "generator"
 
 # Lowest first. A name is a subpackage, or a top-level module of the package ("" is its __init__).
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"", "promql", "hashed"}),  # the version, PromQL as a tree with its printer, hashed_once
+    frozenset({"", "promql", "hashed", "extras"}),  # the version, PromQL, hashed_once, the optional extras
     frozenset({"catalog"}),  # the domain model: signals, units, recorded series
     frozenset({"config", "output", "promtool"}),  # the user's config; writing files; running promtool
     frozenset({"rules", "dashboards", "scenario", "query"}),  # what the pack generates; test truth; reads

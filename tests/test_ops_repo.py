@@ -30,7 +30,8 @@ def user_environment(**extra: str) -> dict[str, str]:
 
 def make(ops: Path, *targets: str, pack: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["make", "-C", str(ops), *targets, f"PACK={pack}", f"PYTHON={sys.executable}"],
+        # With the api extra, as the example's PACK has it: report, doctor, query and serve need it.
+        ["make", "-C", str(ops), *targets, f"PACK={pack}[api]", f"PYTHON={sys.executable}"],
         capture_output=True,
         text=True,
         timeout=900,
@@ -70,6 +71,12 @@ def test_make_generates_checks_and_tests_the_ops_repos_own_config(ops_repo: tupl
     cli = ops / ".venv" / "bin" / "gpu-execution-pack"
     version = subprocess.run([str(cli), "--version"], capture_output=True, text=True, check=True).stdout
     assert version.split() == ["gpu-execution-pack", __version__]
+    # With its api extra: `query` gets as far as asking Prometheus (none listens on port 1), not an ImportError.
+    asked = subprocess.run(
+        [str(cli), "query", "job-1", "--prometheus", "http://127.0.0.1:1"], capture_output=True, text=True, cwd=ops
+    )
+    assert asked.returncode == 3 and "Traceback" not in asked.stderr, asked.stderr
+    assert "127.0.0.1:1" in asked.stderr and "extra" not in asked.stderr, asked.stderr
 
     # Everything lands in the ops repo's folders, named as its config says.
     rules = ops / "prometheus" / "rules"
@@ -110,7 +117,7 @@ def test_make_generates_checks_and_tests_the_ops_repos_own_config(ops_repo: tupl
     assert provider["folder"] == "Acme GPU" and provider["name"] == "acme-gpu"
 
     # make test built the promtool suites for this config and promtool passed them.
-    assert "generated suites in build/promtool/ and 0 hand-written suites pass" in done.stdout
+    assert "3 generated suites in build/promtool/ pass" in done.stdout
     assert {p.name for p in (ops / "build" / "promtool").glob("*.test.yml")} == {
         "config.test.yml",
         "config-alerts.test.yml",
@@ -147,3 +154,22 @@ def test_check_fails_when_the_config_changed_and_the_output_was_not_regenerated(
     assert "stale generated files" in done.stderr
     assert "prometheus/rules/alerts.rules.yml" in done.stderr and "docs/runbook.md" in done.stderr
     assert f"--config {CONFIG}" in done.stderr
+
+
+def test_a_new_pack_pin_makes_a_new_venv_and_the_same_one_keeps_it(ops_repo: tuple[Path, Path], tmp_path: Path):
+    """Bumping PACK (the next release) must install it, as a fresh CI runner would; an unchanged PACK must not
+    reinstall. (Last in this file: it leaves the venv on another PACK.)"""
+    ops, wheel = ops_repo
+    installed = ops / ".venv" / ".installed"
+    if not installed.exists():  # run alone: set the repo up first
+        assert make(ops, "venv", pack=wheel).returncode == 0
+    before = installed.stat().st_mtime_ns
+    assert make(ops, "venv", pack=wheel).returncode == 0
+    assert installed.stat().st_mtime_ns == before
+    bumped = tmp_path / "next" / wheel.name  # the same wheel under another name: another PACK
+    bumped.parent.mkdir()
+    shutil.copy(wheel, bumped)
+    done = make(ops, "venv", pack=bumped)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert installed.stat().st_mtime_ns > before
+    assert (ops / "build" / "pack-source").read_text() == f"{bumped}[api]\n"

@@ -13,10 +13,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gpu_execution_pack import __version__, build, promtool, testsuites
+from gpu_execution_pack import __version__, build, extras, promtool, testsuites
 from gpu_execution_pack.config import Config, ConfigError, load_config, load_config_document
 from gpu_execution_pack.docs.configuration import defaults_yaml
-from gpu_execution_pack.output import stale_files, write_all
+from gpu_execution_pack.output import KUBERNETES_DIR, stale_files, write_all
 from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, rule_files
 
 DEFAULT_BUILD_DIR = Path("build/promtool")
@@ -71,7 +71,10 @@ def config_for(args: argparse.Namespace, output_key: str = "") -> Config:
 def cmd_generate(args: argparse.Namespace) -> int:
     cfg = config_for(args, "rules_dir")
     files = build.rule_outputs(cfg, args.config) | build.archive_outputs(cfg, args.config)
-    return _write(files, Path(cfg.output.rules_dir), (f"*{RULE_FILE_SUFFIX}",), output_source(args, "rules_dir"))
+    # The PrometheusRules' folder too: a user applies it whole, so a file the pack wrote there before (the
+    # archiver's Deployment, before it moved to archive/) must be named, or it is deployed on.
+    patterns = (f"*{RULE_FILE_SUFFIX}", f"{KUBERNETES_DIR}/*.yaml")
+    return _write(files, Path(cfg.output.rules_dir), patterns, output_source(args, "rules_dir"))
 
 
 def cmd_dashboards(args: argparse.Namespace) -> int:
@@ -139,19 +142,16 @@ def cmd_test(args: argparse.Namespace) -> int:
     print(promtool.test_rules(tests + handwritten).output.strip())
     # Named here, not left to promtool's output, whose format differs between Prometheus 2 and 3.
     print("\n".join(f"passed: {path}" for path in tests + handwritten))
-    print(f"{len(tests)} generated suites in {build_dir}/ and {len(handwritten)} hand-written suites pass")
+    # A config's run has no hand-written suites (they test the pack's own rules): none is named, not "0".
+    also = f" and {len(handwritten)} hand-written suites" if handwritten else ""
+    print(f"{len(tests)} generated suites in {build_dir}/{also} pass")
     return 0
 
 
-API_EXTRA_HINT = "the metrics endpoint needs the api extra: pip install '.[api]'"
-
-
-def _require_api_extra() -> None:
-    try:
-        import httpx  # noqa: F401
-        import starlette  # noqa: F401
-    except ImportError:
-        raise ConfigError(API_EXTRA_HINT) from None
+def _require_extra(extra: str, command: str) -> None:
+    """Stop with the install hint, before anything starts, where ``command`` needs an extra not installed."""
+    if hint := extras.extra_hint(extra, command):
+        raise ConfigError(hint)
 
 
 def ask_prometheus(args: argparse.Namespace, work, then=None, cfg: Config | None = None) -> Any:
@@ -164,7 +164,6 @@ def ask_prometheus(args: argparse.Namespace, work, then=None, cfg: Config | None
     """
     import asyncio
 
-    _require_api_extra()
     from gpu_execution_pack.query import params, prometheus
 
     if cfg is None:
@@ -202,9 +201,9 @@ def cmd_query(args: argparse.Namespace) -> int:
     as it is fetched, so memory does not grow with the range; a shorter one is indented. As in the
     endpoint, api.timeout_seconds bounds the request up to its first piece, then each piece.
     """
+    _require_extra("api", "query")
     import orjson
 
-    _require_api_extra()
     from gpu_execution_pack.api import metrics, stream
     from gpu_execution_pack.query.execution import ExecutionMetrics
 
@@ -262,7 +261,7 @@ async def with_archive(cfg: Config, work) -> Any:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """One execution's report (jobstats-style, or --json), or with --since the fleet ranked by GPU-hours wasted."""
-    _require_api_extra()
+    _require_extra("api", "report")
     from gpu_execution_pack.archive import reader
     from gpu_execution_pack.report import html, text
 
@@ -328,7 +327,7 @@ def overwrites_comments(config: str, target: str) -> bool:
 def cmd_doctor(args: argparse.Namespace) -> int:
     """The live deployment against the config: a checklist (exit 1 on a fail), or with --write-config the
     config it should have."""
-    _require_api_extra()
+    _require_extra("api", "doctor")
     from gpu_execution_pack.doctor import advice, checks, probe, text
     from gpu_execution_pack.query import prometheus
 
@@ -390,7 +389,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return status
 
 
-ARCHIVE_EXTRA_HINT = "the archive needs the archive extra: pip install '.[archive]'"
 MAX_FOLLOW_PASSES = 10**9  # --follow runs until stopped; a bound keeps the loop finite all the same
 
 
@@ -399,12 +397,10 @@ def cmd_archive(args: argparse.Namespace) -> int:
     import asyncio
     import time
 
-    _require_api_extra()
-    try:
-        from gpu_execution_pack.archive import archiver
-        from gpu_execution_pack.archive.store import DATABASE_ERRORS, Store, one_line
-    except ImportError:
-        raise ConfigError(ARCHIVE_EXTRA_HINT) from None
+    _require_extra("api", "archive")
+    _require_extra("archive", "archive")
+    from gpu_execution_pack.archive import archiver
+    from gpu_execution_pack.archive.store import DATABASE_ERRORS, Store, one_line
     from gpu_execution_pack.promql import parse_duration_seconds
     from gpu_execution_pack.query import params, prometheus
 
@@ -478,11 +474,7 @@ def check_listenable(host: str, port: int) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    _require_api_extra()
-    try:
-        import uvicorn  # noqa: F401  (the api extra: say so before anything starts)
-    except ImportError:
-        raise ConfigError(API_EXTRA_HINT) from None
+    _require_extra("api", "serve")
     from gpu_execution_pack.api import app, server
 
     if args.workers < 1:

@@ -7,11 +7,15 @@ from pathlib import Path
 
 from gpu_execution_pack import __version__
 from gpu_execution_pack.config import Config
-from gpu_execution_pack.output import HEADER, KUBERNETES_DIR, yaml_document
+from gpu_execution_pack.config.sections.archive import POSTGRES_URL_PREFIXES
+from gpu_execution_pack.output import HEADER, yaml_document
 
 SOURCE = "gpu_execution_pack/archive/deploy.py"
-ARCHIVE_DIR = "archive"  # beside the rule files: the systemd unit
+# Beside the rule files, apart from rules/kubernetes/: a user applies that folder whole (README), and the archiver
+# is a choice of its own (an image of theirs, a ConfigMap of their config), not a part of the rules.
+ARCHIVE_DIR = "archive"
 UNIT = "gpu-execution-pack-archive.service"
+MANIFEST = "gpu-execution-pack-archive.kubernetes.yaml"
 FOLLOW = "5m"  # a pass every 5 minutes
 # The first pass after a start looks back this far (later ones from the last complete pass's watermark): it
 # covers ended_after and the time the service was down (a restart, an upgrade); a record already holding an
@@ -56,7 +60,7 @@ def kubernetes_objects(cfg: Config) -> list[dict]:
     """A Deployment of one archiver reading the config from a ConfigMap the user makes (``<prefix>-config``,
     key config.yml), and a PersistentVolumeClaim for a SQLite archive (none with a PostgreSQL URL)."""
     k, name = cfg.kubernetes, f"{cfg.kubernetes.name_prefix}-archive"
-    sqlite = not cfg.archive.url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
+    sqlite = not cfg.archive.url.startswith(POSTGRES_URL_PREFIXES)
     mounts = [{"name": "config", "mountPath": str(Path(CONFIG_PATH).parent), "readOnly": True}]
     volumes: list[dict] = [{"name": "config", "configMap": {"name": f"{k.name_prefix}-config"}}]
     if sqlite:
@@ -96,10 +100,10 @@ def kubernetes_objects(cfg: Config) -> list[dict]:
 
 
 def deploy_files(cfg: Config, rules_dir: Path, regenerate: str) -> dict[Path, str]:
-    """The unit under ``<rules_dir>/archive/`` and the Kubernetes objects under ``<rules_dir>/kubernetes/``."""
+    """The unit and the Kubernetes objects, under ``<rules_dir>/archive/``."""
     objects = kubernetes_objects(cfg)
     manifest = "---\n".join(yaml_document(o, SOURCE, regenerate) for o in objects)
     return {
         rules_dir / ARCHIVE_DIR / UNIT: systemd_unit(regenerate),
-        rules_dir / KUBERNETES_DIR / "archive.yaml": manifest,
+        rules_dir / ARCHIVE_DIR / MANIFEST: manifest,
     }

@@ -16,10 +16,12 @@ import re
 import time
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpu_execution_pack.archive.listing import executions_in
 from gpu_execution_pack.config import Config, cluster_scope
+from gpu_execution_pack.config.sections.archive import POSTGRES_URL_PREFIXES
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.promql.durations import duration_text
 from gpu_execution_pack.query.execution import ambiguous
@@ -45,13 +47,15 @@ log = logging.getLogger("gpu_execution_pack.archive")
 
 def open_store(url: str) -> Store | None:
     """The archive at ``url`` for reading; None where none is configured, its SQLite file does not exist, or
-    the archive extra is not installed (then a warning says the answers come from Prometheus only)."""
+    the archive extra is not installed (then, where there is an archive to miss, a warning says the answers come
+    from Prometheus only: not for the default SQLite file of an install that never archived)."""
     if not url:
         return None
     try:
         from gpu_execution_pack.archive.store import Store
     except ImportError:
-        log.warning("archive.url is set but the archive extra is not installed: reading Prometheus only")
+        if url.startswith(POSTGRES_URL_PREFIXES) or Path(url).expanduser().exists():
+            log.warning("archive.url is set but the archive extra is not installed: reading Prometheus only")
         return None
     return Store.open(url, create=False)
 

@@ -22,6 +22,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from gpu_execution_pack.config import ConfigError
+from gpu_execution_pack.config.sections.archive import POSTGRES_URL_PREFIXES
 
 MIGRATION_LOCK = 0x67707561  # PostgreSQL advisory lock id held while migrating ("gpua")
 SQLITE_BUSY_SECONDS = 60  # how long a SQLite writer waits for another's lock before failing
@@ -101,7 +102,7 @@ def record_of(row: Any) -> Record:
 
 def engine_url(url: str) -> str:
     """SQLAlchemy's URL for the config's ``archive.url``: a PostgreSQL URL (on psycopg 3), else a SQLite file."""
-    if url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+    if url.startswith(POSTGRES_URL_PREFIXES):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
     if "://" in url:
         raise ConfigError(f"archive.url: {url!r} is not accepted; accepted: a SQLite file path or a postgresql:// URL")

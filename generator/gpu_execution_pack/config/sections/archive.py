@@ -6,6 +6,9 @@ from dataclasses import dataclass
 
 from gpu_execution_pack.config.loader import opt
 
+# An archive.url beginning so names a PostgreSQL database; anything else without "://" is a SQLite file's path.
+POSTGRES_URL_PREFIXES = ("postgresql://", "postgres://", "postgresql+psycopg://")
+
 
 @dataclass(frozen=True)
 class Archive:
@@ -37,6 +40,7 @@ class Archive:
     image: str = opt(
         "gpu-execution-pack:latest",
         "Container image of the generated Kubernetes Deployment that runs `archive --follow` "
-        "(`<rules_dir>/kubernetes/archive.yaml`): an image with `pip install 'gpu-execution-pack[api,archive]'`.",
+        "(`<rules_dir>/archive/gpu-execution-pack-archive.kubernetes.yaml`): an image with "
+        "`pip install 'gpu-execution-pack[api,archive]'`.",
         "You build and push the image to your registry under another name.",
     )
