@@ -135,12 +135,24 @@ def test_the_demo_prints_the_ready_line_and_three_commands_that_name_its_servers
     assert ready["api"] == f"http://127.0.0.1:{running.ports[1]}"
     print(f"ready after {running.ready_seconds:.0f} s")
     commands = []
-    while len(commands) < 3:
+    while len(commands) < 4:
         line = running.lines.get(timeout=10)
         if line.startswith("  "):
             commands.append(line.strip())
     assert "--since 1d" in commands[0] and ready["prometheus"] in commands[0]
     assert commands[2].startswith("curl") and ready["key"] in commands[2] and ready["api"] in commands[2]
+    # doctor on the demo's own deployment, with its config: nothing fails, and the loaded rules are the config's.
+    _, doctor = commands[3].split(" doctor ")
+    assert doctor == f"--config {running.folder / 'demo.yml'}"
+    run = subprocess.run(
+        [sys.executable, "-m", "gpu_execution_pack", "doctor", *doctor.split(), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    checks = {c["check"]: c for c in json.loads(run.stdout)["checks"]}
+    assert checks["rules version"]["status"] == "pass" and checks["rule groups"]["status"] == "pass", checks
 
 
 def test_the_fleet_report_over_the_last_day_holds_every_verdict_and_the_running_job(demo):

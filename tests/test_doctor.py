@@ -203,6 +203,23 @@ def test_a_config_pinned_to_another_generation_fails_with_the_fix(matching, tmp_
     assert checks["dcgm generations"]["fix"] == "set dcgm.generations: ['4.8']"
 
 
+def test_rules_deployed_from_another_config_are_named_though_the_config_matches_the_fleet(matching, tmp_path: Path):
+    """The loaded rules are MATCHING's. A config that matches the fleet as well, but whose rules differ (longer
+    rate windows in the per-GPU file, another memory threshold in the alerts), is not what is deployed:
+    the rules version check names the files and what to do, though every file is of this pack's version."""
+    other = {**MATCHING, "rate_window_fallback": "2m", "alerts": {"gpu_memory_high": {"threshold": 0.8}}}
+    checks = checks_of(doctor(matching, other, tmp_path, "--json"))
+    assert checks["dcgm generations"]["status"] == "pass"  # the config matches the fleet
+    version = checks["rules version"]
+    assert version["status"] == "warn", version
+    configured = re.search(r"rule files generated from another config: ([^;]+)", version["found"])
+    assert configured, version
+    # The rate windows are read in the per-GPU file alone (the host CPU rate's group is in it too).
+    assert [Path(f).name for f in configured.group(1).split(", ")] == ["execution-gpu.rules.yml"], version
+    assert "alerts.rules.yml holds GpuExecutionGpuMemoryHigh as another config writes them" in version["found"]
+    assert version["fix"].endswith("or point -c at the config they came from"), version
+
+
 def test_every_divergence_is_named_with_its_fix(divergent, tmp_path: Path):
     unclustered = {key: value for key, value in CLUSTERED.items() if key != "cluster_label"}
     run = doctor(divergent, unclustered, tmp_path)

@@ -11,6 +11,7 @@ from gpu_execution_pack import __version__, catalog
 from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.doctor import advice, checks
 from gpu_execution_pack.doctor.probe import Deployment, LoadedGroup, Target
+from gpu_execution_pack.doctor.text import render
 from gpu_execution_pack.rules.files import all_groups
 from gpu_execution_pack.rules.groups import AlertRule, RecordingRule
 
@@ -193,3 +194,13 @@ def test_an_alerts_file_holding_other_alerts_than_this_pack_writes_is_named_with
     assert found.status == "warn" and found.fix.startswith("generate the rules with this pack")
     assert f"{group.file}.rules.yml holds other alerts than this pack writes" in found.found
     assert f"without {written[0]}" in found.found and "with GpuExecutionPackOldAlert" in found.found
+
+
+def test_the_optional_fields_are_named_as_the_fleets_exporters_publish_them_and_the_fix_is_shown():
+    """A dcgm-exporter 4.8 fleet read by the defaults (every generation): the missing maximum SM clock is
+    DCGM_FI_DEV_MAX_SM_CLOCK there, not 4.10's _HERTZ name; and the text checklist shows an info's fix too."""
+    found = item("optional fields", Config(), deployment(Config()))
+    assert "DCGM_FI_DEV_MAX_SM_CLOCK (feeds" in found.found, found
+    assert "DCGM_FI_DEV_MAX_SM_CLOCK_HERTZ" not in found.found, found
+    text = render([found], "http://prometheus:9090")
+    assert "INFO" in text and f"-> {found.fix}" in text, text

@@ -38,8 +38,31 @@ def test_every_committed_rule_file_names_its_header_version_on_its_info_rule():
             continue
         assert [i for i, _ in found] == [recording[-1]], path
         [(_, rule)] = found
+        digest = rule["labels"].pop("digest")
         assert rule["labels"] == {"version": header.group(1), "rule_file": path.name.removesuffix(".rules.yml")}
+        assert re.fullmatch(r"[0-9a-f]{16}", digest), digest
         assert rule["expr"] == "vector(1)"
+
+
+def digests(mapping: dict) -> dict[str, str]:
+    """Each rule file's digest label, by file name, for the config ``mapping``."""
+    out = {}
+    for path, text in rule_files(config_from_mapping(mapping), Path("rules")).items():
+        for _, rule in info_rules(text):
+            out[path.name] = rule["labels"]["digest"]
+    return out
+
+
+def test_a_digest_changes_with_what_its_files_rules_do_and_only_then():
+    """doctor tells rules generated from another config by it: a change of the rules' windows changes the files
+    that read counters' rates, not the cost file; the same config gives the same digests."""
+    defaults = digests({})
+    assert defaults == digests({}) and len(set(defaults.values())) == len(defaults) == 4
+    windows = digests({"rate_window_fallback": "2m"})
+    assert windows["cost.rules.yml"] == defaults["cost.rules.yml"]
+    assert windows["execution-gpu.rules.yml"] != defaults["execution-gpu.rules.yml"]
+    pinned = digests({"dcgm": {"generations": ["4.8"]}})
+    assert pinned["execution-gpu.rules.yml"] != defaults["execution-gpu.rules.yml"]
 
 
 def test_clusters_and_shards_keep_one_info_rule_per_file():

@@ -853,10 +853,10 @@ SHARDING_SERIES: tuple[Series, ...] = (SHARD_UP,)
 PACK_RULES_INFO = Series(
     "gpu_execution_pack:rules_info",
     "info",
-    ("version", "rule_file"),
+    ("version", "rule_file", "digest"),
     (),
-    "1 from each rule file the pack generated, labelled with the pack's version and the file's name: what "
-    "`doctor` compares with the installed pack.",
+    "1 from each rule file the pack generated, labelled with the pack's version, the file's name and a digest of "
+    "its groups: what `doctor` compares with the installed pack and with the rules its config generates.",
 )
 
 # Every series the rules record on one Prometheus (SHARDING_SERIES only where scraping is sharded).

@@ -8,7 +8,6 @@ the exporters are threads of the demo itself.
 from __future__ import annotations
 
 import fcntl
-import importlib.util
 import secrets
 import shutil
 import signal
@@ -21,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TextIO
 
-from gpu_execution_pack import promtool
+from gpu_execution_pack import extras, promtool
 from gpu_execution_pack.config import Config, ConfigError, load_config
 from gpu_execution_pack.demo import fleet
 from gpu_execution_pack.demo.exporters import Cycle, Exporter, targets
@@ -55,8 +54,8 @@ def check_tools() -> None:
         promtool.find()
     except promtool.PromtoolError as err:
         raise DemoError(str(err)) from None
-    if any(importlib.util.find_spec(m) is None for m in ("uvicorn", "starlette", "httpx", "orjson")):
-        raise DemoError("the demo runs the metrics endpoint, which needs the api extra: pip install '.[api]'")
+    if hint := extras.extra_hint("api", "demo"):  # it runs the metrics endpoint
+        raise DemoError(hint)
 
 
 def write_config(directory: Path, prometheus_url: str) -> tuple[Config, str]:
@@ -180,7 +179,8 @@ def program() -> str:
 
 
 def ready_text(prometheus_url: str, api_url: str, key: str, config: Path) -> str:
-    """The ready line and three commands to try."""
+    """The ready line and four commands to try: the fleet report, one execution's, the endpoint, and doctor on
+    the demo's own deployment (with its config: without one, doctor judges it against the defaults)."""
     report = f"{program()} report --config {config} --prometheus {prometheus_url}"
     metrics = f"{api_url}/api/v2/external/execution/{fleet.LIVE_ID}/metrics"
     return (
@@ -189,6 +189,7 @@ def ready_text(prometheus_url: str, api_url: str, key: str, config: Path) -> str
         f"  {report} --since 1d\n"
         f"  {report} {EXAMPLE_ID}\n"
         f"  curl -s -H 'Authorization: Bearer {key}' {metrics}\n"
+        f"  {program()} doctor --config {config}\n"
         "Ctrl-C stops it.\n"
     )
 

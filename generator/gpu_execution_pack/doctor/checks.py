@@ -14,7 +14,7 @@ from gpu_execution_pack import __version__, catalog
 from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import render
 from gpu_execution_pack.promql.durations import duration_text, parse_duration_seconds
-from gpu_execution_pack.rules.files import all_groups
+from gpu_execution_pack.rules.files import all_groups, rule_document, rules_digest
 from gpu_execution_pack.rules.groups import AlertRule
 
 from . import probe
@@ -135,11 +135,14 @@ def check_optional_fields(cfg: Config, d: Deployment) -> Item:
     if "nvidia" not in cfg.vendors or not nvidia_generations_of(d.metric_names):
         return Item("optional fields", "info", "no dcgm-exporter metrics read: nothing to check")
     missing = []
+    # Named as the fleet's exporters would publish them: the generations found (of those the config reads).
+    found = tuple(g for g in generations_found(d.metric_names) if g in cfg.dcgm.generations) or cfg.dcgm.generations
     for signal in catalog.SIGNALS.values():
         raws = [r for r in signal.raws_for(cfg.dcgm.generations) if r.vendor == "nvidia"]
         if raws and not any(r.default_collected for r in raws) and not any(r.name in d.metric_names for r in raws):
             readers = [s.name for s in catalog.ALL_SERIES if any(signal.key in f.signals for f in s.formulas)]
-            missing.append(f"{raws[0].name} (feeds {', '.join(readers[:2]) or 'no served series'})")
+            names = " or ".join(r.name for r in signal.raws_for(found) if r.vendor == "nvidia") or raws[0].name
+            missing.append(f"{names} (feeds {', '.join(readers[:2]) or 'no served series'})")
     if not missing:
         return Item("optional fields", "pass", "every field beyond dcgm-exporter's default counters is collected")
     return Item(
@@ -196,27 +199,68 @@ def check_groups(cfg: Config, d: Deployment) -> Item:
     return Item("rule groups", "pass", f"all {len(expected)} groups loaded at the config's intervals")
 
 
+def written_alert(rule: AlertRule) -> probe.AlertShape:
+    """An alert as its file writes it, in the shape doctor reads a loaded one (``probe.alert_shape``)."""
+    doc = rule_document(rule)
+    for_seconds = parse_duration_seconds(rule.for_) if rule.for_ else 0.0
+    return rule.alert, for_seconds, rule.severity, tuple(sorted(doc["annotations"].items()))
+
+
 def alerts_differ(cfg: Config, d: Deployment) -> str:
     """Where the loaded alert group's alerts are not those this pack writes for ``cfg``, which; else "". A file of
-    alerts only carries no version rule (its groups stay alerts only), so its alerts' names tell an old one."""
-    written = {g.name: sorted(r.alert for r in g.rules if isinstance(r, AlertRule)) for g in all_groups(cfg)}
+    alerts only carries no version rule (its groups stay alerts only), so its alerts tell an old one: by their
+    names, and one of another config (a threshold, a `for`, a severity, the runbook) by their annotations, whose
+    words name the threshold and the duration."""
+    written = {g.name: [r for r in g.rules if isinstance(r, AlertRule)] for g in all_groups(cfg)}
     out = []
     for g in d.groups:
         if g.name not in written or not (g.alerts or written[g.name]):
             continue
-        missing = sorted(set(written[g.name]) - set(g.alerts))
-        unknown = sorted(set(g.alerts) - set(written[g.name]))
+        names = sorted(r.alert for r in written[g.name])
+        missing = sorted(set(names) - set(g.alerts))
+        unknown = sorted(set(g.alerts) - set(names))
         if missing or unknown:
             parts = ([f"without {', '.join(missing)}"] if missing else []) + (
                 [f"with {', '.join(unknown)}, which this pack does not write"] if unknown else []
             )
             out.append(f"{g.file or g.name} holds other alerts than this pack writes: {'; '.join(parts)}")
+        elif g.alert_rules:
+            expected = set(map(written_alert, written[g.name]))
+            other = sorted({shape[0] for shape in g.alert_rules if shape not in expected})
+            if other:
+                out.append(
+                    f"{g.file or g.name} holds {', '.join(other)} as another config writes them (their threshold, "
+                    "for, severity or runbook differ)"
+                )
     return "; ".join(out)
+
+
+def other_config_files(cfg: Config, d: Deployment) -> list[str]:
+    """The loaded pack rule files whose digest (their rules_info rule's) is not that of the groups of the same
+    names ``cfg`` generates: rules of another config at this version. A file whose groups ``cfg`` does not all
+    generate is left to the rule groups check; one written before the digest, to the version check."""
+    generated = {g.name: g for g in all_groups(cfg)}
+    by_file: dict[str, list[probe.LoadedGroup]] = {}
+    for g in d.groups:
+        if g.name.startswith(GROUP_PREFIX):
+            by_file.setdefault(g.file, []).append(g)
+    out = []
+    for file, groups in sorted(by_file.items()):
+        digests = {digest for g in groups for digest in g.digests if digest}
+        names = {g.name for g in groups}
+        if not digests or not names <= generated.keys():
+            continue
+        expected = rules_digest([g for name, g in generated.items() if name in names])
+        if digests != {expected}:
+            out.append(file)
+    return out
 
 
 def check_rules_version(cfg: Config, d: Deployment) -> Item:
     """The version each loaded rule file came from (its rules_info rule), against the installed pack; a file of
-    alerts only carries none, and is judged by its alerts' names (``alerts_differ``)."""
+    alerts only carries none, and is judged by its alerts (``alerts_differ``). At this version, whether the loaded
+    files are those the config generates (their digests: ``other_config_files``): a config that matches the
+    fleet says nothing of rules deployed from another one."""
     files: dict[str, set[str]] = {}
     for g in d.groups:
         if g.name.startswith(GROUP_PREFIX) and g.records:
@@ -227,12 +271,16 @@ def check_rules_version(cfg: Config, d: Deployment) -> Item:
     unversioned = sorted(file for file, versions in files.items() if not versions)
     other = sorted(f"{file} ({', '.join(sorted(v))})" for file, v in files.items() if v and v != {__version__})
     alerts = alerts_differ(cfg, d)
-    if other or unversioned or alerts:
+    configured = [] if other or unversioned else other_config_files(cfg, d)
+    if other or unversioned or alerts or configured:
         found = "; ".join(
             ([f"rule files from another version: {', '.join(other)}"] if other else [])
             + ([f"rule files of a version before they carried theirs: {', '.join(unversioned)}"] if unversioned else [])
+            + ([f"rule files generated from another config: {', '.join(configured)}"] if configured else [])
             + ([alerts] if alerts else [])
         )
+        if configured or (alerts and not other and not unversioned):
+            fix += ", or point -c at the config they came from"
         return Item("rules version", "warn", f"installed pack {__version__}; {found}", fix)
     return Item(
         "rules version", "pass", f"all {len(files)} rule files from gpu-execution-pack {__version__}, as installed"

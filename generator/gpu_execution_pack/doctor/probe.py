@@ -49,6 +49,9 @@ ITERATIONS = "prometheus_rule_group_iterations_total"
 COVERAGE_SPAN, COVERAGE_STEP = "1d", "5m"
 
 
+AlertShape = tuple[str, float, str, tuple[tuple[str, str], ...]]
+
+
 @dataclass(frozen=True)
 class LoadedGroup:
     """One rule group as Prometheus runs it (``/api/v1/rules``)."""
@@ -60,6 +63,10 @@ class LoadedGroup:
     versions: tuple[str, ...] = ()  # the pack versions its rules_info rules name (catalog.PACK_RULES_INFO)
     records: bool = False  # whether it holds a recording rule (a file of alerts only carries no version)
     alerts: tuple[str, ...] = ()  # its alerting rules' names, sorted: what tells an alerts file's version
+    digests: tuple[str, ...] = ()  # the digests its rules_info rules name (rules.files.rules_digest)
+    # Its alerting rules as written (name, `for` in seconds, severity, annotations), sorted: what tells an alerts
+    # file generated from another config (thresholds and `for` are in the annotations' words).
+    alert_rules: tuple[AlertShape, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -217,16 +224,35 @@ def loaded_groups(rules: Any) -> tuple[LoadedGroup, ...]:
                 expect(g.get("file", ""), str, f"the file of {where}"),
                 seconds(g.get("interval", 0), f"the interval of {where}"),
                 seconds(g.get("evaluationTime", 0), f"the evaluationTime of {where}"),
-                tuple(
-                    str(expect(r.get("labels") or {}, dict, f"the labels of a rule of {where}").get("version", ""))
-                    for r in group_rules
-                    if r.get("name") == catalog.PACK_RULES_INFO.name
-                ),
+                info_labels(group_rules, "version", where),
                 any(r.get("type") == "recording" for r in group_rules),
                 tuple(sorted(str(r.get("name", "")) for r in group_rules if r.get("type") == "alerting")),
+                info_labels(group_rules, "digest", where),
+                tuple(sorted(alert_shape(r, where) for r in group_rules if r.get("type") == "alerting")),
             )
         )
     return tuple(out)
+
+
+def info_labels(group_rules: list[dict], label: str, where: str) -> tuple[str, ...]:
+    """``label`` of each rules_info rule of a group ("" where one lacks it: written before it carried it)."""
+    return tuple(
+        str(expect(r.get("labels") or {}, dict, f"the labels of a rule of {where}").get(label, ""))
+        for r in group_rules
+        if r.get("name") == catalog.PACK_RULES_INFO.name
+    )
+
+
+def alert_shape(rule: dict, where: str) -> AlertShape:
+    """An alerting rule as its file wrote it: name, ``for`` (seconds), severity, annotations."""
+    labels = expect(rule.get("labels") or {}, dict, f"the labels of an alert of {where}")
+    annotations = expect(rule.get("annotations") or {}, dict, f"the annotations of an alert of {where}")
+    return (
+        str(rule.get("name", "")),
+        seconds(rule.get("duration", 0), f"the duration of an alert of {where}"),
+        str(labels.get("severity", "")),
+        tuple(sorted((str(k), str(v)) for k, v in annotations.items())),
+    )
 
 
 def active_targets(targets: Any) -> tuple[Target, ...]:

@@ -15,7 +15,7 @@ def render(items: list[Item], where: str) -> str:
     check_width = max(len(i.check) for i in items)
     for item in items:
         lines.append(f"  {item.status.upper():<{WIDTH}}  {item.check:<{check_width}}  {item.found}")
-        if item.fix and item.status in ("warn", "fail"):
+        if item.fix and item.status != "pass":  # an info's fix is a choice (a field to enable), still said
             lines.append(f"  {'':<{WIDTH}}  {'':<{check_width}}  -> {item.fix}")
     counts = {s: sum(i.status == s for i in items) for s in STATUSES}
     lines.append(", ".join(f"{n} {s}" for s, n in counts.items() if n))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
 from gpu_execution_pack import __version__, catalog
 from gpu_execution_pack.config import Config, cluster_scope
-from gpu_execution_pack.output import command, yaml_document
+from gpu_execution_pack.output import command, to_yaml, yaml_document
 from gpu_execution_pack.promql import Expr, call
 from gpu_execution_pack.rules import recording
 from gpu_execution_pack.rules.alerts import GROUP_NAME as ALERT_GROUP
@@ -84,7 +86,9 @@ def rule_files(
     # The guard is partitioned like the rule it guards (partitioning twice changes nothing).
     guarded = {
         name: [g if guard is None else g.guarded(guard).partitioned(cluster_scope(cfg).label) for g in groups]
-        for name, groups in ((name, with_version(name, groups)) for name, groups in by_file.items())
+        for name, groups in (
+            (name, with_version(name, groups, rules_digest(groups))) for name, groups in by_file.items()
+        )
     }
     return {
         rules_dir / rule_file_name(name): yaml_document(
@@ -94,14 +98,21 @@ def rule_files(
     }
 
 
-def with_version(file: str, groups: list[RuleGroup]) -> list[RuleGroup]:
+def rules_digest(groups: Sequence[RuleGroup]) -> str:
+    """A short digest of ``groups`` as their file writes them (names, intervals, every rule), the version rule
+    aside: what ``doctor`` compares with the groups of the same names its config generates, to tell rules
+    generated from another config (other thresholds, generations, selectors) at the same pack version."""
+    return hashlib.sha256(to_yaml([group_document(g) for g in groups]).encode()).hexdigest()[:16]
+
+
+def with_version(file: str, groups: list[RuleGroup], digest: str) -> list[RuleGroup]:
     """``groups`` with the file's version rule (``catalog.PACK_RULES_INFO``) at the end of its last recording
-    group: the header's version where Prometheus shows it (a rule's labels), for ``doctor`` to compare with the
-    pack. A file of alerts only carries none (its groups stay alerts only, as routing and the lint read them), nor
-    one whose recording groups are full (MAX_RULES_PER_GROUP): doctor then says its version is unknown."""
-    info = RecordingRule(
-        catalog.PACK_RULES_INFO.name, call("vector", 1), (("version", __version__), ("rule_file", file))
-    )
+    group: the header's version where Prometheus shows it (a rule's labels), and ``digest`` (``rules_digest`` of
+    ``groups``), for ``doctor`` to compare with the pack and the config. A file of alerts only carries none (its
+    groups stay alerts only, as routing and the lint read them: doctor compares its alerts one by one), nor one
+    whose recording groups are full (MAX_RULES_PER_GROUP): doctor then says its version is unknown."""
+    labels = (("version", __version__), ("rule_file", file), ("digest", digest))
+    info = RecordingRule(catalog.PACK_RULES_INFO.name, call("vector", 1), labels)
     recording = [
         i
         for i, g in enumerate(groups)
