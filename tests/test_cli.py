@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -142,3 +143,76 @@ def test_a_command_needing_the_api_extra_says_so_and_how_to_install_it(
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert f"gpu-execution-pack {command[0]} needs the pack's api extra (orjson not installed)" in err, err
     assert "'gpu-execution-pack[api] @ git+https://" in err and "pip install '.[api]'" in err, err
+
+
+@pytest.mark.usefixtures("promtool_available")
+@pytest.mark.parametrize("option", ["--prometheus-port", "--api-port"])
+def test_the_demo_refuses_a_port_another_server_answers_on_before_it_loads_anything(
+    option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """Else, on the API's port, another server's /healthz passed for the endpoint's: a ready line and commands
+    that reached the wrong process."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert cli.main(["demo", "--dir", str(tmp_path / "demo"), option, str(port)]) != 0
+    err = capsys.readouterr().err
+    assert f"{option}: 127.0.0.1:{port} is taken: another server answers there" in err, err
+    assert not (tmp_path / "demo").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe" + b"k" * 20 + b" research\n", "is not UTF-8 text"),
+        # The later tenant would win unseen: here it widens the key from one tenant to all.
+        (b"aaaaaaaaaaaaaaaaaaaa research\naaaaaaaaaaaaaaaaaaaa *\n", "entry 2: its key is given on entry 1 already"),
+    ],
+    ids=["not-utf8", "duplicate-key"],
+)
+def test_serve_refuses_a_keys_file_it_cannot_read_as_written_on_one_line(
+    content: bytes, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    keys = tmp_path / "keys.txt"
+    keys.write_bytes(content)
+    config = tmp_path / "pack.yml"
+    config.write_text(f"api: {{keys_file: {keys}}}\n")
+    assert cli.main(["serve", "--config", str(config), "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err, err
+
+
+def test_a_keys_file_an_editor_began_with_a_byte_order_mark_keeps_its_first_key(tmp_path: Path):
+    from gpu_execution_pack.api import auth
+
+    keys = tmp_path / "keys.txt"
+    keys.write_bytes("\ufeffaaaaaaaaaaaaaaaaaaaa research\n".encode())
+    assert auth.load_keys(str(keys)) == {"aaaaaaaaaaaaaaaaaaaa": "research"}
+
+
+@pytest.mark.parametrize("command", [["archive", "--since", "1d"], ["serve", "--port", "0"]])
+def test_a_file_that_is_no_archive_is_named_on_one_line(
+    command: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """archive.url naming a file that is no SQLite database: a traceback from SQLAlchemy before, and for serve one
+    from the app's startup (with --workers, an exit 0)."""
+    monkeypatch.setenv("GPU_PACK_API_KEYS", "abcdefghijklmnopqrstu:research")
+    junk = tmp_path / "notes.txt"
+    junk.write_text("not a database\n")
+    config = tmp_path / "pack.yml"
+    config.write_text(f"archive: {{url: {junk}}}\n")
+    assert cli.main([command[0], "--config", str(config), *command[1:]]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: archive.url: cannot open the archive '{junk}' (file is not a database)\n", err
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_standard_output_on_a_full_disk_is_one_line_not_a_traceback():
+    """`gpu-execution-pack defaults > pack.yml` on a full disk (/dev/full answers every write with ENOSPC)."""
+    with open("/dev/full", "w") as full:
+        run = subprocess.run(
+            [sys.executable, "-m", "gpu_execution_pack", "defaults"], stdout=full, stderr=subprocess.PIPE, text=True
+        )
+    assert run.returncode == 1
+    assert run.stderr == "error: cannot write standard output: No space left on device\n", run.stderr

@@ -88,7 +88,7 @@ BAD = [
     ({"rate_window": ""}, "rate_window: '' is not accepted; expected a Prometheus duration above zero such as 30s"),
     ({"rate_window": "2m", "rate_window_fallback": "1m"}, "rate_window_fallback: 1m is shorter than rate_window (2m)"),
     ({"derived_rule_interval": "1 m"}, "derived_rule_interval: '1 m' is not accepted; expected a Prometheus"),
-    ({"derived_rule_interval": "1 m"}, "such as 30s, 5m or 1h30m (or empty)"),
+    ({"derived_rule_interval": "1 m"}, "such as 30s, 5m or 1h30m (at most 292y) (or empty)"),
     ({"node": {"cpu_rate_interval": "1 m"}}, "node.cpu_rate_interval: '1 m' is not accepted; expected a Prometheus"),
     ({"node": {"cpu_rate_interval": "0s"}}, "node.cpu_rate_interval: '0s' is not accepted"),
     ({"selectors": {"dcgm": "job=dcgm"}}, "selectors.dcgm: 'job=dcgm' is not accepted; expected comma-separated label"),
@@ -291,3 +291,40 @@ def test_a_file_far_larger_than_a_config_is_refused_without_reading_it_all(tmp_p
         load_config(big)
     with pytest.raises(ConfigError, match="larger than 1 MiB"):
         load_config("/dev/zero")
+
+
+@pytest.mark.parametrize(
+    ("mapping", "message"),
+    [
+        # Go's time.Duration ends near 292 years: Prometheus refuses a rule file holding a longer one.
+        (
+            {"rate_window_fallback": "300y"},
+            "rate_window_fallback: '300y' is not accepted; expected a Prometheus duration above zero such as 30s, "
+            "5m or 1h30m (at most 292y)",
+        ),
+        ({"alerts": {"gpu_underutilized": {"for": "293y"}}}, "alerts.gpu_underutilized.for: '293y' is not accepted"),
+        # Reserved: a rule cannot make __name__ (or any __ label) an execution's label.
+        ({"execution_label": "__name__"}, "execution_label: '__name__' is not accepted; expected a label name"),
+        # Every rule reading the selector would be refused by Prometheus: missing closing ].
+        ({"selectors": {"dcgm": 'job=~"["'}}, "selectors.dcgm: 'job=~\"[\"' is not accepted; job=~'[' is not a"),
+        ({"attribution": {"kubernetes_selector": 'pod!~"(a"'}}, "attribution.kubernetes_selector: 'pod!~\"(a\"'"),
+        # A Kubernetes namespace (RFC 1123), not a Prometheus label name.
+        ({"kubernetes": {"namespace": "Bad_NS"}}, "kubernetes.namespace: 'Bad_NS' is not accepted"),
+        # One point is no series (the step is the window over points less one), nor is a fraction of one.
+        ({"api": {"max_points": 1}}, "api.max_points: 1 is not accepted; expected a whole number of 2 or more"),
+        ({"api": {"max_points": 1.5}}, "api.max_points: 1.5 is not accepted"),
+    ],
+    ids=["duration", "alert-for", "reserved-label", "regex", "regex-k8s", "namespace", "one-point", "fraction"],
+)
+def test_values_prometheus_or_the_endpoint_cannot_use_are_refused_naming_the_key(mapping: dict, message: str):
+    """Each passed before, and generate wrote rule files Prometheus refuses (exit 0, over good ones), or the
+    endpoint answered 500."""
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping(mapping, "pack.yml")
+    assert str(err.value).startswith(f"pack.yml: {message}"), err.value
+
+
+def test_a_kubernetes_namespace_with_dashes_is_accepted():
+    assert config_from_mapping({"kubernetes": {"namespace": "kube-prometheus-stack"}}).kubernetes.namespace == (
+        "kube-prometheus-stack"
+    )

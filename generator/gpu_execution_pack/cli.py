@@ -481,7 +481,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ConfigError(f"--workers: {args.workers} is not accepted; accepted: 1 or more")
     check_port("--port", args.port)
     # Built here first in every case: a bad config or missing keys fail before any worker starts.
-    served = app.create_app(load_config(args.config), insecure_no_auth=args.insecure_no_auth)
+    cfg = load_config(args.config)
+    served = app.create_app(cfg, insecure_no_auth=args.insecure_no_auth)
+    # The archive too, which the app opens when it starts: a file that is no archive, or a database that does not
+    # answer, is one line here, not a traceback in the server's startup (and with workers, a clean exit 0).
+    from gpu_execution_pack.archive import reader
+
+    if store := reader.open_store(cfg.archive.url):
+        store.close()
     check_listenable(args.host, args.port)
     if args.workers == 1:
         server.run(served, args.host, args.port, 1)
@@ -653,7 +660,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()  # a full disk under `> pack.yml` shows here, not as a traceback at exit
+        return status
     except (ConfigError, promtool.PromtoolError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -662,6 +671,14 @@ def main(argv: list[str] | None = None) -> int:
         # more, and the status a shell gives a process that SIGPIPE ended.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + 13
+    except OSError as err:
+        # Writing standard output failed (no space, a quota, an I/O error): what a file the command writes fails
+        # with is named by ``written``, and carries the file's name.
+        if err.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO) or err.filename is not None:
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the flush at exit fails no more
+        print(f"error: cannot write standard output: {os.strerror(err.errno)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:  # Ctrl-C while a command waits (on Prometheus, say): one line, 128 + SIGINT
         print("interrupted", file=sys.stderr)
         return 130

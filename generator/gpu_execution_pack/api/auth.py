@@ -28,14 +28,18 @@ def load_keys(keys_file: str) -> dict[str, str]:
     """key -> tenant, from ``keys_file`` (``<key> <tenant>`` per line, # comments) or $GPU_PACK_API_KEYS."""
     if keys_file:
         try:
-            lines = Path(keys_file).read_text(encoding="utf-8").splitlines()
+            # utf-8-sig: a BOM an editor wrote is not part of the first key.
+            lines = Path(keys_file).read_text(encoding="utf-8-sig").splitlines()
         except OSError as err:
             raise ConfigError(f"api.keys_file: cannot read {keys_file}: {err.strerror}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"api.keys_file: {keys_file} is not UTF-8 text") from None
         source = keys_file
     else:
         lines = [item.replace(":", " ", 1) for item in os.environ.get(ENV_KEYS, "").split(",")]
         source = ENV_KEYS
-    keys = {}
+    keys: dict[str, str] = {}
+    entries: dict[str, int] = {}
     for n, line in enumerate(lines, start=1):
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -43,7 +47,9 @@ def load_keys(keys_file: str) -> dict[str, str]:
         parts = line.split()
         if len(parts) != 2 or len(parts[0]) < 16:
             raise ConfigError(f"{source}: entry {n}: expected `<key of 16+ characters> <tenant or *>`")
-        keys[parts[0]] = parts[1]
+        if parts[0] in entries:  # the later tenant would win unseen, and may widen what the key reads
+            raise ConfigError(f"{source}: entry {n}: its key is given on entry {entries[parts[0]]} already")
+        keys[parts[0]], entries[parts[0]] = parts[1], n
     return keys
 
 

@@ -22,6 +22,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from gpu_execution_pack.config import ConfigError
+from gpu_execution_pack.config.loader import redacted
 from gpu_execution_pack.config.sections.archive import POSTGRES_URL_PREFIXES
 
 MIGRATION_LOCK = 0x67707561  # PostgreSQL advisory lock id held while migrating ("gpua")
@@ -131,9 +132,9 @@ class Store:
         store = cls(engine)
         try:
             store.migrate()
-        except sa.exc.OperationalError as err:
+        except (sa.exc.OperationalError, sa.exc.DatabaseError) as err:  # DatabaseError: a file that is no SQLite
             engine.dispose()
-            raise ConfigError(f"archive.url: cannot open the archive ({one_line(err)})") from None
+            raise ConfigError(f"archive.url: cannot open the archive {redacted(url)!r} ({one_line(err)})") from None
         return store
 
     def close(self) -> None:

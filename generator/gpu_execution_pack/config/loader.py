@@ -17,7 +17,7 @@ from dataclasses import field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from gpu_execution_pack.promql.durations import is_duration
+from gpu_execution_pack.promql.durations import is_duration, parse_duration_seconds
 from gpu_execution_pack.promql.matchers import parse_matchers
 from gpu_execution_pack.promql.tree import LABEL_NAME
 
@@ -32,6 +32,8 @@ LABEL_NAME_RE = re.compile(rf"^{LABEL_NAME.pattern}$")
 METRIC_NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 PREFIX_RE = re.compile(r"^([a-zA-Z_][a-zA-Z0-9_]*)?$")  # device-metrics-exporter's MetricsFieldPrefix
 DNS_LABEL_RE = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+# Prometheus' longest duration (Go's time.Duration, int64 nanoseconds: about 292 years), in whole years.
+MAX_DURATION_SECONDS = 292 * 365 * 86400
 # Label matchers (kind "selector", for PromQL and Alertmanager alike) are read by promql.parse_matchers.
 SELECTOR_ACCEPTS = 'comma-separated label matchers such as job="dcgm", zone=~"eu-.*"'
 HTTP_URL_RE = re.compile(r"^https?://[^/?#\s]+(/[^?#\s]*)?\Z")
@@ -137,10 +139,14 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         raise ConfigError(f"{where}: {redacted(value)!r} is not accepted; expected {URL_ACCEPTS} (here: {problem})")
     checks = {
         "duration": (
-            is_duration,
-            "a Prometheus duration above zero such as 30s, 5m or 1h30m",
+            lambda v: is_duration(v) and parse_duration_seconds(v) <= MAX_DURATION_SECONDS,
+            "a Prometheus duration above zero such as 30s, 5m or 1h30m (at most 292y)",
         ),
-        "label": (LABEL_NAME_RE.match, f"a label name ({LABEL_NAME.pattern})"),
+        # Names beginning with __ are Prometheus' own (__name__, relabelling's): a rule cannot make one a label.
+        "label": (
+            lambda v: LABEL_NAME_RE.match(v) and not v.startswith("__"),
+            f"a label name ({LABEL_NAME.pattern}) not beginning with __",
+        ),
         "metric": (METRIC_NAME_RE.match, "a metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)"),
         "regex": (_compiles, "a regular expression with one capture group"),
         "regex_any": (_compiles_any, "a regular expression"),
@@ -212,11 +218,17 @@ def redacted(url: str) -> str:
 
 
 def check_selector(value: str, where: str) -> None:
-    """ConfigError naming ``where`` unless ``value`` is a list of PromQL label matchers."""
+    """ConfigError naming ``where`` unless ``value`` is a list of PromQL label matchers whose regular expressions
+    compile (else every rule reading the selector would be refused by Prometheus, not the config by us)."""
     try:
-        parse_matchers(value)
+        matchers = parse_matchers(value)
     except ValueError as err:
         raise ConfigError(f"{where}: {value!r} is not accepted; expected {SELECTOR_ACCEPTS} ({err})") from None
+    for m in matchers:
+        if m.op in ("=~", "!~") and not _compiles_any(str(m.value)):
+            raise ConfigError(
+                f"{where}: {value!r} is not accepted; {m.label}{m.op}{str(m.value)!r} is not a regular expression"
+            )
 
 
 def check_selectors(obj: Any, section: str) -> None:

@@ -29,6 +29,7 @@ from gpu_execution_pack.demo.prometheus import (
     Prometheus,
     free_port,
     placed_openmetrics,
+    port_taken,
     stop_process,
 )
 from gpu_execution_pack.output import to_yaml, write_all
@@ -203,6 +204,10 @@ def run(directory: str | None, prometheus_port: int, api_port: int, out: TextIO 
     """Set the demo up in ``directory`` (a temporary one, removed at the end, if None), print the ready line,
     and run until Ctrl-C or SIGTERM; then stop everything. 0 on a signal, 1 if a server stopped by itself."""
     check_tools()
+    for option, port in (("--prometheus-port", prometheus_port), ("--api-port", api_port)):
+        # Before a minute of loading, and since another server's /healthz or /-/ready would pass for ours.
+        if port and port_taken(port):
+            raise DemoError(f"{option}: 127.0.0.1:{port} is taken: another server answers there")
     # Ctrl-C's SIGINT too: a process started in the background (or by a tool) may inherit it ignored.
     signal.signal(signal.SIGINT, interrupted)
     signal.signal(signal.SIGTERM, interrupted)

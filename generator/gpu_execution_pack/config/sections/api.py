@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_execution_pack.config.loader import opt
+from gpu_execution_pack.config.loader import ConfigError, opt
 
 
 @dataclass(frozen=True)
@@ -103,3 +103,10 @@ class Api:
         "Your clients retry too eagerly, or requests are short and a shorter wait is enough.",
         kind="positive",
     )
+
+    def __post_init__(self) -> None:
+        # A window's step is its span over its points less one: one point (or a fraction) is no series.
+        if self.max_points < 2 or self.max_points != int(self.max_points):
+            raise ConfigError(
+                f"api.max_points: {self.max_points:g} is not accepted; expected a whole number of 2 or more"
+            )

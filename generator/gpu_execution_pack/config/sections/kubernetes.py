@@ -13,7 +13,7 @@ class Kubernetes:
         "monitoring",
         "Namespace of the generated ConfigMaps and PrometheusRule objects.",
         "Your Prometheus operator and Grafana run in another namespace.",
-        kind="label",
+        kind="dns_label",
     )
     rule_labels: tuple[tuple[str, str], ...] = opt(
         (("release", "kube-prometheus-stack"),),
