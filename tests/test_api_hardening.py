@@ -121,6 +121,26 @@ def test_a_parameter_given_twice_is_a_400_naming_it(route, query, name):
     assert response.json() == {"error": f"{name}: given 2 times; accepted: once"}
 
 
+@pytest.mark.parametrize("route", [METRICS, SUMMARY, FLEET_PATH])
+def test_an_authorization_header_given_twice_is_a_400_whichever_key_comes_first(route):
+    """The first one counted before: a bad key then a good one was a 401, the other way round a 200."""
+    with app_for() as client:  # refused before Prometheus is asked: nothing listens there
+        for keys in (
+            [AUTH["Authorization"], "Bearer wrong-key-wrong-key"],
+            ["Bearer wrong-key-wrong-key", AUTH["Authorization"]],
+        ):
+            response = client.get(route, headers=[("Authorization", k) for k in keys])
+            assert response.status_code == 400, response.text
+            assert response.json() == {"error": "Authorization: given more than once; send one Bearer key"}
+
+
+def test_an_offset_whose_plus_a_url_turned_into_a_space_says_to_encode_it():
+    with app_for() as client:
+        response = client.get(f"{METRICS}?start=2026-01-01T03:20:00+01:00", headers=AUTH)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"].endswith("(a + in a URL must be sent as %2B)"), response.text
+
+
 @pytest.mark.parametrize(
     "route, query, name, accepted",
     [

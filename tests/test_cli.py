@@ -53,6 +53,23 @@ def test_report_refuses_an_id_and_since_together(capsys: pytest.CaptureFixture[s
     assert capsys.readouterr().err == "error: give an EXECUTION_ID or --since DURATION, not both\n"
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--since", "1d", "--start", "2026-12-07T09:00:00Z"], "--start and --end narrow one execution's report"),
+        (["--since", "1d", "--end", "2026-12-07T09:00:00Z"], "the fleet view (--since) takes neither"),
+        (["job-1", "--top", "3"], "--top applies to the fleet view (--since), not to one execution's report"),
+    ],
+    ids=["since-start", "since-end", "id-top"],
+)
+def test_report_refuses_an_option_of_the_other_view_rather_than_ignore_it(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+):
+    assert cli.main(["report", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and err.count("\n") == 1, err
+
+
 def test_an_unreachable_prometheus_is_named_in_words_with_the_setting_to_change(
     capsys: pytest.CaptureFixture[str],
 ):
@@ -216,3 +233,23 @@ def test_standard_output_on_a_full_disk_is_one_line_not_a_traceback():
         )
     assert run.returncode == 1
     assert run.stderr == "error: cannot write standard output: No space left on device\n", run.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["generate", "-o", ""], "--output-dir"),
+        (["archive", "--url", ""], "--url"),
+        (["report", "job-1", "--html", ""], "--html"),
+        (["doctor", "--config", ""], "--config"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else v[0],
+)
+def test_an_empty_option_is_refused_not_read_as_left_out(
+    argv: list[str], option: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """`-o "$OUT"` with OUT unset wrote into the config's folder; `--url ""` archived into the default file."""
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(argv) == 2
+    assert capsys.readouterr().err == f"error: {option}: empty; give a value, or leave the option out for its default\n"
+    assert list(tmp_path.iterdir()) == []

@@ -328,3 +328,56 @@ def test_a_kubernetes_namespace_with_dashes_is_accepted():
     assert config_from_mapping({"kubernetes": {"namespace": "kube-prometheus-stack"}}).kubernetes.namespace == (
         "kube-prometheus-stack"
     )
+
+
+@pytest.mark.parametrize(
+    ("mapping", "message"),
+    [
+        # A list item that is no string said "accepted: " and nothing after it.
+        ({"alertmanager": {"group_by": [5]}}, "alertmanager.group_by: 5 is not accepted; each item must be a string"),
+        ({"vendors": [5]}, "vendors: 5 is not accepted; each item must be one of 'nvidia', 'amd'"),
+        ({"sharding": {"amd_hosts": [None]}}, "sharding.amd_hosts: null is not accepted; each item must be a string"),
+        # YAML's words, not Python's (None, True).
+        ({"rate_window": None}, "rate_window: expected a Prometheus duration such as 30s, 5m or 1h30m, got null"),
+        ({"api": {"partial_response": 1}}, "api.partial_response: expected true or false, got 1"),
+        ({None: 1}, "null: unknown key"),
+        # YAML 1.1 reads 1e20 as text: say how to write the number.
+        (
+            {"api": {"max_points": "1e20"}},
+            "api.max_points: expected a number, got '1e20' (YAML reads 1e20 as text: write 100000000000000000000)",
+        ),
+    ],
+    ids=["item-number", "vendor-number", "item-null", "null", "one", "null-key", "exponent"],
+)
+def test_a_wrong_value_is_said_in_yamls_words_and_what_is_accepted(mapping: dict, message: str):
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping(mapping, "pack.yml")
+    assert str(err.value).startswith(f"pack.yml: {message}"), err.value
+
+
+@pytest.mark.parametrize(
+    ("mapping", "message"),
+    [
+        ({"sharding": {"shards": 1000}}, "sharding.shards: 1000 is not accepted; expected 0 (one Prometheus) to 128"),
+        (
+            {"sharding": {"hosts": ["bad host/../x"]}},
+            "sharding.hosts: 'bad host/../x' is not accepted; expected a host",
+        ),
+        ({"sharding": {"amd_hosts": [""]}}, "sharding.amd_hosts: '' is not accepted; expected a host name"),
+        ({"dashboards": {"datasource_url": "nope"}}, "dashboards.datasource_url: 'nope' is not accepted"),
+        ({"dashboards": {"datasource_name": ""}}, "dashboards.datasource_name: '' is not accepted"),
+        ({"dashboards": {"price_per_gpu_hour": {"X": float("nan")}}}, "dashboards.price_per_gpu_hour.X: nan is not"),
+    ],
+    ids=["shards", "host-path", "host-empty", "datasource-url", "datasource-name", "price-nan"],
+)
+def test_what_generate_writes_into_deployments_is_checked_first(mapping: dict, message: str):
+    """Each was written as given: 5,000 files for a typo of shards, a target `bad host/../x:9400`, a datasource
+    Grafana cannot reach, vector(nan) as a price."""
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping(mapping, "pack.yml")
+    assert str(err.value).startswith(f"pack.yml: {message}"), err.value
+
+
+def test_hosts_by_name_and_address_are_accepted():
+    hosts = ("gpu-01.example.com", "10.0.0.1", "[fd00::1]", "gpu_02")
+    assert config_from_mapping({"sharding": {"hosts": list(hosts)}}).sharding.hosts == hosts

@@ -382,6 +382,16 @@ def test_summary_bad_parameters_are_400_naming_the_parameter(loaded, params, mes
     assert response.json()["error"].startswith(message), response.json()
 
 
+def test_a_window_inside_the_run_between_two_samples_is_a_400_not_a_404(loaded):
+    """The execution exists: a window that holds none of its samples (an instant between two) said "not found"."""
+    server, _, start = loaded
+    between = iso(last_sample_at(start, "train-0001") - STEP_SECONDS / 2)
+    with client_for(server) as client:
+        response = admin_get(client, "train-0001", start=between, end=between)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"].startswith("start..end: the execution has no samples between them"), response.text
+
+
 def test_summary_with_prometheus_down_is_a_json_502():
     cfg = config_from_mapping({**CONFIG, "api": {"prometheus_url": f"http://127.0.0.1:{closed_port()}"}})
     with TestClient(create_app(cfg, KEYS)) as client:

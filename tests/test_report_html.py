@@ -225,7 +225,13 @@ def test_the_same_document_and_series_give_the_same_page(loaded):
 @pytest.mark.e2e
 def test_the_fleet_page_draws_gpu_hours_billed_against_worked(loaded, tmp_path):
     _server, config = loaded
-    cli_page(config, tmp_path / "fleet.html", "--since", "1d", "--top", "8")
+    page = cli_page(config, tmp_path / "fleet.html", "--since", "1d", "--top", "8")
+    # `--html -` writes the same page to standard output (its "now" aside, the instant it was asked at).
+    cli = [sys.executable, "-m", "gpu_execution_pack", "report", "--config", str(config), "--since", "1d"]
+    printed = subprocess.run([*cli, "--top", "8", "--html", "-"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert printed.returncode == 0 and printed.stdout.startswith("<!DOCTYPE html>"), printed.stderr
+    assert page_data(printed.stdout).keys() == page_data(page).keys()
+    assert printed.stdout.count('<tr><td class="n">') == page.count('<tr><td class="n">') == 8
     drawn = assert_drawn(tmp_path / "fleet.html")
     assert [(c.title, c.lines, c.points) for c in drawn.each] == [("GPU-hours billed and worked", 2, 2 * 8)]
     assert len(re.findall(r"<tr><td class=\"n\">\d+</td>", drawn.dom)) == 8

@@ -259,6 +259,9 @@ async def with_archive(cfg: Config, work) -> Any:
             store.close()
 
 
+DEFAULT_TOP = 20  # report --since: the executions listed
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """One execution's report (jobstats-style, or --json), or with --since the fleet ranked by GPU-hours wasted."""
     _require_extra("api", "report")
@@ -274,11 +277,24 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.html is not None and args.json:
         print("error: --html and --json: give one of them", file=sys.stderr)
         return 2
+    # Options of the other view are refused, not ignored: the answer would not be what was asked.
+    if args.since is not None and (args.start or args.end):
+        print(
+            "error: --start and --end narrow one execution's report; the fleet view (--since) takes neither",
+            file=sys.stderr,
+        )
+        return 2
+    if args.execution_id is not None and args.top is not None:
+        print("error: --top applies to the fleet view (--since), not to one execution's report", file=sys.stderr)
+        return 2
     if args.since is not None:
         body = ask_prometheus(
             args,
             lambda cfg, client: with_archive(
-                cfg, lambda store: reader.fleet_summary(cfg, client, store, args.since, args.top, cluster=args.cluster)
+                cfg,
+                lambda store: reader.fleet_summary(
+                    cfg, client, store, args.since, DEFAULT_TOP if args.top is None else args.top, cluster=args.cluster
+                ),
             ),
         )
     elif args.html is not None:
@@ -303,7 +319,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         )
     if isinstance(body, int):
         return body
-    if args.html is not None:
+    if args.html == "-":  # as --write-config -: the page to standard output
+        sys.stdout.write(body if isinstance(body, str) else html.render_fleet(body))
+    elif args.html is not None:
         # Written whole or not at all (output.write_all: a temporary file, then renamed).
         written({Path(args.html): body if isinstance(body, str) else html.render_fleet(body)}, "--html", args.html)
         print(f"wrote {args.html}", file=sys.stderr)
@@ -604,10 +622,12 @@ def add_reading_commands(sub: argparse._SubParsersAction) -> None:
     )
     r.add_argument("execution_id", nargs="?", metavar="EXECUTION_ID")
     r.add_argument("--since", help="fleet view: executions with samples in this last duration, e.g. 7d")
-    r.add_argument("--top", type=int, default=20, help="fleet view: how many executions to list (default 20)")
+    r.add_argument("--top", type=int, help=f"fleet view: how many executions to list (default {DEFAULT_TOP})")
     r.add_argument("--json", action="store_true", help="print the JSON document the summary endpoint serves")
     r.add_argument(
-        "--html", metavar="FILE", help="write the report as one self-contained HTML page with charts (opens offline)"
+        "--html",
+        metavar="FILE",
+        help="write the report as one self-contained HTML page with charts (opens offline); - for standard output",
     )
     r.add_argument("--prometheus", help="Prometheus URL (default: api.prometheus_url)")
     r.add_argument("--start", help="ISO 8601 (default: the execution's first sample)")
@@ -657,8 +677,26 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+# Options naming a file, folder or URL: an empty value (`-o ""`, a shell variable unset) is refused, not read as
+# the option left out, which silently wrote to the default place (--prometheus says it with the URL's shape).
+NON_EMPTY_OPTIONS = {
+    "config": "--config",
+    "output_dir": "--output-dir",
+    "build_dir": "--build-dir",
+    "rules_dir": "--rules-dir",
+    "html": "--html",
+    "write_config": "--write-config",
+    "url": "--url",
+    "dir": "--dir",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    for dest, option in NON_EMPTY_OPTIONS.items():
+        if getattr(args, dest, None) == "":
+            print(f"error: {option}: empty; give a value, or leave the option out for its default", file=sys.stderr)
+            return 2
     try:
         status = args.func(args)
         sys.stdout.flush()  # a full disk under `> pack.yml` shows here, not as a traceback at exit

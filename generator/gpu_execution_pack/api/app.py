@@ -124,6 +124,9 @@ class Routes:
         """A route (``path``) that asks Prometheus: 401 without a key, else ``work(tenant, params, ticket)`` under
         the deadline, its parameters each its own and given once (``inputs.query_of``) and its load admitted
         (``ticket``)."""
+        if len(request.headers.getlist("authorization")) > 1:
+            # Which one counts would be ours to choose, or a proxy's before us: refused, as a parameter given twice.
+            return error(400, "Authorization: given more than once; send one Bearer key")
         known, tenant = self.authorized(request)
         if not known:
             return error(401, "missing or unknown bearer token", {"WWW-Authenticate": "Bearer"})

@@ -17,6 +17,8 @@ from dataclasses import field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+import yaml
+
 from gpu_execution_pack.promql.durations import is_duration, parse_duration_seconds
 from gpu_execution_pack.promql.matchers import parse_matchers
 from gpu_execution_pack.promql.tree import LABEL_NAME
@@ -40,6 +42,8 @@ HTTP_URL_RE = re.compile(r"^https?://[^/?#\s]+(/[^?#\s]*)?\Z")
 URL_ACCEPTS = "an http:// or https:// URL (a path is a prefix; no query or fragment)"
 HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")  # RFC 9110 token
 HEADER_VALUE_RE = re.compile(r"^[\x20-\x7e]*\Z")
+# A scrape target's host, to which a port is added: a DNS name or IPv4 address, or an IPv6 address in brackets.
+HOST_RE = re.compile(r"^([A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?|\[[0-9A-Fa-f:.]+\])\Z")
 
 Kind = Literal[
     "text",
@@ -63,6 +67,7 @@ Kind = Literal[
     "port",
     "name",
     "prefix",
+    "host",
     "model_names",
 ]
 # Mapping keys (these kinds) are held as sorted (key, value) pairs, so the config stays
@@ -107,13 +112,18 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
     kind, choices = f.metadata.get("kind", "text"), f.metadata.get("choices", ())
     if isinstance(current, bool):
         if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+            raise ConfigError(f"{where}: expected true or false, got {yaml_text(value)}")
         return value
     if isinstance(current, int):
         return _check_int(value, kind, where)
     if isinstance(current, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
+            hint = ""
+            number = _float_or_none(value) if isinstance(value, str) else None
+            if number is not None:  # YAML 1.1 reads 1e20 (no dot, no sign) as text
+                written = str(int(number)) if number.is_integer() else repr(number)
+                hint = f" (YAML reads {value} as text: write {written})"
+            raise ConfigError(f"{where}: expected a number, got {yaml_text(value)}{hint}")
         value = float(value)
         if kind == "ratio" and not 0 < value <= 1:
             raise ConfigError(f"{where}: {value} is not accepted; expected a ratio above 0 and at most 1")
@@ -129,7 +139,7 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         return value
     if not isinstance(value, str):
         described = {"duration": "a Prometheus duration such as 30s, 5m or 1h30m", "label": "a label name"}
-        raise ConfigError(f"{where}: expected {described.get(kind, 'a string')}, got {value!r}")
+        raise ConfigError(f"{where}: expected {described.get(kind, 'a string')}, got {yaml_text(value)}")
     if choices and value not in choices:
         raise ConfigError(f"{where}: {value!r} is not accepted; accepted: {', '.join(choices)}")
     if kind == "selector":
@@ -170,7 +180,7 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
 def _check_int(value: Any, kind: str, where: str) -> int:
     """A whole number: a count (0 or more) or a TCP port."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(f"{where}: expected a whole number, got {value!r}")
+        raise ConfigError(f"{where}: expected a whole number, got {yaml_text(value)}")
     if kind == "port" and not 0 < value < 65536:
         raise ConfigError(f"{where}: {value} is not accepted; expected a TCP port from 1 to 65535")
     if value < 0:
@@ -261,7 +271,7 @@ def build(cls: type, data: Any, where: str = "", base: Any = None) -> Any:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where or 'top level'}: expected a mapping of keys, got {type(data).__name__}")
     fields = {yaml_key(f): f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(map(str, data)) - set(fields))
+    unknown = sorted({k if isinstance(k, str) else yaml_text(k) for k in data} - set(fields))
     if unknown:
         close = difflib.get_close_matches(unknown[0], fields, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
@@ -290,19 +300,25 @@ def build(cls: type, data: Any, where: str = "", base: Any = None) -> Any:
 def _tuple(value: Any, f: dataclasses.Field, where: str) -> tuple[str, ...]:
     empty_ok = f.default == ()  # a list whose default is empty may be empty
     if isinstance(value, str) or not isinstance(value, list) or not (value or empty_ok):
-        raise ConfigError(f"{where}: expected a {'' if empty_ok else 'non-empty '}list, got {value!r}")
+        raise ConfigError(f"{where}: expected a {'' if empty_ok else 'non-empty '}list, got {yaml_text(value)}")
     choices = f.metadata.get("choices", ())
     for item in value:
-        if isinstance(item, (int, float)) and not isinstance(item, bool) and choices:
+        quoted = ", ".join(repr(c) for c in choices)
+        if isinstance(item, float) and choices and any("." in c for c in choices):
             # YAML reads an unquoted 4.10 as the number 4.1: say to quote it, not only that 4.1 is no choice.
-            quoted = ", ".join(repr(c) for c in choices)
             raise ConfigError(
                 f"{where}: {item!r} is a number (YAML reads unquoted 4.10 as 4.1); write each in quotes: {quoted}"
             )
-        if not isinstance(item, str) or (choices and item not in choices):
+        if not isinstance(item, str):
+            accepted = f"one of {quoted}" if choices else "a string (quote it)"
+            raise ConfigError(f"{where}: {yaml_text(item)} is not accepted; each item must be {accepted}")
+        if choices and item not in choices:
             raise ConfigError(f"{where}: {item!r} is not accepted; accepted: {', '.join(choices)}")
         if f.metadata.get("kind") == "prefix" and not PREFIX_RE.match(item):
             accepted = 'a metric-name prefix ([a-zA-Z_][a-zA-Z0-9_]*) or ""'
+            raise ConfigError(f"{where}: {item!r} is not accepted; expected {accepted}")
+        if f.metadata.get("kind") == "host" and not HOST_RE.match(item):
+            accepted = "a host name or IP address (an IPv6 one in brackets), without a port or path"
             raise ConfigError(f"{where}: {item!r} is not accepted; expected {accepted}")
     if choices:  # keep the catalog's order so output does not depend on how the list was written
         return tuple(c for c in choices if c in value)
@@ -311,7 +327,7 @@ def _tuple(value: Any, f: dataclasses.Field, where: str) -> tuple[str, ...]:
 
 def _mapping(value: Any, f: dataclasses.Field, where: str) -> tuple[tuple[str, Any], ...]:
     if not isinstance(value, Mapping):
-        raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        raise ConfigError(f"{where}: expected a mapping, got {yaml_text(value)}")
     pairs = []
     for key, item in value.items():
         if not isinstance(key, str) or not key:
@@ -322,7 +338,7 @@ def _mapping(value: Any, f: dataclasses.Field, where: str) -> tuple[tuple[str, A
             if not isinstance(item, str) or not item.strip():
                 raise ConfigError(f"{where}.{key}: {item!r} is not accepted; expected a model name")
         elif f.metadata["kind"] == "prices":
-            if isinstance(item, bool) or not isinstance(item, (int, float)) or item < 0:
+            if isinstance(item, bool) or not isinstance(item, (int, float)) or not 0 <= item < math.inf:
                 raise ConfigError(f"{where}.{key}: {item!r} is not accepted; expected a price of 0 or more")
             item = float(item)
         else:
@@ -332,6 +348,21 @@ def _mapping(value: Any, f: dataclasses.Field, where: str) -> tuple[tuple[str, A
                 raise ConfigError(f"{where}.{key}: {item!r} is not accepted; label values are strings (quote them)")
         pairs.append((key, item))
     return tuple(sorted(pairs))
+
+
+def _float_or_none(text: str) -> float | None:
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def yaml_text(value: Any) -> str:
+    """A value as YAML writes it (null, true, [x]), for a message: the user wrote YAML, not Python (text quoted)."""
+    if isinstance(value, str):
+        return repr(value)
+    return yaml.safe_dump(value, default_flow_style=True, width=1 << 16).removesuffix("\n...\n").strip()
 
 
 def _join(where: str, key: str) -> str:

@@ -110,7 +110,9 @@ def parse_time(name: str, value: str | None) -> float | None:
     """
     if value is None:
         return None
-    refused = bad(f"{name}: {shown(value)} is not an ISO 8601 time such as {TIME_EXAMPLE}")
+    # A "+" of an offset sent unencoded in a URL arrives as a space: say so, or the message puzzles.
+    plus = " (a + in a URL must be sent as %2B)" if re.search(r"\d \d\d(:?\d\d)?$", value) else ""
+    refused = bad(f"{name}: {shown(value)} is not an ISO 8601 time such as {TIME_EXAMPLE}{plus}")
     if not value.isascii() or not value.strip():
         raise refused
     try:

@@ -284,8 +284,12 @@ async def execution_summary(
     counted_to = end_s if end_s < last else math.inf
     found = await fig.collect(cfg, prometheus, scope, end_s - start_s, end_s, max(after, 0.0), known, counted_to)
     key = (span.cluster or "", execution_id)
-    if key not in found:
-        raise RequestError(404, f"execution {execution_id!r} not found")
+    if key not in found:  # the span found it: start..end falls between two of its samples
+        raise RequestError(
+            400,
+            f"start..end: the execution has no samples between them (it ran {when(first)} to {when(last, up=True)}; "
+            "a window must hold one of its samples)",
+        )
     figures = found[key]
     step = max(figures.gpu_interval, (end_s - start_s) / MAX_HEAVY_PHASE_POINTS)
     figures.heavy_phase_start, heavy = await fig.heavy_phase(cfg, prometheus, scope, start_s, end_s, step)

@@ -31,11 +31,13 @@ class Dashboards:
         "Prometheus",
         "Name of the Prometheus datasource the provisioning file defines and the dashboards select by default.",
         "Your Grafana already has a Prometheus datasource under another name.",
+        kind="name",
     )
     datasource_url: str = opt(
         "http://prometheus:9090",
         "URL of Prometheus in the provisioned datasource.",
         "Grafana reaches Prometheus (or Thanos, Mimir) at another address.",
+        kind="url",
     )
     currency: str = opt("USD", "Currency of the prices, shown in the cost panels.", "You bill in another currency.")
     default_price_per_gpu_hour: float = opt(

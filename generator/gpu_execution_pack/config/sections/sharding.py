@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_execution_pack.config.loader import opt
+from gpu_execution_pack.config.loader import ConfigError, opt
+
+# Each shard is a Prometheus server of its own, with five files written for it: far more is a typo (shards: 1000
+# wrote 5,000 files; 10**9 never ended), and a fleet past this many servers wants another store, not more shards.
+MAX_SHARDS = 128
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class Sharding:
         "`<host>:<node_port>`; every shard lists them all and keeps its own share. Empty: the static dcgm-exporter "
         "job lists no target.",
         "You list targets by hand rather than through file or Kubernetes discovery.",
+        kind="host",
     )
     amd_hosts: tuple[str, ...] = opt(
         (),
@@ -59,6 +64,7 @@ class Sharding:
         "does not run (each such target would be down and raise the exporter-down alert). A host in both lists "
         "has its node_exporter listed once. Empty: the static device-metrics-exporter job lists no target.",
         "Your fleet has AMD hosts and you list targets by hand.",
+        kind="host",
     )
     dcgm_port: int = opt(
         9400, "Static variant: dcgm-exporter's port on each host.", "Your exporter listens elsewhere.", kind="port"
@@ -159,3 +165,9 @@ class Sharding:
         "you run the central server with a shorter `--query.lookback-delta` (lower it accordingly).",
         kind="duration",
     )
+
+    def __post_init__(self) -> None:
+        if self.shards > MAX_SHARDS:
+            raise ConfigError(
+                f"sharding.shards: {self.shards} is not accepted; expected 0 (one Prometheus) to {MAX_SHARDS}"
+            )
