@@ -253,3 +253,12 @@ def test_an_empty_option_is_refused_not_read_as_left_out(
     assert cli.main(argv) == 2
     assert capsys.readouterr().err == f"error: {option}: empty; give a value, or leave the option out for its default\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_archive_refuses_a_since_prometheus_would_refuse_naming_the_option(capsys: pytest.CaptureFixture[str]):
+    """Past 292 years Prometheus refused the query, and the message blamed Prometheus (exit 3)."""
+    assert cli.main(["archive", "--since", "300y"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "error: --since: '300y' is not accepted; accepted: a Prometheus duration above 0 and at most 292y"
+    )

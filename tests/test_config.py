@@ -367,8 +367,11 @@ def test_a_wrong_value_is_said_in_yamls_words_and_what_is_accepted(mapping: dict
         ({"dashboards": {"datasource_url": "nope"}}, "dashboards.datasource_url: 'nope' is not accepted"),
         ({"dashboards": {"datasource_name": ""}}, "dashboards.datasource_name: '' is not accepted"),
         ({"dashboards": {"price_per_gpu_hour": {"X": float("nan")}}}, "dashboards.price_per_gpu_hour.X: nan is not"),
+        # The endpoint refuses a step past a year: `archive` failed at its first record, naming no key.
+        ({"archive": {"step": "2y"}}, "archive.step: '2y' is not accepted; expected a duration of at most 1y"),
+        ({"archive": {"image": ""}}, "archive.image: '' is not accepted"),
     ],
-    ids=["shards", "host-path", "host-empty", "datasource-url", "datasource-name", "price-nan"],
+    ids=["shards", "host-path", "host-empty", "datasource-url", "datasource-name", "price-nan", "step", "image"],
 )
 def test_what_generate_writes_into_deployments_is_checked_first(mapping: dict, message: str):
     """Each was written as given: 5,000 files for a typo of shards, a target `bad host/../x:9400`, a datasource

@@ -15,6 +15,7 @@ from typing import Any
 
 from gpu_execution_pack import __version__, build, extras, promtool, testsuites
 from gpu_execution_pack.config import Config, ConfigError, load_config, load_config_document
+from gpu_execution_pack.config.loader import MAX_DURATION_SECONDS
 from gpu_execution_pack.docs.configuration import defaults_yaml
 from gpu_execution_pack.output import KUBERNETES_DIR, stale_files, write_all
 from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, rule_files
@@ -466,8 +467,11 @@ def _duration(name: str, value: str, parse) -> float:
         seconds = parse(value)
     except ValueError:
         seconds = 0
-    if seconds <= 0:
-        raise ConfigError(f"{name}: {value!r} is not accepted; accepted: a Prometheus duration above 0, e.g. 30d or 5m")
+    if not 0 < seconds <= MAX_DURATION_SECONDS:  # past it, Prometheus refuses the query: the mistake is ours to say
+        raise ConfigError(
+            f"{name}: {value!r} is not accepted; accepted: a Prometheus duration above 0 and at most 292y, "
+            "e.g. 30d or 5m"
+        )
     return seconds
 
 

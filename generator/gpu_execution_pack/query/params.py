@@ -12,13 +12,13 @@ from datetime import UTC, datetime
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.config import ONE_CLUSTER, ClusterScope
+from gpu_execution_pack.config.sections.api import MAX_STEP
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.promql.durations import DURATION_RE
 
 MAX_ID_LENGTH = 256  # an execution id's most characters, whatever api.execution_id_pattern allows
 DEFAULT_STEP = "15s"
 MIN_STEP = "1s"
-MAX_STEP = "1y"  # Prometheus overflows past 292 years; no execution's metrics need a coarser grid
 TIME_EXAMPLE = "2026-12-02T10:00:00Z"
 EARLIEST = datetime(1, 1, 1, tzinfo=UTC)  # times must fall in years 1 to 9999 once converted to UTC
 LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC)

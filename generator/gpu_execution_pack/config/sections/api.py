@@ -6,6 +6,10 @@ from dataclasses import dataclass
 
 from gpu_execution_pack.config.loader import ConfigError, opt
 
+# The coarsest step the endpoint serves (and so an archive may keep): Prometheus overflows past 292 years, and no
+# execution's metrics need a coarser grid.
+MAX_STEP = "1y"
+
 
 @dataclass(frozen=True)
 class Api:

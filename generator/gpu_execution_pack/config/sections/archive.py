@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpu_execution_pack.config.loader import opt
+from gpu_execution_pack.config.loader import ConfigError, opt
+from gpu_execution_pack.config.sections.api import MAX_STEP
+from gpu_execution_pack.promql.durations import parse_duration_seconds
 
 # An archive.url beginning so names a PostgreSQL database; anything else without "://" is a SQLite file's path.
 POSTGRES_URL_PREFIXES = ("postgresql://", "postgres://", "postgresql+psycopg://")
@@ -43,4 +45,10 @@ class Archive:
         "(`<rules_dir>/archive/gpu-execution-pack-archive.kubernetes.yaml`): an image with "
         "`pip install 'gpu-execution-pack[api,archive]'`.",
         "You build and push the image to your registry under another name.",
+        kind="name",
     )
+
+    def __post_init__(self) -> None:
+        # The endpoint answers an archived execution at this step: one it would refuse is no archive to keep.
+        if parse_duration_seconds(self.step) > parse_duration_seconds(MAX_STEP):
+            raise ConfigError(f"archive.step: {self.step!r} is not accepted; expected a duration of at most {MAX_STEP}")
