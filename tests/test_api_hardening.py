@@ -134,6 +134,15 @@ def test_an_authorization_header_given_twice_is_a_400_whichever_key_comes_first(
             assert response.json() == {"error": "Authorization: given more than once; send one Bearer key"}
 
 
+@pytest.mark.parametrize("route", [METRICS, SUMMARY, FLEET_PATH])
+def test_tenant_star_is_refused_not_looked_for_as_a_tenant(route):
+    """`*` is the keys file's word for every tenant; asked as a tenant it found nothing: a 404, an empty fleet."""
+    with app_for() as client:  # refused before Prometheus is asked: nothing listens there
+        response = client.get(f"{route}?tenant=*", headers=AUTH)
+    assert response.status_code == 400, response.text
+    assert response.json() == {"error": "tenant: '*'; leave tenant out for every tenant the key reads"}
+
+
 def test_an_offset_whose_plus_a_url_turned_into_a_space_says_to_encode_it():
     with app_for() as client:
         response = client.get(f"{METRICS}?start=2026-01-01T03:20:00+01:00", headers=AUTH)

@@ -262,3 +262,10 @@ def test_archive_refuses_a_since_prometheus_would_refuse_naming_the_option(capsy
     assert err.startswith(
         "error: --since: '300y' is not accepted; accepted: a Prometheus duration above 0 and at most 292y"
     )
+
+
+def test_an_archive_url_given_by_option_is_named_by_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """`archive --url <a folder>` blamed archive.url, a key the user had not set, and named no path."""
+    assert cli.main(["archive", "--since", "1d", "--url", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: --url: cannot open the archive '{tmp_path}' (unable to open database file)\n", err

@@ -241,6 +241,8 @@ def tenant_asked(tenant: str | None, every_tenant: bool, q: dict[str, str]) -> s
         if asked != tenant:
             raise RequestError(400, f"{TENANT}: accepted only from a key to every tenant, or naming the key's own")
         return tenant
+    if asked == ALL_TENANTS:  # the keys file's word for every tenant, not a tenant's name (it found nothing)
+        raise RequestError(400, f"{TENANT}: {shown(asked)}; leave {TENANT} out for every tenant the key reads")
     if not asked or len(asked) > MAX_CLUSTER_LENGTH:
         raise RequestError(
             400, f"{TENANT}: {shown(asked)}; accepted: a tenant's name, 1 to {MAX_CLUSTER_LENGTH} characters"
