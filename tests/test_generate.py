@@ -145,6 +145,21 @@ def test_write_all_writes_nothing_when_one_file_fails(tmp_path: Path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.rules.yml", "not-a-dir"]  # no temp files left
 
 
+def test_write_all_leaves_no_folder_it_made_when_a_file_fails(tmp_path: Path):
+    """`generate -o new/rules` on a full disk (here: a file that cannot be written) left `new/rules` behind, empty."""
+    blocker = tmp_path / "taken"
+    blocker.write_text("a file where a directory should be\n")
+    with pytest.raises(OSError):
+        write_all({tmp_path / "new" / "rules" / "a.rules.yml": "new\n", blocker / "b.rules.yml": "new\n"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
+    # A folder that was there stays, and one that holds a file it did not write.
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "mine.txt").write_text("x\n")
+    with pytest.raises(OSError):
+        write_all({tmp_path / "kept" / "a.rules.yml": "new\n", blocker / "b.rules.yml": "new\n"})
+    assert [p.name for p in (tmp_path / "kept").iterdir()] == ["mine.txt"]
+
+
 def test_served_series_follow_rule_interval_and_readers_of_recorded_series_the_derived_one():
     """The served per-GPU and per-host groups (and the host CPU rate they read) run at rule_interval, the host
     maps at node.host_map_interval (rule_interval where it is empty), the rest at derived_rule_interval."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -89,6 +90,8 @@ def write_all(files: Mapping[Path, str], *, mode: int | None = None, keep_existi
     Returns the paths that changed.
     """
     pending: list[tuple[Path, Path, Path]] = []  # (temporary file, path as given, file written)
+    created: list[Path] = []  # folders made for the files, outermost first: a failure leaves none behind either
+    written = False
     try:
         for path, text in files.items():
             target = _through_links(path) if keep_existing else path
@@ -104,7 +107,7 @@ def write_all(files: Mapping[Path, str], *, mode: int | None = None, keep_existi
             # read a file of another length.
             if existing is not None and existing.st_size == len(data) and target.read_bytes() == data:
                 continue
-            _make_parent(target.parent)
+            created += _make_parent(target.parent)
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
             pending.append((Path(tmp), path, target))  # before writing: a full disk must not leave it behind
             with os.fdopen(fd, "wb") as fh:
@@ -120,11 +123,17 @@ def write_all(files: Mapping[Path, str], *, mode: int | None = None, keep_existi
             os.replace(tmp, target)
             changed.append(path)
             pending.pop(0)
+        written = True
         return changed
     finally:
-        # Whatever failed, staging or renaming, the temporary files not renamed go with it.
+        # Whatever failed, staging or renaming, the temporary files not renamed go with it, and the folders made
+        # for them where nothing was renamed into them (innermost first; one that holds anything stays).
         for tmp, _, _ in pending:
             tmp.unlink(missing_ok=True)
+        if not written:
+            for folder in reversed(created):
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
 
 
 def _stat(path: Path) -> os.stat_result | None:
@@ -146,12 +155,15 @@ def _through_links(path: Path) -> Path:
         raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), str(path)) from None
 
 
-def _make_parent(directory: Path) -> None:
-    """Create ``directory`` and its parents; a file in the way is reported as such (ENOTDIR), not as EEXIST."""
+def _make_parent(directory: Path) -> list[Path]:
+    """Create ``directory`` and its parents; a file in the way is reported as such (ENOTDIR), not as EEXIST.
+    Returns the folders it made, outermost first."""
+    missing = [d for d in (directory, *directory.parents) if not d.exists()][::-1]
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(directory)) from None
+    return missing
 
 
 def stale_files(files: Mapping[Path, str], directory: Path, pattern: str) -> list[Path]:
