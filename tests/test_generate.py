@@ -370,6 +370,30 @@ def test_the_headers_do_not_change_with_the_folder_the_command_runs_in_within_a_
     assert header == "# Regenerate: gpu-execution-pack generate --config ops/config/pack.yml"
 
 
+def test_check_does_not_call_a_file_stale_for_how_its_header_names_the_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """Outside a repository (a container given the ops folder without .git) the header names the config from the
+    working directory: generated from ops/, checked from ops/config/, the files are the same all the same. A
+    change of what they hold is still stale."""
+    config = tmp_path / "ops" / "config" / "pack.yml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        "vendors: [nvidia]\noutput: {rules_dir: ../rules, dashboards_dir: ../dash, docs_dir: ../docs}\n"
+        "alerts: {runbook_url: https://ops.example/runbook.md}\n"
+    )
+    monkeypatch.chdir(tmp_path / "ops")
+    for command in ("generate", "dashboards", "docs"):
+        assert cli.main([command, "--config", "config/pack.yml"]) == 0
+    monkeypatch.chdir(config.parent)
+    assert cli.main(["check", "--config", "pack.yml"]) == 0, capsys.readouterr().err
+    rules = tmp_path / "ops" / "rules" / "alerts.rules.yml"
+    rules.write_text(rules.read_text().replace("severity: warning", "severity: info", 1))
+    capsys.readouterr()
+    assert cli.main(["check", "--config", "pack.yml"]) == 1
+    assert "rules/alerts.rules.yml" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "mapping",
     [

@@ -79,9 +79,20 @@ def generated_files(cfg: Config, config: str | None = None) -> dict[Path, str]:
     )
 
 
+# The config's path in a header's regenerate command (output.command): how it is named depends on where the
+# command ran (the repository's root, else the working directory; a container without .git names it otherwise),
+# not on what the file holds.
+REGENERATE_CONFIG = re.compile(r"(Regenerate: gpu-execution-pack \w+ --config )(.*?)( -->)?$", re.MULTILINE)
+
+
 def stale(files: dict[Path, str]) -> list[Path]:
-    """The files that are missing or differ from what would be generated."""
-    return [p for p, text in files.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
+    """The files that are missing or differ from what would be generated, the config's path in their headers
+    aside (``REGENERATE_CONFIG``)."""
+
+    def content(text: str) -> str:
+        return REGENERATE_CONFIG.sub(r"\1<config>\3", text)
+
+    return [p for p, text in files.items() if not p.exists() or content(p.read_text(encoding="utf-8")) != content(text)]
 
 
 def convention_problems(cfg: Config, files: dict[Path, str], config: str | None = None) -> list[str]:
