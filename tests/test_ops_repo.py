@@ -173,3 +173,10 @@ def test_a_new_pack_pin_makes_a_new_venv_and_the_same_one_keeps_it(ops_repo: tup
     assert done.returncode == 0, done.stderr[-3000:]
     assert installed.stat().st_mtime_ns > before
     assert (ops / "build" / "pack-source").read_text() == f"{bumped}[api]\n"
+    # PACK left as the Makefile has it (its placeholder), as ./ci.sh runs after a `make PACK=...`: the venv stays.
+    after = installed.stat().st_mtime_ns
+    kept = subprocess.run(
+        ["make", "-C", str(ops), "venv", f"PYTHON={sys.executable}"], capture_output=True, text=True, timeout=300
+    )
+    assert kept.returncode == 0, kept.stderr
+    assert installed.stat().st_mtime_ns == after

@@ -52,11 +52,23 @@ def output_source(args: argparse.Namespace, output_key: str) -> str:
     return "--output-dir" if getattr(args, "output_dir", None) else f"output.{output_key}"
 
 
-def _write(files: dict[Path, str], directory: Path, patterns: tuple[str, ...], source: str) -> int:
-    changed = written(files, source)
+# The files in an output folder the pack owns, by glob: one of them it no longer writes is named (``no_more``). The
+# PrometheusRules' folder too: a user applies it whole, so a file the pack wrote there before (the archiver's
+# Deployment, before it moved to archive/) would be deployed on.
+RULE_PATTERNS = (f"*{RULE_FILE_SUFFIX}", f"{KUBERNETES_DIR}/*.yaml")
+DASHBOARD_PATTERNS = ("*.json",)
+
+
+def no_more(files: dict[Path, str], directory: Path, patterns: tuple[str, ...]) -> None:
+    """A note on standard error for each file in ``directory`` matching ``patterns`` that ``files`` leaves out."""
     for pattern in patterns:
         for old in stale_files(files, directory, pattern):
             print(f"note: {old} is not generated any more; remove it if nothing else writes it", file=sys.stderr)
+
+
+def _write(files: dict[Path, str], directory: Path, patterns: tuple[str, ...], source: str) -> int:
+    changed = written(files, source)
+    no_more(files, directory, patterns)
     print(f"generated {len(files)} files in {directory}/ ({len(changed)} changed)")
     return 0
 
@@ -72,16 +84,13 @@ def config_for(args: argparse.Namespace, output_key: str = "") -> Config:
 def cmd_generate(args: argparse.Namespace) -> int:
     cfg = config_for(args, "rules_dir")
     files = build.rule_outputs(cfg, args.config) | build.archive_outputs(cfg, args.config)
-    # The PrometheusRules' folder too: a user applies it whole, so a file the pack wrote there before (the
-    # archiver's Deployment, before it moved to archive/) must be named, or it is deployed on.
-    patterns = (f"*{RULE_FILE_SUFFIX}", f"{KUBERNETES_DIR}/*.yaml")
-    return _write(files, Path(cfg.output.rules_dir), patterns, output_source(args, "rules_dir"))
+    return _write(files, Path(cfg.output.rules_dir), RULE_PATTERNS, output_source(args, "rules_dir"))
 
 
 def cmd_dashboards(args: argparse.Namespace) -> int:
     cfg = config_for(args, "dashboards_dir")
     files = build.dashboard_outputs(cfg, args.config)
-    return _write(files, Path(cfg.output.dashboards_dir), ("*.json",), output_source(args, "dashboards_dir"))
+    return _write(files, Path(cfg.output.dashboards_dir), DASHBOARD_PATTERNS, output_source(args, "dashboards_dir"))
 
 
 def cmd_docs(args: argparse.Namespace) -> int:
@@ -111,6 +120,9 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f"  {problem}", file=sys.stderr)
         return 1
     print(build.check_rules(files))
+    # Not a failure (the folder may hold files of the user's own), but said: CI is where a leftover is seen.
+    no_more(files, Path(cfg.output.rules_dir), RULE_PATTERNS)
+    no_more(files, Path(cfg.output.dashboards_dir), DASHBOARD_PATTERNS)
     rules = sum(p.name.endswith(RULE_FILE_SUFFIX) for p in files)
     print(f"conventions: {rules} rule files and {sum(p.suffix == '.json' for p in files)} dashboards pass")
     return 0

@@ -210,7 +210,8 @@ def alerts_differ(cfg: Config, d: Deployment) -> str:
     """Where the loaded alert group's alerts are not those this pack writes for ``cfg``, which; else "". A file of
     alerts only carries no version rule (its groups stay alerts only), so its alerts tell an old one: by their
     names, and one of another config (a threshold, a `for`, a severity, the runbook) by their annotations, whose
-    words name the threshold and the duration."""
+    words name the threshold and the duration. A key that changes only an alert's expression is not seen: the
+    API shows the expression as Prometheus' printer writes it, which is not the pack's text."""
     written = {g.name: [r for r in g.rules if isinstance(r, AlertRule)] for g in all_groups(cfg)}
     out = []
     for g in d.groups:
@@ -283,7 +284,15 @@ def check_rules_version(cfg: Config, d: Deployment) -> Item:
             fix += ", or point -c at the config they came from"
         return Item("rules version", "warn", f"installed pack {__version__}; {found}", fix)
     return Item(
-        "rules version", "pass", f"all {len(files)} rule files from gpu-execution-pack {__version__}, as installed"
+        "rules version",
+        "pass",
+        f"all {len(files)} versioned rule files from gpu-execution-pack {__version__}, as installed, and as the "
+        "config generates them"
+        + (
+            " (the alerts as it writes them)"
+            if any(g.alerts for g in d.groups if g.name.startswith(GROUP_PREFIX))
+            else ""
+        ),
     )
 
 
