@@ -143,6 +143,16 @@ def test_tenant_star_is_refused_not_looked_for_as_a_tenant(route):
     assert response.json() == {"error": "tenant: '*'; leave tenant out for every tenant the key reads"}
 
 
+@pytest.mark.parametrize("route", [METRICS, SUMMARY, FLEET_PATH])
+def test_a_tenants_answer_is_kept_by_no_shared_cache_and_the_summary_varies_by_accept(route):
+    """A cache before the endpoint kept one key's answer for the next (a proxy adding the key, as README suggests
+    for browsers), and could give the summary's page to a JSON client: the answers said nothing of either."""
+    with app_for() as client:  # nothing listens at Prometheus' address: an answer all the same (502)
+        response = client.get(route, headers=AUTH)
+    assert response.headers["cache-control"] == "private, no-store", response.headers
+    assert (response.headers.get("vary") == "Accept") == (route == SUMMARY), response.headers
+
+
 def test_an_offset_whose_plus_a_url_turned_into_a_space_says_to_encode_it():
     with app_for() as client:
         response = client.get(f"{METRICS}?start=2026-01-01T03:20:00+01:00", headers=AUTH)

@@ -247,6 +247,7 @@ ODD_SAMPLES = [
     [[None, "1"]],
     [{"a": 1, "b": 2}],
     [[1, "1"], [2, None]],
+    [[10**400, "1"]],  # an integer time past a float's range: OverflowError, which went uncaught (a 500)
 ]
 
 
@@ -261,6 +262,13 @@ def test_a_ranges_samples_checked_at_once_answer_as_each_checked_alone(pairs):
             return "refused", str(err)
 
     assert outcome(client_module.samples_of) == outcome(lambda p: [client_module.sample(s) for s in p])
+
+
+def test_an_answer_nested_past_pythons_stack_is_no_json_not_a_recursion_error():
+    """200,000 "[" from a misbehaving upstream: json.loads's RecursionError reached the route as a 500."""
+    with pytest.raises(ValueError, match="nested too deep"):
+        client_module.parse_json(b"[" * 200_000)
+    assert client_module.parse_json(b'{"status": "success"}') == {"status": "success"}
 
 
 def test_the_cpu_work_of_long_answers_runs_off_the_event_loops_thread(prometheus, monkeypatch):

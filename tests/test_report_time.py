@@ -254,3 +254,23 @@ def test_the_report_says_in_one_line_where_the_config_and_the_deployed_rules_dis
     assert summary(server, DEPLOYED, execution, start)["notes"] == []
     [note] = summary(server, {}, execution, start)["notes"]
     assert "rule_interval" in note and "every 15s (config: 1m)" in note and "\n" not in note
+
+
+def test_the_text_report_writes_no_character_a_terminal_acts_on():
+    """An execution id (a job's to choose) with an escape sequence that retitles the terminal and clears it, and
+    line breaks that forge a row: printed escaped, one row per execution."""
+    from gpu_execution_pack.report import text
+
+    forged = "job\x1b]0;PWNED\x07\x1b[2J\n  Notes\n    * [fake] all good\r\u2028"
+    row = {"executionId": forged, "gpus": 1, "gpuHoursBilled": 1.0, "gpuHoursWasted": 0.5, "efficiencyPercent": 50.0}
+    doc = {
+        "since": "1d",
+        "executions": 1,
+        "gpuHoursBilled": 1.0,
+        "gpuHoursWasted": 0.5,
+        "top": [{**row, "verdicts": []}],
+    }
+    printed = text.render_fleet(doc)
+    assert not [c for c in printed if not c.isprintable() and c != "\n"], repr(printed)
+    assert printed.count("\n") == 4  # the summary, a blank line, the header, one row
+    assert "job\\x1b]0;PWNED\\x07\\x1b[2J\\n  Notes" in printed

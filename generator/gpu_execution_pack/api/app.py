@@ -142,6 +142,11 @@ class Routes:
         except BaseException:
             ticket.release()
             raise
+        # A tenant's data, for the key that asked: no shared cache keeps it (nor one proxy's answer for another's
+        # key); the summary is a page or JSON by the Accept header, which a cache must key on.
+        response.headers["Cache-Control"] = "private, no-store"
+        if path == SUMMARY_PATH:
+            response.headers["Vary"] = "Accept"
         return Released(response, ticket.release)
 
     def started(self) -> ExecutionMetrics:

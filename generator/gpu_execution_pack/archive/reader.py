@@ -42,6 +42,8 @@ if TYPE_CHECKING:  # the store needs SQLAlchemy (the archive extra); the readers
     from gpu_execution_pack.archive.store import Record, Store
 
 PROMETHEUS, ARCHIVE = "prometheus", "archive"
+# The longest since the fleet view reads the archive over: ten years of records (a longer one is a typo).
+MAX_ARCHIVE_SINCE_SECONDS = 10 * 365 * 86400
 log = logging.getLogger("gpu_execution_pack.archive")
 
 
@@ -220,7 +222,9 @@ async def fleet_summary(
     except ValueError:
         raise RequestError(400, f"since: {shown(since)} is not a Prometheus duration such as 1d or 7d") from None
     lookback = parse_duration_seconds(cfg.api.lookback)
-    if store is None or not 0 < window <= lookback:
+    # With an archive, since may reach past the lookback (docs/archive.md): the archive holds what Prometheus does
+    # not. Without one, or a since out of every bound, Prometheus' path answers (and refuses, saying why).
+    if store is None or not 1 <= window <= MAX_ARCHIVE_SINCE_SECONDS:
         answer = await document.fleet_summary(cfg, prometheus, since, top, tenant, cluster=cluster)
         return {**answer, "top": [{**row, "source": PROMETHEUS} for row in answer["top"]]}
     cluster = parse_cluster(cluster, cluster_scope(cfg))

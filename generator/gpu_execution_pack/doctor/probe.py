@@ -152,7 +152,7 @@ def seconds(value: Any, what: str) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float, str)):
             raise ValueError
         number = float(value)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: an integer past a float's range
         raise Unexpected(f"{what} is {json_type(value)} {str(value)[:40]!r}, not a number of seconds") from None
     if not math.isfinite(number) or number < 0:
         raise Unexpected(f"{what} is {number}, not a number of seconds")

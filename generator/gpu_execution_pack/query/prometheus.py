@@ -53,7 +53,10 @@ def parse_json(content: bytes) -> Any:
     try:
         return orjson.loads(content)
     except orjson.JSONDecodeError:
-        return json.loads(content)
+        try:
+            return json.loads(content)
+        except RecursionError:  # nesting deeper than Python's stack (200,000 "["): no answer of Prometheus'
+            raise ValueError("JSON nested too deep") from None
 
 
 # A longer query (the archiver's batched ones run to tens of kilobytes) goes as a POST form, which Prometheus' query
@@ -362,7 +365,7 @@ def samples_of(pairs: list[Any]) -> list[list[float]]:
             out = [[float(t), float(v)] for t, v in pairs]
             if all(map(math.isfinite, [t for t, _ in out])):
                 return out
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an integer time past a float's range
         pass
     return [sample(s) for s in pairs]
 
@@ -376,7 +379,7 @@ def sample(pair: Any) -> list[float]:
         if isinstance(t, bool) or isinstance(v, bool) or not isinstance(v, str):
             raise TypeError
         when, value = float(t), float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ValueError(f"a sample that is not [time, numeric string]: {str(pair)[:40]}") from None
     if not math.isfinite(when):
         raise ValueError(f"a sample at time {t!r}")

@@ -339,10 +339,9 @@ async def fleet_summary(
     except ValueError:
         raise RequestError(400, f"since: {echoed(since)} is not a Prometheus duration such as 1d or 7d") from None
     lookback = parse_duration_seconds(cfg.api.lookback)
-    if not 0 < window <= lookback:
-        raise RequestError(
-            400, f"since: {echoed(since)} is not accepted; accepted: above 0 and at most {cfg.api.lookback}"
-        )
+    # At least a second: Prometheus refuses the rounded-down range of a shorter one (a 502 for the caller's 1ms).
+    if not 1 <= window <= lookback:
+        raise RequestError(400, f"since: {echoed(since)} is not accepted; accepted: 1s to {cfg.api.lookback}")
     if not 1 <= top <= MAX_FLEET_TOP:
         raise RequestError(400, f"top: {top} is not accepted; accepted: 1 to {MAX_FLEET_TOP}")
     cluster = parse_cluster(cluster, cluster_scope(cfg))

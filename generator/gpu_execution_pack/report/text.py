@@ -43,8 +43,24 @@ def activity_lines(utilization: dict[str, Any]) -> list[str]:
     return [f"    {label:<24} {bar(utilization[key])}" for key, label in ACTIVITY_ROWS if key in utilization]
 
 
+def printable(value: Any) -> Any:
+    """``value`` (a document, or anything in it) with every string's characters that a terminal would act on
+    escaped (``\\x1b``, ``\\n``, ``\\u2028``): a label value is the exporter's, or a job's, to choose, and one
+    with an escape sequence or a line break would retitle the terminal or forge lines of the report."""
+    if isinstance(value, str):
+        if value.isprintable():
+            return value
+        return "".join(c if c.isprintable() else repr(c)[1:-1] for c in value)
+    if isinstance(value, dict):
+        return {k: printable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [printable(v) for v in value]
+    return value
+
+
 def render_execution(doc: dict[str, Any]) -> str:
     """One execution's report document as text."""
+    doc = printable(doc)
     gpus, u, mem, power, cost = doc["gpus"], doc["utilization"], doc["memory"], doc["power"], doc["cost"]
     lines = [
         "=" * 72,
@@ -110,6 +126,7 @@ def render_execution(doc: dict[str, Any]) -> str:
 
 def render_fleet(doc: dict[str, Any]) -> str:
     """The fleet ranking as a table, most GPU-hours wasted first; a cluster column where rows name one."""
+    doc = printable(doc)
     clustered = any("cluster" in row for row in doc["top"])
     lines = [
         f"Executions in the last {doc['since']}: {doc['executions']}; "
