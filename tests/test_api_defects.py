@@ -10,14 +10,16 @@ from pathlib import Path
 import httpx
 import pytest
 from gpu_execution_pack import catalog
-from gpu_execution_pack.api.app import create_app
+from gpu_execution_pack.api.app import SUMMARY_PATH, create_app
 from gpu_execution_pack.api.responses import MAX_HEADER_BYTES
 from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.query.params import iso
+from gpu_execution_pack.rules.files import all_groups
 from gpu_execution_pack.scenario.model import Execution, Gpu, Host, Scenario
+from gpu_execution_pack.scenario.render import Renderer
 
-from harness.prometheus import Prometheus
+from harness.prometheus import Prometheus, openmetrics
 from harness.upstreams import Proxy, Rewrite, Seen, Trickle, served
 
 from .conftest import EXECUTION
@@ -60,6 +62,34 @@ def test_a_tenants_key_sees_only_its_own_hosts_series_under_a_shared_execution_i
     assert everyone.status_code == 409, everyone.text
     for series in catalog.API_SERIES:
         assert hosts_of(scoped.json(), series.api_name) == {"ha"}, series.api_name
+
+
+def test_an_alert_without_a_tenant_is_not_shown_to_a_tenant_whose_execution_id_another_tenant_holds(tmp_path: Path):
+    """Execution-wide and host alerts carry no tenant label. Where two tenants hold one execution id, such an alert
+    is no more one tenant's than the other's: a scoped key's report left it in (another tenant's underused GPUs).
+    Where the id is the tenant's alone, it is still shown."""
+    research = Execution(SHARED_ID, (Gpu("ha", 0),), ("compute",), namespace="research")
+    physics = Execution(SHARED_ID, (Gpu("hb", 0),), ("compute",), namespace="physics")
+    solo = Execution("solo-0001", (Gpu("hc", 0),), ("compute",), namespace="research")
+    scenario = Scenario("two tenants, one id", "", (Host("ha"), Host("hb"), Host("hc")), (research, physics, solo))
+    end = int(time.time()) // 60 * 60 - 15 * 60
+    start = end - scenario.window_minutes * 60
+    text = openmetrics(Renderer(scenario, Config()).all_series(), start).removesuffix("# EOF\n")
+    alert = '{{alertname="GpuExecutionGpuUnderutilized",alertstate="firing",severity="info",execution_id="{}"}}'
+    for eid in (SHARED_ID, "solo-0001"):  # as the rules fire it: no namespace
+        text += "".join(f"ALERTS{alert.format(eid)} 1 {start + 60 * k}\n" for k in range(20, 30))
+    server = Prometheus(tmp_path)
+    try:
+        server.load_openmetrics(text + "# EOF\n", all_groups(Config()), start, end)
+        with client_for(server.url) as client:
+            headers = {"Authorization": f"Bearer {RESEARCH}"}
+            shared = client.get(SUMMARY_PATH.format(execution_id=SHARED_ID), headers=headers)
+            alone = client.get(SUMMARY_PATH.format(execution_id="solo-0001"), headers=headers)
+    finally:
+        server.stop()
+    assert shared.status_code == 200 and alone.status_code == 200, (shared.text, alone.text)
+    assert [a["alertname"] for a in shared.json()["alerts"]] == [], shared.json()["alerts"]
+    assert [a["alertname"] for a in alone.json()["alerts"]] == ["GpuExecutionGpuUnderutilized"], alone.json()
 
 
 def test_a_nan_sample_is_null_in_the_answer_not_a_500(tmp_path: Path):

@@ -243,6 +243,9 @@ class Scope:
     ):
         self.cfg = cfg
         self.tenant_value = tenant
+        # Set where another tenant holds the same execution id (``other_tenants_hold``): the alerts that carry no
+        # tenant (execution-wide, host) are then no more this tenant's than the other's, and are left out.
+        self.id_shared_with_other_tenants = False
         self.execution = [match(EXECUTION_LABEL, execution_id)] if execution_id else []
         if ids := sorted(named):
             self.execution = [any_execution(ids)]
@@ -285,7 +288,8 @@ class Scope:
         executions = self.execution or [labelled(EXECUTION_LABEL)]
         tenant = []
         if self.tenant_value is not None:
-            tenant = [match(self.cfg.api.tenant_label, re.escape(self.tenant_value) + "|", "=~")]
+            own = re.escape(self.tenant_value) + ("" if self.id_shared_with_other_tenants else "|")
+            tenant = [match(self.cfg.api.tenant_label, own, "=~")]
         return selector(ALERTS_METRIC, match("alertstate", "firing"), *executions, *self.cluster, *tenant)
 
 
@@ -889,6 +893,15 @@ def assumed_interval_note(ranking: list[Waste], gpu_interval: float) -> str:
         "(part of) the window (rules generated before it). The totals assume that interval until the rules are "
         "upgraded; the rows shown are counted from the samples' timestamps."
     )
+
+
+async def other_tenants_hold(prometheus: PrometheusClient, scope: Scope, window_seconds: float, at: float) -> bool:
+    """Whether a tenant other than the scope's held the scope's execution id within the window (one ``count``)."""
+    if scope.tenant_value is None or not scope.execution:
+        return False
+    others = match(scope.cfg.api.tenant_label, scope.tenant_value, "!=")
+    held = catalog.GPU_PRESENCE.select(*scope.execution, *scope.cluster, others).range(span_range(window_seconds))
+    return bool(await prometheus.instant(render(aggregate("count", None, call("last_over_time", held))), at=at))
 
 
 async def co_holders(
