@@ -6,6 +6,7 @@ at once and by one killed mid-run; then read back by the report with Prometheus'
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import re
@@ -441,3 +442,29 @@ def test_with_prometheus_data_gone_the_page_still_draws_its_charts(loaded, tmp_p
     assert drawn.errors == 0, drawn.error_text
     assert drawn.charts == drawn.drawn == len(before)
     assert not [c.title for c in drawn.each if c.lines == 0 or c.points == 0]
+
+
+def test_a_record_answers_for_the_run_it_reaches_not_for_an_earlier_run_of_the_id(loaded, tmp_path):
+    """The archive answers where it holds more of the run than Prometheus still does (its first hour gone with
+    the retention). A record of an earlier run of the id (a day before, the id reused, or another tenant's) ended
+    long before what Prometheus holds: it is not this run's beginning, and the report is Prometheus'."""
+    server, _cfg, _start = loaded
+    url = str(tmp_path / "archive.sqlite")
+    archived = subprocess.run(archive_command(server, tmp_path, url), capture_output=True, text=True, cwd=REPO)
+    assert archived.returncode == 0, archived.stderr
+    cfg = load_config(str(config_file(tmp_path, url)))
+    execution = SCENARIO.executions[0]
+    kept = Store.open(url, create=False)
+    [record] = kept.find(execution.id, execution.namespace, None)
+    kept.close()
+
+    def source_with(moved: dict[str, float]) -> str:
+        store = Store.open(str(tmp_path / f"moved-{len(list(tmp_path.glob('moved-*')))}.sqlite"))
+        try:
+            store.put(dataclasses.replace(record, **moved))
+            return summaries(cfg, server.url, store)[execution.id]["source"]
+        finally:
+            store.close()
+
+    assert source_with({"start": record.start - 3600}) == "archive"
+    assert source_with({"start": record.start - 86400, "end": record.end - 86400}) == "prometheus"

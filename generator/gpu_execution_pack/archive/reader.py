@@ -19,6 +19,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpu_execution_pack import catalog
 from gpu_execution_pack.archive.listing import executions_in
 from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.config.sections.archive import POSTGRES_URL_PREFIXES
@@ -113,7 +114,15 @@ async def execution_summary(
             raise
         return from_archive(found, start, end)
     record = await asyncio.to_thread(archived, cfg, store, execution_id, tenant, cluster)
-    if record is not None and start is None and record.start < seconds_of(answer["start"]) - record.step_seconds:
+    held_from = seconds_of(answer["start"])
+    if (
+        record is not None
+        and start is None
+        and record.start < held_from - record.step_seconds
+        # The same run: the record reaches what Prometheus still holds. An earlier run of a reused id (or of
+        # another tenant's, read with a key to every tenant) ended before it, and is not this one's beginning.
+        and record.end >= held_from - catalog.LOOKBACK_SECONDS
+    ):
         return from_archive(record, start, end)  # the archive holds more of the run than Prometheus still has
     return {**answer, "source": PROMETHEUS}
 
