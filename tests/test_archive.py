@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from gpu_execution_pack.api.app import PATH, SUMMARY_PATH, create_app
+from gpu_execution_pack.api.app import FLEET_PATH, PATH, SUMMARY_PATH, create_app
 from gpu_execution_pack.archive import archiver, reader
 from gpu_execution_pack.archive.store import Store, records
 from gpu_execution_pack.config import ConfigError, config_from_mapping, load_config
@@ -468,3 +468,32 @@ def test_a_record_answers_for_the_run_it_reaches_not_for_an_earlier_run_of_the_i
 
     assert source_with({"start": record.start - 3600}) == "archive"
     assert source_with({"start": record.start - 86400, "end": record.end - 86400}) == "prometheus"
+
+
+def test_an_archive_database_that_stops_answering_is_a_503_naming_it_not_a_500(loaded):
+    """PostgreSQL stopped under a running endpoint: the routes that read the archive (an execution Prometheus no
+    longer has, the fleet view) were 500s, and said nothing of the archive."""
+    server, _cfg, _start = loaded
+    database = Postgres()
+    database.start()
+    cfg = config_from_mapping(
+        {
+            **CONFIG,
+            "archive": {"url": database.database("stopped")},
+            "api": {**CONFIG.get("api", {}), "prometheus_url": server.url},
+        }
+    )
+    key = "admin-key-0123456789abcdef"
+    auth = {"Authorization": f"Bearer {key}"}
+    try:
+        with TestClient(create_app(cfg, {key: "*"})) as client:
+            database.stop()
+            answers = [
+                client.get(FLEET_PATH, params={"since": "1d"}, headers=auth),
+                client.get(SUMMARY_PATH.replace("{execution_id}", "gone-0001"), headers=auth),
+            ]
+    finally:
+        database.stop()
+    for answer in answers:
+        assert answer.status_code == 503, answer.text
+        assert answer.json()["error"].startswith("the archive does not answer ("), answer.text

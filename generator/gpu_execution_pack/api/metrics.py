@@ -7,7 +7,6 @@ host) and chunk, the document built in memory (``encode.assemble``). A longer on
 
 from __future__ import annotations
 
-import asyncio
 import math
 from collections.abc import Callable
 from typing import Any
@@ -77,7 +76,7 @@ async def respond(
 async def from_archive(store: Any, metrics: ExecutionMetrics, execution_id: str, *asked: str | None) -> bytes | None:
     """The metrics document of an archived execution (``archive.reader.archived_series``: start, end, step,
     tenant, series, cluster as ``respond`` takes them), with ``source``; None where the archive has none."""
-    found = await asyncio.to_thread(reader.archived_series, metrics.cfg, store, execution_id, *asked)
+    found = await reader.in_archive(reader.archived_series, metrics.cfg, store, execution_id, *asked)
     if found is None:
         return None
     params, window, answers = found

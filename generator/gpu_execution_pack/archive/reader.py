@@ -14,10 +14,11 @@ import logging
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.archive.listing import executions_in
@@ -46,6 +47,7 @@ PROMETHEUS, ARCHIVE = "prometheus", "archive"
 # The longest since the fleet view reads the archive over: ten years of records (a longer one is a typo).
 MAX_ARCHIVE_SINCE_SECONDS = 10 * 365 * 86400
 log = logging.getLogger("gpu_execution_pack.archive")
+T = TypeVar("T")
 
 
 def open_store(url: str) -> Store | None:
@@ -61,6 +63,18 @@ def open_store(url: str) -> Store | None:
             log.warning("archive.url is set but the archive extra is not installed: reading Prometheus only")
         return None
     return Store.open(url, create=False)
+
+
+async def in_archive(work: Callable[..., T], *args: Any) -> T:
+    """``work(*args)`` on the archive, in a worker thread; a database that does not answer (PostgreSQL stopped,
+    the connection gone) is a 503 naming the archive, not a 500."""
+    from gpu_execution_pack.archive.store import DATABASE_ERRORS, one_line  # the store is open: the extra is there
+
+    try:
+        return await asyncio.to_thread(work, *args)
+    except DATABASE_ERRORS as err:
+        log.warning("the archive does not answer: %s", one_line(err))
+        raise RequestError(503, f"the archive does not answer ({one_line(err)[:200]}); try again later") from None
 
 
 def seconds_of(text: str) -> float:
@@ -109,11 +123,11 @@ async def execution_summary(
     try:
         answer = await document.execution_summary(cfg, prometheus, execution_id, start, end, tenant, cluster)
     except RequestError as err:
-        found = err.status == 404 and await asyncio.to_thread(archived, cfg, store, execution_id, tenant, cluster)
+        found = err.status == 404 and await in_archive(archived, cfg, store, execution_id, tenant, cluster)
         if not found:
             raise
         return from_archive(found, start, end)
-    record = await asyncio.to_thread(archived, cfg, store, execution_id, tenant, cluster)
+    record = await in_archive(archived, cfg, store, execution_id, tenant, cluster)
     held_from = seconds_of(answer["start"])
     if (
         record is not None
@@ -144,7 +158,7 @@ async def execution_page(
     if doc["source"] != ARCHIVE:
         grid, found, alerts = await html.read_series(cfg, prometheus, doc, tenant)
         return html.render_execution(cfg, doc, grid, found, alerts)
-    record = await asyncio.to_thread(archived, cfg, store, execution_id, tenant, doc.get("cluster") or cluster)
+    record = await in_archive(archived, cfg, store, execution_id, tenant, doc.get("cluster") or cluster)
     if record is None:  # the record went between the two reads
         raise RequestError(404, f"execution {execution_id!r} not found")
     grid, found = kept_lines(record)
@@ -243,7 +257,7 @@ async def fleet_summary(
     held = {
         (f.cluster, f.tenant, f.execution_id) for f in await executions_in(cfg, prometheus, min(window, lookback), now)
     }
-    kept = await asyncio.to_thread(store.ended_between, now - window, now, tenant, cluster)
+    kept = await in_archive(store.ended_between, now - window, now, tenant, cluster)
     added = [fleet_row(cfg, r.document) for r in kept if (r.cluster, r.tenant, r.execution_id) not in held]
     rows = [{**row, "source": PROMETHEUS} for row in answer["top"]] + added
     rows.sort(key=lambda r: (-(r["gpuHoursWasted"] or 0), r["executionId"], r.get("cluster", "")))
