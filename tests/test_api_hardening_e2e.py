@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -152,3 +155,32 @@ def test_past_the_points_in_flight_requests_are_answered_at_once_with_429_json(p
             assert "api.max_points_in_flight" in response.json()["error"]
     assert after.status_code == 200, after.text  # every request gave its points back
     assert elapsed < 20, elapsed
+
+
+def test_the_cli_names_the_tenant_of_an_id_two_tenants_hold(two_tenants, tmp_path: Path):  # noqa: F811
+    """`query` and `report` said "accepted: a tenant parameter naming one of them" and had no such option."""
+    config = tmp_path / "pack.yml"
+    config.write_text(f"api: {{prometheus_url: {two_tenants.url}}}\n")
+    cli = [sys.executable, "-m", "gpu_execution_pack"]
+    both = subprocess.run([*cli, "query", SHARED_ID, "-c", str(config)], capture_output=True, text=True, timeout=120)
+    assert both.returncode == 2 and "held by 2 tenants" in both.stderr, both.stderr
+    answers = {
+        tenant: subprocess.run(
+            [*cli, "query", SHARED_ID, "-c", str(config), "--tenant", tenant],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        for tenant in ("research", "physics")
+    }
+    for tenant, hosts in (("research", {"ha"}), ("physics", {"hb"})):
+        assert answers[tenant].returncode == 0, answers[tenant].stderr
+        assert hosts_of(json.loads(answers[tenant].stdout), catalog.API_SERIES[0].api_name) == hosts
+    report = subprocess.run(
+        [*cli, "report", SHARED_ID, "-c", str(config), "--tenant", "physics", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert report.returncode == 0, report.stderr
+    assert json.loads(report.stdout)["gpus"]["count"] == 2  # physics' two GPUs on hb

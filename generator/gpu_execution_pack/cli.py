@@ -22,6 +22,8 @@ from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, rule_files
 
 DEFAULT_BUILD_DIR = Path("build/promtool")
 DEFAULT_RULES_DIR = Path("rules")  # the checkout's, where `test` runs from it
+# As the endpoint's tenant parameter with a key to every tenant: one id two tenants hold is theirs to tell apart.
+TENANT_HELP = "the tenant (api.tenant_label's value) whose execution it is, where several hold the id"
 CLUSTER_HELP = (
     "the cluster (value of cluster_label) that holds the execution; needed only when several clusters hold its id"
 )
@@ -242,6 +244,7 @@ def cmd_query(args: argparse.Namespace) -> int:
                 args.start,
                 args.end,
                 args.step,
+                tenant=args.tenant,
                 timeout=cfg.api.timeout_seconds,
                 series=args.series,
                 cluster=args.cluster,
@@ -306,7 +309,13 @@ def cmd_report(args: argparse.Namespace) -> int:
             lambda cfg, client: with_archive(
                 cfg,
                 lambda store: reader.fleet_summary(
-                    cfg, client, store, args.since, DEFAULT_TOP if args.top is None else args.top, cluster=args.cluster
+                    cfg,
+                    client,
+                    store,
+                    args.since,
+                    DEFAULT_TOP if args.top is None else args.top,
+                    tenant=args.tenant,
+                    cluster=args.cluster,
                 ),
             ),
         )
@@ -316,7 +325,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             lambda cfg, client: with_archive(
                 cfg,
                 lambda store: reader.execution_page(
-                    cfg, client, store, args.execution_id, args.start, args.end, cluster=args.cluster
+                    cfg, client, store, args.execution_id, args.start, args.end, args.tenant, args.cluster
                 ),
             ),
         )
@@ -326,7 +335,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             lambda cfg, client: with_archive(
                 cfg,
                 lambda store: reader.execution_summary(
-                    cfg, client, store, args.execution_id, args.start, args.end, cluster=args.cluster
+                    cfg, client, store, args.execution_id, args.start, args.end, args.tenant, args.cluster
                 ),
             ),
         )
@@ -632,6 +641,7 @@ def add_reading_commands(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--end", help="ISO 8601 (default: its last sample, or now while it reports)")
     q.add_argument("--step", help="Prometheus duration (default 15s)")
     q.add_argument("--cluster", help=CLUSTER_HELP)
+    q.add_argument("--tenant", help=TENANT_HELP)
     q.add_argument(
         "--series", help="API series names, separated by commas, as the endpoint's series parameter (default: its own)"
     )
@@ -652,6 +662,7 @@ def add_reading_commands(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--start", help="ISO 8601 (default: the execution's first sample)")
     r.add_argument("--end", help="ISO 8601 (default: its last sample)")
     r.add_argument("--cluster", help=CLUSTER_HELP + "; with --since, only that cluster's executions")
+    r.add_argument("--tenant", help=TENANT_HELP + "; with --since, only that tenant's executions")
     r.set_defaults(func=cmd_report)
     d = with_config(sub.add_parser("doctor", help="check a live deployment against the config (exit 1 on a fail)"))
     d.add_argument("--prometheus", help="Prometheus URL (default: api.prometheus_url)")
@@ -707,6 +718,7 @@ NON_EMPTY_OPTIONS = {
     "write_config": "--write-config",
     "url": "--url",
     "dir": "--dir",
+    "tenant": "--tenant",
 }
 
 
