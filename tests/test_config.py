@@ -306,8 +306,8 @@ def test_a_file_far_larger_than_a_config_is_refused_without_reading_it_all(tmp_p
         # Reserved: a rule cannot make __name__ (or any __ label) an execution's label.
         ({"execution_label": "__name__"}, "execution_label: '__name__' is not accepted; expected a label name"),
         # Every rule reading the selector would be refused by Prometheus: missing closing ].
-        ({"selectors": {"dcgm": 'job=~"["'}}, "selectors.dcgm: 'job=~\"[\"' is not accepted; job=~'[' is not a"),
-        ({"attribution": {"kubernetes_selector": 'pod!~"(a"'}}, "attribution.kubernetes_selector: 'pod!~\"(a\"'"),
+        ({"selectors": {"dcgm": 'job=~"["'}}, 'selectors.dcgm: job=~"[" is not a regular expression (unterminated'),
+        ({"attribution": {"kubernetes_selector": 'pod!~"(a"'}}, 'attribution.kubernetes_selector: pod!~"(a" is not a'),
         # A Kubernetes namespace (RFC 1123), not a Prometheus label name.
         ({"kubernetes": {"namespace": "Bad_NS"}}, "kubernetes.namespace: 'Bad_NS' is not accepted"),
         # One point is no series (the step is the window over points less one), nor is a fraction of one.

@@ -21,6 +21,7 @@ import yaml
 
 from gpu_execution_pack.promql.durations import is_duration, parse_duration_seconds
 from gpu_execution_pack.promql.matchers import parse_matchers
+from gpu_execution_pack.promql.printer import render_matchers
 from gpu_execution_pack.promql.tree import LABEL_NAME
 
 
@@ -235,10 +236,11 @@ def check_selector(value: str, where: str) -> None:
     except ValueError as err:
         raise ConfigError(f"{where}: {value!r} is not accepted; expected {SELECTOR_ACCEPTS} ({err})") from None
     for m in matchers:
-        if m.op in ("=~", "!~") and not _compiles_any(str(m.value)):
-            raise ConfigError(
-                f"{where}: {value!r} is not accepted; {m.label}{m.op}{str(m.value)!r} is not a regular expression"
-            )
+        if m.op in ("=~", "!~"):
+            try:
+                re.compile(str(m.value))
+            except re.error as err:
+                raise ConfigError(f"{where}: {render_matchers((m,))} is not a regular expression ({err})") from None
 
 
 def check_selectors(obj: Any, section: str) -> None:

@@ -9,12 +9,11 @@ messages that name the key.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from gpu_execution_pack.catalog import EXECUTION_LABEL
 from gpu_execution_pack.config.loader import LABEL_NAME_RE, ConfigError, check_selectors, opt
-from gpu_execution_pack.promql import Matcher, parse_matchers, render_matchers
+from gpu_execution_pack.promql import Matcher, parse_matchers
 
 SECTION = "alertmanager"
 # Alertmanager's group_by value that groups by every label.
@@ -90,14 +89,6 @@ class Alertmanager:
                 )
         if GROUP_BY_ALL in self.group_by and len(self.group_by) > 1:
             raise ConfigError(f"{SECTION}.group_by: {GROUP_BY_ALL!r} groups by every label and stands alone")
-        for matcher in self.route_matchers:
-            if matcher.op in ("=~", "!~"):
-                try:
-                    re.compile(str(matcher.value))
-                except re.error as err:
-                    raise ConfigError(
-                        f"{SECTION}.matchers: {render_matchers((matcher,))} is not a regular expression ({err})"
-                    ) from None
 
     @property
     def route_matchers(self) -> tuple[Matcher, ...]:
