@@ -64,6 +64,7 @@ def test_a_tenants_key_sees_only_its_own_hosts_series_under_a_shared_execution_i
         assert hosts_of(scoped.json(), series.api_name) == {"ha"}, series.api_name
 
 
+@pytest.mark.single_version  # our choice of alerts over the ALERTS series, alike on either version
 def test_an_alert_without_a_tenant_is_not_shown_to_a_tenant_whose_execution_id_another_tenant_holds(tmp_path: Path):
     """Execution-wide and host alerts carry no tenant label. Where two tenants hold one execution id, such an alert
     is no more one tenant's than the other's: a scoped key's report left it in (another tenant's underused GPUs).

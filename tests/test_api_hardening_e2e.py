@@ -157,6 +157,7 @@ def test_past_the_points_in_flight_requests_are_answered_at_once_with_429_json(p
     assert elapsed < 20, elapsed
 
 
+@pytest.mark.single_version  # the CLI's option reaching the endpoint's own tenant scoping
 def test_the_cli_names_the_tenant_of_an_id_two_tenants_hold(two_tenants, tmp_path: Path):  # noqa: F811
     """`query` and `report` said "accepted: a tenant parameter naming one of them" and had no such option."""
     config = tmp_path / "pack.yml"
