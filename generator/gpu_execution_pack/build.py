@@ -19,7 +19,7 @@ from gpu_execution_pack.dashboards import dashboard_json, provisioning, queries
 from gpu_execution_pack.dashboards import lint as dashboard_lint
 from gpu_execution_pack.docs import configuration, runbook, series
 from gpu_execution_pack.docs import report as report_doc
-from gpu_execution_pack.output import command
+from gpu_execution_pack.output import command, without_config_path
 from gpu_execution_pack.rules import lint as alert_lint
 from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, rule_files
 from gpu_execution_pack.rules.kubernetes import kubernetes_rules
@@ -79,20 +79,14 @@ def generated_files(cfg: Config, config: str | None = None) -> dict[Path, str]:
     )
 
 
-# The config's path in a header's regenerate command (output.command): how it is named depends on where the
-# command ran (the repository's root, else the working directory; a container without .git names it otherwise),
-# not on what the file holds.
-REGENERATE_CONFIG = re.compile(r"(Regenerate: gpu-execution-pack \w+ --config )(.*?)( -->)?$", re.MULTILINE)
-
-
 def stale(files: dict[Path, str]) -> list[Path]:
     """The files that are missing or differ from what would be generated, the config's path in their headers
-    aside (``REGENERATE_CONFIG``)."""
-
-    def content(text: str) -> str:
-        return REGENERATE_CONFIG.sub(r"\1<config>\3", text)
-
-    return [p for p, text in files.items() if not p.exists() or content(p.read_text(encoding="utf-8")) != content(text)]
+    aside (``output.without_config_path``)."""
+    return [
+        p
+        for p, text in files.items()
+        if not p.exists() or without_config_path(p.read_text(encoding="utf-8")) != without_config_path(text)
+    ]
 
 
 def convention_problems(cfg: Config, files: dict[Path, str], config: str | None = None) -> list[str]:

@@ -447,10 +447,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
     window = _duration("--since", args.since, parse_duration_seconds)
     every = _duration("--follow", args.follow, parse_duration_seconds) if args.follow else 0.0
-    try:
-        store = Store.open(args.url or cfg.archive.url)
-    except ConfigError as err:  # named by the option that gave the URL, where one did
-        raise ConfigError(str(err).replace("archive.url:", "--url:", 1) if args.url else str(err)) from None
+    store = Store.open(args.url or cfg.archive.url, source="--url" if args.url else "archive.url")
     if store is None:
         raise ConfigError("archive.url: empty; accepted: a SQLite file path or a postgresql:// URL")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Mapping
@@ -26,6 +27,17 @@ def command(subcommand: str, config: str | None = None) -> str:
     however it was typed, from wherever the command ran, as the same path (``shown_path``): the headers, and so
     the check for stale files, do not change with the spelling or the working directory."""
     return f"gpu-execution-pack {subcommand}" + (f" --config {shown_path(config)}" if config else "")
+
+
+# The config's path in a header's regenerate command (``command``), in YAML's and in Markdown's header alike.
+_COMMAND_CONFIG = re.compile(r"(Regenerate: gpu-execution-pack \w+ --config )(.*?)( -->)?$", re.MULTILINE)
+
+
+def without_config_path(text: str) -> str:
+    """``text`` with the config's path in its header's command masked: how the path is named depends on where
+    the command ran (the repository's root, else the working directory; a container without .git), not on
+    what the file holds. ``check`` compares files so."""
+    return _COMMAND_CONFIG.sub(r"\1<config>\3", text)
 
 
 def shown_path(path: str) -> str:
@@ -158,7 +170,11 @@ def _through_links(path: Path) -> Path:
 def _make_parent(directory: Path) -> list[Path]:
     """Create ``directory`` and its parents; a file in the way is reported as such (ENOTDIR), not as EEXIST.
     Returns the folders it made, outermost first."""
-    missing = [d for d in (directory, *directory.parents) if not d.exists()][::-1]
+    missing: list[Path] = []
+    for folder in (directory, *directory.parents):  # up to the first that exists: the rest exist too
+        if folder.exists():
+            break
+        missing.insert(0, folder)
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except FileExistsError:

@@ -101,12 +101,13 @@ def record_of(row: Any) -> Record:
     )
 
 
-def engine_url(url: str) -> str:
-    """SQLAlchemy's URL for the config's ``archive.url``: a PostgreSQL URL (on psycopg 3), else a SQLite file."""
+def engine_url(url: str, source: str = "archive.url") -> str:
+    """SQLAlchemy's URL for the config's ``archive.url`` (or the option named ``source`` that gave it): a PostgreSQL
+    URL (on psycopg 3), else a SQLite file."""
     if url.startswith(POSTGRES_URL_PREFIXES):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
     if "://" in url:
-        raise ConfigError(f"archive.url: {url!r} is not accepted; accepted: a SQLite file path or a postgresql:// URL")
+        raise ConfigError(f"{source}: {url!r} is not accepted; accepted: a SQLite file path or a postgresql:// URL")
     return f"sqlite:///{Path(url).expanduser()}"
 
 
@@ -117,24 +118,25 @@ class Store:
         self.engine = engine
 
     @classmethod
-    def open(cls, url: str, create: bool = True) -> Store | None:
+    def open(cls, url: str, create: bool = True, source: str = "archive.url") -> Store | None:
         """The archive at ``url``, migrated; None where it is a SQLite file that does not exist and ``create``
-        is False (a reader does not create an archive nobody writes)."""
+        is False (a reader does not create an archive nobody writes). Errors name ``source``, the key or option
+        that gave the URL."""
         if not url:
             return None
-        target = engine_url(url)
+        target = engine_url(url, source)
         if target.startswith("sqlite") and not create and not Path(target.removeprefix("sqlite:///")).exists():
             return None
         try:
             engine = sa.create_engine(target, **engine_options(target))
         except ImportError as err:
-            raise ConfigError(f"archive.url: {err}; install the archive extra: pip install '.[archive]'") from None
+            raise ConfigError(f"{source}: {err}; install the archive extra: pip install '.[archive]'") from None
         store = cls(engine)
         try:
             store.migrate()
         except (sa.exc.OperationalError, sa.exc.DatabaseError) as err:  # DatabaseError: a file that is no SQLite
             engine.dispose()
-            raise ConfigError(f"archive.url: cannot open the archive {redacted(url)!r} ({one_line(err)})") from None
+            raise ConfigError(f"{source}: cannot open the archive {redacted(url)!r} ({one_line(err)})") from None
         return store
 
     def close(self) -> None:
