@@ -97,7 +97,8 @@ def test_amtool_accepts_the_default_snippet(tmp_path: Path):
     doc = yaml.safe_load(text)
     [pack] = doc["route"]["routes"]
     assert pack["matchers"] == [PACK_ROUTE]
-    assert pack["group_by"] == ["alertname", catalog.EXECUTION_LABEL]
+    # The tenant follows the execution: two namespaces' Jobs of one name are two notifications.
+    assert pack["group_by"] == ["alertname", catalog.EXECUTION_LABEL, "namespace"]
     assert (pack["group_wait"], pack["group_interval"], pack["repeat_interval"]) == ("30s", "5m", "4h")
     assert "routes" not in pack  # no severity has a receiver of its own by default
     assert doc["receivers"] == [{"name": "gpu-executions"}]
@@ -114,7 +115,7 @@ def test_amtool_accepts_own_receivers_and_timings_and_routes_by_severity(tmp_pat
     doc = yaml.safe_load(path.read_text())
     [pack] = doc["route"]["routes"]
     assert pack["matchers"] == [PACK_ROUTE, 'cluster="gpu-eu"']
-    assert pack["group_by"] == ["alertname", "execution_id", "hostname"]
+    assert pack["group_by"] == ["alertname", "execution_id", "namespace", "hostname"]
     assert (pack["group_wait"], pack["group_interval"], pack["repeat_interval"]) == ("10s", "1m", "12h")
     # Every receiver a route names is defined, once.
     assert [r["name"] for r in doc["receivers"]] == ["ml-platform", "ml-platform-pager", "ml-platform-chat"]
@@ -202,11 +203,12 @@ def test_the_inhibit_rules_silence_what_the_explaining_alert_explains():
             "target_matchers": [f'alertname=~"{"|".join(r.alert for r in [*measured, b.telemetry_missing()])}"'],
             "equal": ["hostname"],
         },
-        # A stalled GPU explains its execution's underuse (a hang with the other ranks idle).
+        # A stalled GPU explains its execution's underuse (a hang with the other ranks idle): of its own tenant's
+        # execution, where two namespaces run Jobs of one name.
         {
             "source_matchers": [f'alertname="{b.gpu_stalled().alert}"'],
             "target_matchers": [f'alertname="{b.gpu_underutilized().alert}"'],
-            "equal": ["execution_id"],
+            "equal": ["execution_id", "namespace"],
         },
     ]
     rules_text = json.dumps(routing.inhibit_rules(Config()))
@@ -573,7 +575,7 @@ def test_gpu_memory_high_is_delivered_per_execution_and_alert(stack: Stack):
 
     [note] = stack.eventually(f"{high} notification for {TRAIN_A.id}", lambda: stack.notified(high, TRAIN_A.id))
     assert note["receiver"] == CHAT  # the warning child route
-    assert note["groupLabels"] == {"alertname": high, catalog.EXECUTION_LABEL: TRAIN_A.id}
+    assert note["groupLabels"] == {"alertname": high, catalog.EXECUTION_LABEL: TRAIN_A.id, "namespace": "research"}
     [alert] = note["alerts"]
     labels = alert["labels"]
     assert (labels["UUID"], labels["gpu"], labels["hostname"]) == (gpu.uuid, "0", HOST.name)

@@ -14,7 +14,7 @@ from urllib.parse import quote
 import httpx
 import pytest
 from gpu_execution_pack import catalog
-from gpu_execution_pack.api.app import PATH, SUMMARY_PATH, create_app
+from gpu_execution_pack.api.app import FLEET_PATH, PATH, SUMMARY_PATH, create_app
 from gpu_execution_pack.config import config_from_mapping
 from gpu_execution_pack.promql import call, match, render, selector
 from hypothesis import HealthCheck, given, settings
@@ -122,6 +122,23 @@ def test_the_all_tenants_key_gets_a_409_naming_both_tenants_of_an_id(two_tenants
         assert hosts_of(picked["research"].json(), series.api_name) == {"ha"}
         assert hosts_of(picked["physics"].json(), series.api_name) == {"hb"}
         assert hosts_of(own.json(), series.api_name) == {"ha"}
+
+
+@pytest.mark.single_version  # our fleet view's note, on the ids Prometheus lists
+def test_the_all_tenants_fleet_view_says_which_row_merges_two_tenants_executions(two_tenants):  # noqa: F811
+    """The fleet view keys a row by cluster and id: over every tenant, two tenants' executions of one id are one
+    row. It says so, naming the id; a tenant's own view holds its execution alone and has no such note."""
+    cfg = config_from_mapping({"api": {"prometheus_url": two_tenants.url}})
+    from starlette.testclient import TestClient
+
+    with TestClient(create_app(cfg, KEYS)) as client:
+        everyone = client.get(FLEET_PATH, params={"since": "1d"}, headers=AUTH)
+        own = client.get(FLEET_PATH, params={"since": "1d"}, headers={"Authorization": f"Bearer {RESEARCH}"})
+    assert everyone.status_code == 200 and own.status_code == 200, (everyone.text, own.text)
+    [note] = [n for n in everyone.json()["notes"] if "Several tenants" in n]
+    assert f"held the execution id of {SHARED_ID} in the window" in note and "namespace" in note, note
+    assert not [n for n in own.json()["notes"] if "Several tenants" in n], own.json()["notes"]
+    assert [r["gpus"] for r in own.json()["top"] if r["executionId"] == SHARED_ID] == [1]  # research's one GPU
 
 
 # --- 5. Load shedding ---------------------------------------------------------------------------------

@@ -13,7 +13,9 @@ from gpu_execution_pack.promql import (
     Range,
     Selector,
     aggregate,
+    aggregate_without,
     alertmanager_matchers,
+    alongside,
     call,
     ignoring,
     join,
@@ -187,6 +189,30 @@ def test_partitioning_keeps_ignoring_all_label_matches_and_shared_nodes():
     for expr in (ignored, x.unless(y), shared):
         assert partitioned(expr, "cluster") == expr
     assert partitioned(aggregate("sum", ["a"], x), "") == aggregate("sum", ["a"], x)
+
+
+def test_alongside_keeps_the_label_after_the_anchor_only_where_the_anchor_is_grouped_or_matched_on():
+    x, y = selector("x"), selector("y")
+    expr = join(
+        aggregate("sum", ["execution_id", "modelName"], x),
+        "*",
+        on(["execution_id"], group_left=()),
+        aggregate("count", ["execution_id"], aggregate("group", ["execution_id", "hostname"], y)),
+    )
+    assert render(alongside(expr, "execution_id", "namespace")) == (
+        "sum by (execution_id, namespace, modelName) (x)\n* on (execution_id, namespace) group_left ()\n"
+        "count by (execution_id, namespace) (group by (execution_id, namespace, hostname) (y))"
+    )
+    # Not where the anchor is absent, nor a second time, nor in a bare aggregation, an ignoring match or a without.
+    others = (
+        aggregate("max", ["hostname"], x),
+        aggregate("sum", ["execution_id", "namespace"], x),
+        aggregate("count", None, x),
+        Binary("/", x, y, ignoring(["execution_id"])),
+        aggregate_without("sum", ["execution_id"], x),
+    )
+    for other in others:
+        assert alongside(other, "execution_id", "namespace") == other
 
 
 def test_a_pinned_expression_evaluates_each_selector_and_range_at_its_time():

@@ -135,8 +135,9 @@ class Formula:
         )
 
 
-# Labels of each level of recorded series. The tenant label (api.tenant_label) is added to the
-# per-GPU series by the rules, from the config.
+# Labels of each level of recorded series. The tenant label (api.tenant_label) is added by the rules, from the
+# config: to the per-GPU series, and to the execution and model rollups of them (each aggregation by the
+# execution keeps it), so that two tenants' executions of one id stay apart. The host series carry none.
 GPU_LABELS: tuple[str, ...] = (EXECUTION_LABEL, *GPU_IDENTITY_LABELS)
 NODE_LABELS: tuple[str, ...] = (EXECUTION_LABEL, HOST_LABEL)
 EXECUTION_LABELS: tuple[str, ...] = (EXECUTION_LABEL,)
@@ -646,8 +647,13 @@ def _by_execution(op: str, series: Series) -> Expr:
 EXECUTION_GPU_COUNT = _execution(
     "execution:gpu_count", "count", _by_execution("count", GPU_PRESENCE), "GPUs or MIG instances the execution holds."
 )
+# Counted from the GPU series, not execution_node:gpu_count: the host series carry no tenant, and the rules keep
+# the tenant on every execution rollup (rules.recording), so two tenants' executions of one id count apart.
 EXECUTION_HOST_COUNT = _execution(
-    "execution:host_count", "count", _by_execution("count", NODE_GPU_COUNT), "Hosts the execution holds GPUs on."
+    "execution:host_count",
+    "count",
+    aggregate("count", EXECUTION_LABELS, aggregate("group", NODE_LABELS, GPU_PRESENCE.select())),
+    "Hosts the execution holds GPUs on.",
 )
 EXECUTION_GPU_UTILIZATION_AVG = _execution(
     "execution:gpu_utilization_ratio:avg",

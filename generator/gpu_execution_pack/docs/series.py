@@ -148,7 +148,14 @@ def render() -> str:
     for s in catalog.SERVABLE_SERIES:
         name = f"{s.api_name} (optional)" if s.api_optional else s.api_name
         out.append(f"| {name} | {s.api_unit} | `{s.name}` | {s.unit} | {_formulas(s)} |\n")
-    out.append("\n## Further recorded series\n\n| recorded series | unit | what it is | computed from |\n")
+    out.append(
+        "\n## Further recorded series\n\nThe per-GPU series carry the tenant label (`api.tenant_label`, `namespace` by "
+        "default) where their source has it, and the rules keep it beside the id in every aggregation of the "
+        "`execution:` and `execution_model:` series below, beside `execution_id`: Kubernetes Job names "
+        "repeat across namespaces, and two tenants' executions of one id are rolled up, alerted on and billed "
+        "apart. The host series carry no tenant.\n\n"
+        "| recorded series | unit | what it is | computed from |\n"
+    )
     out.append("|---|---|---|---|\n")
     for s in catalog.ALL_SERIES:
         if s is catalog.PRICE:

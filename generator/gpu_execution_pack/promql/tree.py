@@ -452,6 +452,28 @@ def partitioned(expr: Expr, label: str) -> Expr:
     def scoped(labels: tuple[str, ...] | None) -> tuple[str, ...]:
         return labels if labels and label in labels else (label, *(labels or ()))
 
+    return _regrouped(expr, scoped)
+
+
+def alongside(expr: Expr, anchor: str, label: str) -> Expr:
+    """``expr`` with ``label`` kept wherever ``anchor`` is: after ``anchor`` in every aggregation's ``by`` clause
+    and every ``on`` match that holds it (nodes marked ``shared`` aside). Series without ``label`` aggregate and
+    match as before (an absent label is one value), so this splits a result only where ``label`` tells series of
+    one ``anchor`` apart."""
+
+    def kept(labels: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if labels is None or anchor not in labels or label in labels:
+            return labels
+        at = labels.index(anchor) + 1
+        return (*labels[:at], label, *labels[at:])
+
+    return _regrouped(expr, kept)
+
+
+def _regrouped(expr: Expr, grouping: Callable[[tuple[str, ...] | None], tuple[str, ...] | None]) -> Expr:
+    """``expr`` with ``grouping`` applied to every aggregation's ``by`` labels (None: no ``by`` clause) and every
+    ``on`` match's; ``ignoring`` matches, ``without`` aggregations and nodes marked ``shared`` left as they are."""
+
     def change(node: Expr) -> Expr:
         changes = {}
         for f in fields(node):  # type: ignore[arg-type]
@@ -461,9 +483,9 @@ def partitioned(expr: Expr, label: str) -> Expr:
             elif isinstance(value, tuple) and any(isinstance(v, Expr) for v in value):
                 changes[f.name] = tuple(change(v) if isinstance(v, Expr) else v for v in value)
             elif isinstance(value, Matching) and not value.ignoring and not value.shared:
-                changes[f.name] = replace(value, on=scoped(value.on))
-        if isinstance(node, Aggregate) and not node.shared and not node.without:  # without keeps it anyway
-            changes["by"] = scoped(node.by)
+                changes[f.name] = replace(value, on=grouping(value.on) or ())
+        if isinstance(node, Aggregate) and not node.shared and not node.without:  # without keeps every label
+            changes["by"] = grouping(node.by)
         return replace(node, **changes) if changes else node  # type: ignore[type-var]
 
     return change(expr)

@@ -358,6 +358,7 @@ async def fleet_summary(
         scope = fig.Scope(cfg, None, tenant, {w.execution_id for w in shown}, cluster)
     found = await fig.collect(cfg, prometheus, scope, window, now, known_intervals=known_intervals) if shown else {}
     rows = [fleet_row(cfg, found[w.key], w) for w in shown if w.key in found]
+    merged = fig.several_tenants_note(await fig.ids_of_several_tenants(prometheus, scope, window, now), cfg)
     billed = sum(w.billed_seconds for w in ranking) / 3600
     return {
         "since": since,
@@ -366,5 +367,7 @@ async def fleet_summary(
         "gpuHoursBilled": rounded(billed, 4),
         "gpuHoursWasted": rounded(billed - sum(w.worked_seconds for w in ranking) / 3600, 4),
         "top": rows,
-        "notes": [n for n in (known_intervals.note, fig.assumed_interval_note(ranking, known_intervals.gpu)) if n],
+        "notes": [
+            n for n in (known_intervals.note, fig.assumed_interval_note(ranking, known_intervals.gpu), merged) if n
+        ],
     }

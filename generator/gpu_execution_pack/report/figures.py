@@ -284,7 +284,8 @@ class Scope:
         return expr.and_(hosts, on(HOST_KEY))
 
     def alerts(self) -> Expr:
-        """Firing alerts of the executions; execution-wide alerts carry no tenant, GPU alerts do."""
+        """Firing alerts of the executions. GPU and execution-wide alerts carry the tenant (the execution rollups keep
+        it); host alerts, and execution-wide ones of rules generated before that, carry none."""
         executions = self.execution or [labelled(EXECUTION_LABEL)]
         tenant = []
         if self.tenant_value is not None:
@@ -882,6 +883,9 @@ def _named(cfg: Config, scope: Scope, executions: Iterable[Key]) -> Scope:
     return Scope(cfg, None, scope.tenant_value, ids, scope.cluster_value) if len(ids) <= MAX_NAMED else scope
 
 
+MAX_NOTE_IDS = 10  # ids a note names before "and N more"
+
+
 def assumed_interval_note(ranking: list[Waste], gpu_interval: float) -> str:
     """One line where some execution's ranked GPU time is its samples times the deployed interval (``Waste``)."""
     assumed = sum(w.assumed_interval for w in ranking)
@@ -892,6 +896,32 @@ def assumed_interval_note(ranking: list[Waste], gpu_interval: float) -> str:
         f"interval ({format_duration(gpu_interval)}): their rules record no {catalog.GPU_SAMPLE_SECONDS.name} for "
         "(part of) the window (rules generated before it). The totals assume that interval until the rules are "
         "upgraded; the rows shown are counted from the samples' timestamps."
+    )
+
+
+async def ids_of_several_tenants(
+    prometheus: PrometheusClient, scope: Scope, window_seconds: float, at: float
+) -> list[Key]:
+    """The executions of ``scope`` (keys, sorted) whose id two or more tenants held within the window: a view over
+    every tenant merges their figures into one row, keyed by cluster and id. None for a tenant's own view."""
+    if scope.tenant_value is not None:
+        return []
+    held = call("last_over_time", scope.gpu(catalog.GPU_PRESENCE).range(span_range(window_seconds)))
+    per_tenant = aggregate("group", (EXECUTION_LABEL, scope.cfg.api.tenant_label), held)
+    several = aggregate("count", (EXECUTION_LABEL,), per_tenant).gt(1)
+    return sorted(scope.key(r["metric"]) for r in await prometheus.instant(scope.query(several), at=at))
+
+
+def several_tenants_note(keys: list[Key], cfg: Config) -> str:
+    """One line naming the rows of ids several tenants held (``ids_of_several_tenants``); empty where none."""
+    if not keys:
+        return ""
+    named = ", ".join(f"{eid} ({cluster})" if cluster else eid for cluster, eid in keys[:MAX_NOTE_IDS])
+    more = f" and {len(keys) - MAX_NOTE_IDS} more" if len(keys) > MAX_NOTE_IDS else ""
+    return (
+        f"Several tenants (values of {cfg.api.tenant_label}) held the execution id of {named}{more} in the window: "
+        "this view, over every tenant, counts their executions of one id as one row. Ask each tenant's view "
+        "(a key of that tenant, or --tenant) for their figures apart."
     )
 
 

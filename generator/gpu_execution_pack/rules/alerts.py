@@ -327,7 +327,8 @@ class AlertBuilder:
         a = self.a.gpu_underutilized
         execution = (EXECUTION_LABEL,)
         cpu = template_query(aggregate("max", None, self.own(catalog.NODE_CPU_UTILIZATION, execution)))
-        gpus = template_query(self.own(catalog.EXECUTION_GPU_COUNT, execution))
+        # The rollups keep the tenant (rules.recording.per_tenant_rule): this execution's count, not its id's.
+        gpus = template_query(self.own(catalog.EXECUTION_GPU_COUNT, (*execution, self.cfg.api.tenant_label)))
         cpu_clause = (
             f"{{{{ with {cpu} | query }}}}{{{{ $cpu := . | first | value }}}}"
             f"{{{{ if ge $cpu {a.cpu_saturated} }}}}Its host CPU is saturated ({{{{ $cpu | humanizePercentage }}}}):"

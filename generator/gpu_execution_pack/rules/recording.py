@@ -34,6 +34,7 @@ from gpu_execution_pack.promql import (
     Placeholder,
     Selector,
     aggregate,
+    alongside,
     any_of,
     call,
     join,
@@ -523,13 +524,16 @@ class RuleBuilder:
             RuleGroup(
                 EXECUTION_GROUP,
                 "execution",
-                (*(verbatim_rule(s) for s in catalog.EXECUTION_SERIES), *self.execution_condition_rules()),
+                (
+                    *(per_tenant_rule(s, self.cfg.api.tenant_label) for s in catalog.EXECUTION_SERIES),
+                    *self.execution_condition_rules(),
+                ),
                 derived,
             ),
             RuleGroup(
                 COST_GROUP,
                 "cost",
-                (*(verbatim_rule(s) for s in catalog.COST_SERIES), self.price_rule()),
+                (*(per_tenant_rule(s, self.cfg.api.tenant_label) for s in catalog.COST_SERIES), self.price_rule()),
                 derived,
             ),
         ]
@@ -543,6 +547,13 @@ def one_or_zero(condition: Expr, otherwise: Expr) -> Expr:
 def verbatim_rule(series: Series) -> RecordingRule:
     """A series whose formula reads recorded series only: its expression is the formula as written."""
     return RecordingRule(series.name, series.formulas[0].expr)
+
+
+def per_tenant_rule(series: Series, tenant_label: str) -> RecordingRule:
+    """A rollup of the per-GPU series by execution (``verbatim_rule``) that keeps their tenant label beside the
+    execution's: Kubernetes Job names repeat across namespaces, and one id's rollup over two tenants' GPUs
+    would mix two jobs (their mean utilisation, their alert, their bill)."""
+    return RecordingRule(series.name, alongside(series.formulas[0].expr, EXECUTION_LABEL, tenant_label))
 
 
 def recording_groups(cfg: Config) -> list[RuleGroup]:

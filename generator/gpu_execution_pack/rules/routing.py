@@ -135,7 +135,10 @@ def inhibit_rules(cfg: Config) -> list[dict]:
             (match(catalog.HOST_LABEL, ".+", "=~"),),
         ),
         # 5. A stalled GPU explains its execution's underuse: the hang is the news.
-        *inhibition(cfg, alerts.GPU_STALLED, [alerts.GPU_UNDERUTILIZED], (catalog.EXECUTION_LABEL,)),
+        #    Of the same tenant's execution: an id may be two tenants' (both alerts carry the tenant label).
+        *inhibition(
+            cfg, alerts.GPU_STALLED, [alerts.GPU_UNDERUTILIZED], (catalog.EXECUTION_LABEL, cfg.api.tenant_label)
+        ),
     ]
     # An alert silences only alerts of its own cluster: names repeat from one cluster to the next.
     cluster = cluster_scope(cfg).partition
@@ -143,9 +146,15 @@ def inhibit_rules(cfg: Config) -> list[dict]:
 
 
 def group_by(cfg: Config) -> list[str]:
-    """``alertmanager.group_by``, led by the cluster label where one is set: no notification mixes clusters."""
-    labels, scope = list(cfg.alertmanager.group_by), cluster_scope(cfg)
-    if not scope.enabled or scope.label in labels or GROUP_BY_ALL in labels:
+    """``alertmanager.group_by``, led by the cluster label where one is set: no notification mixes clusters; and
+    the tenant label after the execution's, where that is grouped by: no notification mixes two tenants'
+    executions of one id (Kubernetes Job names repeat across namespaces)."""
+    labels, scope, tenant = list(cfg.alertmanager.group_by), cluster_scope(cfg), cfg.api.tenant_label
+    if GROUP_BY_ALL in labels:
+        return labels
+    if catalog.EXECUTION_LABEL in labels and tenant not in labels:
+        labels.insert(labels.index(catalog.EXECUTION_LABEL) + 1, tenant)
+    if not scope.enabled or scope.label in labels:
         return labels
     return [scope.label, *labels]
 

@@ -149,7 +149,11 @@ def host_entities(world: World) -> list[Entity]:
 
 
 def execution_entities(world: World) -> list[Entity]:
-    return [Entity(((EXECUTION_LABEL, e.id),), e) for e in world.s.executions]
+    """An execution's alerts carry its tenant beside its id: the rollups they read keep it."""
+    return [
+        Entity(tuple(sorted({EXECUTION_LABEL: e.id, expected.TENANT_LABEL: e.namespace}.items())), e)
+        for e in world.s.executions
+    ]
 
 
 def target_entities(world: World) -> list[Entity]:

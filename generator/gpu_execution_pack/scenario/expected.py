@@ -128,7 +128,7 @@ def expected(
                     continue
                 out[key.name].append(Sample(labels, value))
         truths = [t for _, t in per_gpu if t]
-        ex = {EXECUTION_LABEL: e.id}
+        ex = {EXECUTION_LABEL: e.id, TENANT_LABEL: e.namespace}  # the rollups keep the tenant beside the id
         utils = [t[catalog.GPU_UTILIZATION] for t in truths]
         out[catalog.EXECUTION_GPU_COUNT.name].append(Sample(ex, float(len(e.gpus))))
         out[catalog.EXECUTION_HOST_COUNT.name].append(Sample(ex, float(len(hosts))))
@@ -154,7 +154,7 @@ def expected(
         )
         for gpu_model in sorted({g.model for g in e.gpus}):
             of_model = [t for g, t in per_gpu if g.model == gpu_model and t]
-            labels = {EXECUTION_LABEL: e.id, "modelName": gpu_model}
+            labels = {EXECUTION_LABEL: e.id, TENANT_LABEL: e.namespace, "modelName": gpu_model}
             # A GPU held by N executions at once is billed 1/N to each.
             shares = [1 / len(model.holders(scenario, g, minute)) for g in e.gpus if g.model == gpu_model]
             out[catalog.MODEL_GPU_COUNT.name].append(Sample(labels, float(sum(shares))))

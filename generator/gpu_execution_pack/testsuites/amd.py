@@ -73,8 +73,8 @@ def amd_suite(cfg: Config) -> list[dict[str, Any]]:
             by_series[s] = []
         for s, samples in sorted(by_series.items(), key=lambda item: item[0].name):
             checks.append(check(s, owner, samples, at))
-        for s, value in amd.execution_served(fleet, e, cfg, minute).items():
-            checks.append(check(s, execution, [(execution, value)], at))
+        for s, value in amd.execution_served(fleet, e, cfg, minute).items():  # the rollups keep the tenant
+            checks.append(check(s, execution, [(owner, value)], at))
     # A GPU or partition nobody holds (mi300b's partitions 2 to 7) reports, and has no per-GPU series.
     held = {g for e in fleet.executions for g in e.gpus}
     for host in fleet.hosts:

@@ -53,7 +53,9 @@ class Alertmanager:
     group_by: tuple[str, ...] = opt(
         ("alertname", EXECUTION_LABEL),
         "Labels a notification groups by: by default one notification per alert and execution, listing "
-        "each GPU or host it concerns. `...` groups by every label.",
+        "each GPU or host it concerns. The tenant label (`api.tenant_label`) follows `execution_id` where "
+        "that is listed and it is not: two tenants' executions of one id are two notifications. `...` groups "
+        "by every label.",
         "Add hostname to split large executions per host; drop execution_id for one notification per alert.",
     )
     group_wait: str = opt(
