@@ -124,10 +124,11 @@ def test_the_all_tenants_key_gets_a_409_naming_both_tenants_of_an_id(two_tenants
         assert hosts_of(own.json(), series.api_name) == {"ha"}
 
 
-@pytest.mark.single_version  # our fleet view's note, on the ids Prometheus lists
-def test_the_all_tenants_fleet_view_says_which_row_merges_two_tenants_executions(two_tenants):  # noqa: F811
-    """The fleet view keys a row by cluster and id: over every tenant, two tenants' executions of one id are one
-    row. It says so, naming the id; a tenant's own view holds its execution alone and has no such note."""
+@pytest.mark.single_version  # our fleet view's rows, on the series Prometheus holds
+def test_the_all_tenants_fleet_view_has_a_row_per_tenant_of_an_id_two_tenants_hold(two_tenants):  # noqa: F811
+    """The fleet view keyed a row by cluster and id: over every tenant, research's one-GPU execution and physics'
+    two-GPU one of the same id were one row of three GPUs on two hosts. Each is its own row now, with its tenant;
+    a tenant's own view holds its execution alone."""
     cfg = config_from_mapping({"api": {"prometheus_url": two_tenants.url}})
     from starlette.testclient import TestClient
 
@@ -135,10 +136,16 @@ def test_the_all_tenants_fleet_view_says_which_row_merges_two_tenants_executions
         everyone = client.get(FLEET_PATH, params={"since": "1d"}, headers=AUTH)
         own = client.get(FLEET_PATH, params={"since": "1d"}, headers={"Authorization": f"Bearer {RESEARCH}"})
     assert everyone.status_code == 200 and own.status_code == 200, (everyone.text, own.text)
-    [note] = [n for n in everyone.json()["notes"] if "Several tenants" in n]
-    assert f"held the execution id of {SHARED_ID} in the window" in note and "namespace" in note, note
-    assert not [n for n in own.json()["notes"] if "Several tenants" in n], own.json()["notes"]
-    assert [r["gpus"] for r in own.json()["top"] if r["executionId"] == SHARED_ID] == [1]  # research's one GPU
+    rows = {r["tenant"]: r for r in everyone.json()["top"] if r["executionId"] == SHARED_ID}
+    assert sorted(rows) == ["physics", "research"], everyone.json()["top"]
+    assert (rows["research"]["gpus"], rows["physics"]["gpus"]) == (1, 2)
+    # research's GPU-hours are a third of the two rows', as its GPUs are (the same phases on each GPU).
+    research, physics = rows["research"]["gpuHoursBilled"], rows["physics"]["gpuHoursBilled"]
+    assert research > 0 and abs(physics - 2 * research) <= 0.01 * physics, (research, physics)
+    assert everyone.json()["executions"] == 2
+    [mine] = own.json()["top"]
+    assert (mine["executionId"], mine["tenant"], mine["gpus"]) == (SHARED_ID, "research", 1)
+    assert mine["gpuHoursBilled"] == research
 
 
 # --- 5. Load shedding ---------------------------------------------------------------------------------

@@ -233,7 +233,20 @@ SCHEMAS: dict[str, dict[str, Any]] = {  # the schemas after the metrics document
         "description": "Executions ranked by GPU-hours wasted, with their verdict codes",
         "required": ["since", "end", "executions", "top"],
         "properties": {
-            "top": {"type": "array", "items": {"type": "object", "properties": {"source": SOURCE}}},
+            "top": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "source": SOURCE,
+                        "tenant": {
+                            "type": ["string", "null"],
+                            "description": "The tenant label's value on the execution's series (null without one): "
+                            "over every tenant, two tenants' executions of one id are two rows",
+                        },
+                    },
+                },
+            },
         },
     },
     "Status": {

@@ -258,9 +258,9 @@ async def fleet_summary(
         (f.cluster, f.tenant, f.execution_id) for f in await executions_in(cfg, prometheus, min(window, lookback), now)
     }
     kept = await in_archive(store.ended_between, now - window, now, tenant, cluster)
-    added = [fleet_row(cfg, r.document) for r in kept if (r.cluster, r.tenant, r.execution_id) not in held]
+    added = [fleet_row(cfg, r.document, r.tenant) for r in kept if (r.cluster, r.tenant, r.execution_id) not in held]
     rows = [{**row, "source": PROMETHEUS} for row in answer["top"]] + added
-    rows.sort(key=lambda r: (-(r["gpuHoursWasted"] or 0), r["executionId"], r.get("cluster", "")))
+    rows.sort(key=lambda r: (-(r["gpuHoursWasted"] or 0), r["executionId"], r.get("cluster", ""), r["tenant"] or ""))
     billed = sum(r["gpuHoursBilled"] or 0 for r in added)
     wasted = sum(r["gpuHoursWasted"] or 0 for r in added)
     return {
@@ -273,12 +273,13 @@ async def fleet_summary(
     }
 
 
-def fleet_row(cfg: Config, doc: dict[str, Any]) -> dict[str, Any]:
+def fleet_row(cfg: Config, doc: dict[str, Any], tenant: str) -> dict[str, Any]:
     """An archived execution's fleet row (``document.fleet_row``'s keys) from its report."""
     cost = doc["cost"]
     return {
         "executionId": doc["executionId"],
         **({"cluster": doc.get("cluster", "")} if cluster_scope(cfg).enabled else {}),
+        "tenant": tenant or None,
         "gpus": doc["gpus"]["count"],
         "models": doc["gpus"]["models"],
         "gpuHoursBilled": cost["gpuHoursBilled"],

@@ -72,7 +72,9 @@ def label_values(source: Selector, label: str) -> str:
 
 def in_cluster(cfg: Config) -> Callable[[Expr], Expr]:
     """What puts a query within the dashboard's cluster: every selector but a shared series' gets the
-    cluster matcher (both sides of a join are then of that cluster). Unchanged without ``cluster_label``."""
+    cluster matcher (both sides of a join are then of that cluster). Unchanged without ``cluster_label``.
+    Every grouping or match by the execution keeps the tenant beside it too, as the rollups do (``alongside``):
+    two namespaces' Jobs of one name are two rows of a table, not one."""
     matchers = cluster_matchers(cfg)
 
     def scoped(node: Expr) -> Expr | None:
@@ -80,7 +82,11 @@ def in_cluster(cfg: Config) -> Callable[[Expr], Expr]:
             return Selector(node.metric, (*matchers, *node.matchers))
         return None
 
-    return lambda expr: promql.transform(expr, scoped) if matchers else expr
+    def within(expr: Expr) -> Expr:
+        expr = promql.transform(expr, scoped) if matchers else expr
+        return promql.alongside(expr, catalog.EXECUTION_LABEL, cfg.api.tenant_label)
+
+    return within
 
 
 # The GPU-model filter of the Fleet and Cost dashboards (a mixed fleet: NVIDIA and AMD models side by side):

@@ -7,8 +7,10 @@ watts, seconds, kWh). docs/report.md describes every key, verdict and threshold.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
+from collections import Counter
 from typing import Any
 
 from gpu_execution_pack import catalog
@@ -313,6 +315,9 @@ def fleet_row(cfg: Config, f: fig.ExecutionFigures, waste: fig.Waste) -> dict[st
     return {
         "executionId": f.execution_id,
         **cluster_of(cfg, f),
+        # The tenant label's value on its GPUs' series (null without one): over every tenant, one id may be several
+        # tenants' executions, one row each.
+        "tenant": waste.tenant or None,
         "gpus": len(f.gpus),
         "models": sorted({g.labels.get(catalog.MODEL_LABEL, "") for g in f.gpus}),
         "gpuHoursBilled": rounded(billed, 4),
@@ -322,6 +327,37 @@ def fleet_row(cfg: Config, f: fig.ExecutionFigures, waste: fig.Waste) -> dict[st
         "energyKwh": None if joules is None else rounded(joules / JOULES_PER_KWH, 4),
         "verdicts": [v.code for v in verdicts],
     }
+
+
+async def fleet_figures(
+    cfg: Config,
+    prometheus: PrometheusClient,
+    scope: fig.Scope,
+    shown: list[fig.Waste],
+    ranking: list[fig.Waste],
+    window: float,
+    now: float,
+    known_intervals: fig.Intervals,
+) -> list[fig.ExecutionFigures | None]:
+    """The figures of each row ``shown`` (None where none were found). Figures are keyed by cluster and id: an id
+    that several tenants' executions hold in the ranking (a view over every tenant, Kubernetes Job names repeat
+    across namespaces) has each tenant's read within that tenant, the other rows in one read of them all."""
+    rows_of = Counter(w.key for w in ranking)
+    alone = [w for w in shown if rows_of[w.key] == 1]
+    found: dict[fig.Key, fig.ExecutionFigures] = {}
+    if alone:
+        named = scope
+        if len(alone) <= fig.MAX_NAMED:
+            named = fig.Scope(cfg, None, scope.tenant_value, {w.execution_id for w in alone}, scope.cluster_value)
+        found = await fig.collect(cfg, prometheus, named, window, now, known_intervals=known_intervals)
+
+    async def of_tenant(w: fig.Waste) -> fig.ExecutionFigures | None:
+        own = fig.Scope(cfg, None, w.tenant or None, {w.execution_id}, scope.cluster_value, untenanted=not w.tenant)
+        return (await fig.collect(cfg, prometheus, own, window, now, known_intervals=known_intervals)).get(w.key)
+
+    apart = [w for w in shown if rows_of[w.key] > 1]
+    figures_apart = dict(zip(map(id, apart), await asyncio.gather(*map(of_tenant, apart)), strict=True))
+    return [found.get(w.key) if rows_of[w.key] == 1 else figures_apart[id(w)] for w in shown]
 
 
 async def fleet_summary(
@@ -352,13 +388,10 @@ async def fleet_summary(
     # (named in the queries while few), so the view's cost grows with ``top``, not with the fleet.
     known_intervals = await fig.intervals(cfg, prometheus)
     ranking = await fig.waste_by_execution(cfg, prometheus, scope, window, now, known_intervals.gpu)
-    ranking.sort(key=lambda w: (-round(w.wasted_seconds / 3600, 4), w.execution_id, w.cluster))
+    ranking.sort(key=lambda w: (-round(w.wasted_seconds / 3600, 4), w.execution_id, w.cluster, w.tenant))
     shown = ranking[:top]
-    if shown and len(shown) <= fig.MAX_NAMED:
-        scope = fig.Scope(cfg, None, tenant, {w.execution_id for w in shown}, cluster)
-    found = await fig.collect(cfg, prometheus, scope, window, now, known_intervals=known_intervals) if shown else {}
-    rows = [fleet_row(cfg, found[w.key], w) for w in shown if w.key in found]
-    merged = fig.several_tenants_note(await fig.ids_of_several_tenants(prometheus, scope, window, now), cfg)
+    figures = await fleet_figures(cfg, prometheus, scope, shown, ranking, window, now, known_intervals)
+    rows = [fleet_row(cfg, f, w) for w, f in zip(shown, figures, strict=True) if f is not None]
     billed = sum(w.billed_seconds for w in ranking) / 3600
     return {
         "since": since,
@@ -367,7 +400,5 @@ async def fleet_summary(
         "gpuHoursBilled": rounded(billed, 4),
         "gpuHoursWasted": rounded(billed - sum(w.worked_seconds for w in ranking) / 3600, 4),
         "top": rows,
-        "notes": [
-            n for n in (known_intervals.note, fig.assumed_interval_note(ranking, known_intervals.gpu), merged) if n
-        ],
+        "notes": [n for n in (known_intervals.note, fig.assumed_interval_note(ranking, known_intervals.gpu)) if n],
     }

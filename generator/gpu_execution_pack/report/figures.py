@@ -223,6 +223,7 @@ def any_execution(ids: Iterable[str]) -> Matcher:
 
 
 Key = tuple[str, str]  # an execution's cluster ("" without a cluster label) and id
+TenantKey = tuple[str, str, str]  # and its tenant ("" where its series carry no tenant label)
 
 
 class Scope:
@@ -240,6 +241,7 @@ class Scope:
         tenant: str | None,
         named: Iterable[str] = (),
         cluster: str | None = None,
+        untenanted: bool = False,
     ):
         self.cfg = cfg
         self.tenant_value = tenant
@@ -250,6 +252,8 @@ class Scope:
         if ids := sorted(named):
             self.execution = [any_execution(ids)]
         self.tenant = [match(cfg.api.tenant_label, tenant)] if tenant else []
+        if untenanted:  # the GPUs without the tenant label only (a match of "" is one of an absent label)
+            self.tenant = [match(cfg.api.tenant_label, "")]
         self.cluster_value = cluster
         self.clusters = cluster_scope(cfg)
         self.cluster = self.clusters.matchers(cluster)
@@ -259,6 +263,15 @@ class Scope:
     def key(self, metric: dict[str, str]) -> Key:
         """The execution a result belongs to: its cluster ("" without a cluster label) and id."""
         return (self.clusters.of(metric), metric.get(EXECUTION_LABEL, ""))
+
+    def tenant_key(self, metric: dict[str, str]) -> TenantKey:
+        """``key`` and the result's tenant ("" where it carries no tenant label)."""
+        return (*self.key(metric), metric.get(self.cfg.api.tenant_label, ""))
+
+    @property
+    def by_execution(self) -> tuple[str, ...]:
+        """What a figure per execution is summed by: the id and the tenant, whose executions of one id are apart."""
+        return (EXECUTION_LABEL, self.cfg.api.tenant_label)
 
     def query(self, expr: Expr) -> str:
         """``expr`` as PromQL, computed apart for each cluster where a cluster label is configured."""
@@ -697,6 +710,8 @@ class Waste:
     # Its GPU time counted as samples times the deployed interval: its rules record no measured seconds for (part
     # of) the window (``catalog.GPU_SAMPLE_SECONDS``: rules older than it).
     assumed_interval: bool = False
+    # Its tenant ("" where its series carry no tenant label): two tenants' executions of one id are two rows.
+    tenant: str = ""
 
     @property
     def key(self) -> Key:
@@ -781,7 +796,7 @@ async def waste_by_execution(
     window = span_range(window_seconds)
 
     def by_execution(expr: Expr) -> Expr:
-        return aggregate("sum", (EXECUTION_LABEL,), expr)
+        return aggregate("sum", scope.by_execution, expr)
 
     util, seconds = (scope.gpu(s) for s in (catalog.GPU_UTILIZATION, catalog.GPU_SAMPLE_SECONDS))
 
@@ -791,15 +806,15 @@ async def waste_by_execution(
     asked = (
         by_execution(over("sum_over_time", seconds, window)),
         by_execution(piecewise(util_mean, seconds, window_seconds, at)),
-        aggregate("group", (EXECUTION_LABEL,), shared_gpus(scope, window)),
+        aggregate("group", scope.by_execution, shared_gpus(scope, window)),
         aggregate(
             "group",
-            (EXECUTION_LABEL,),
+            scope.by_execution,
             over("count_over_time", util, window).unless(measured_throughout(scope, window)),
         ),
     )
     answers = await asyncio.gather(*(prometheus.instant(scope.query(expr), at=at) for expr in asked))
-    billed, worked, sharing, assumed = ({scope.key(r["metric"]): value_of(r) for r in a} for a in answers)
+    billed, worked, sharing, assumed = ({scope.tenant_key(r["metric"]): value_of(r) for r in a} for a in answers)
     if sharing:
         for sums, answer in zip(
             (billed, worked),
@@ -807,7 +822,7 @@ async def waste_by_execution(
             strict=True,
         ):
             for r in answer:
-                execution = scope.key(r["metric"])
+                execution = scope.tenant_key(r["metric"])
                 sums[execution] = sums.get(execution, 0.0) + value_of(r)
     if assumed:
         for sums, answer in zip(
@@ -816,11 +831,12 @@ async def waste_by_execution(
             strict=True,
         ):
             for r in answer:
-                if (execution := scope.key(r["metric"])) in assumed:
+                if (execution := scope.tenant_key(r["metric"])) in assumed:
                     sums[execution] = value_of(r)
     return [
-        Waste(eid, seconds_billed, worked.get((cluster, eid), 0.0), cluster, (cluster, eid) in assumed)
-        for (cluster, eid), seconds_billed in sorted(billed.items())
+        Waste(eid, seconds_billed, worked.get(key, 0.0), cluster, key in assumed, tenant)
+        for key, seconds_billed in sorted(billed.items())
+        for cluster, eid, tenant in [key]
         if eid
     ]
 
@@ -846,7 +862,7 @@ async def shared_corrections(
     corrections = (
         aggregate(
             "sum",
-            (EXECUTION_LABEL,),
+            scope.by_execution,
             piecewise(m, seconds, window_seconds, at).and_(on_shared, ignoring((PIECE_LABEL,))),
         )
         for m in (share_less_one, worked_less_util)
@@ -868,7 +884,7 @@ async def counted_as_before(
     queries = (
         aggregate(
             "sum",
-            (EXECUTION_LABEL,),
+            scope.by_execution,
             any_of([over("sum_over_time", named.gpu(s), window).and_(on_shared), alone], stacked=False),
         )
         * gpu_interval
@@ -877,13 +893,10 @@ async def counted_as_before(
     return list(await asyncio.gather(*(prometheus.instant(scope.query(q), at=at) for q in queries)))
 
 
-def _named(cfg: Config, scope: Scope, executions: Iterable[Key]) -> Scope:
+def _named(cfg: Config, scope: Scope, executions: Iterable[TenantKey]) -> Scope:
     """``scope`` narrowed to ``executions`` while few enough to name in a query."""
-    ids = {eid for _, eid in executions}
+    ids = {eid for _, eid, _ in executions}
     return Scope(cfg, None, scope.tenant_value, ids, scope.cluster_value) if len(ids) <= MAX_NAMED else scope
-
-
-MAX_NOTE_IDS = 10  # ids a note names before "and N more"
 
 
 def assumed_interval_note(ranking: list[Waste], gpu_interval: float) -> str:
@@ -896,32 +909,6 @@ def assumed_interval_note(ranking: list[Waste], gpu_interval: float) -> str:
         f"interval ({format_duration(gpu_interval)}): their rules record no {catalog.GPU_SAMPLE_SECONDS.name} for "
         "(part of) the window (rules generated before it). The totals assume that interval until the rules are "
         "upgraded; the rows shown are counted from the samples' timestamps."
-    )
-
-
-async def ids_of_several_tenants(
-    prometheus: PrometheusClient, scope: Scope, window_seconds: float, at: float
-) -> list[Key]:
-    """The executions of ``scope`` (keys, sorted) whose id two or more tenants held within the window: a view over
-    every tenant merges their figures into one row, keyed by cluster and id. None for a tenant's own view."""
-    if scope.tenant_value is not None:
-        return []
-    held = call("last_over_time", scope.gpu(catalog.GPU_PRESENCE).range(span_range(window_seconds)))
-    per_tenant = aggregate("group", (EXECUTION_LABEL, scope.cfg.api.tenant_label), held)
-    several = aggregate("count", (EXECUTION_LABEL,), per_tenant).gt(1)
-    return sorted(scope.key(r["metric"]) for r in await prometheus.instant(scope.query(several), at=at))
-
-
-def several_tenants_note(keys: list[Key], cfg: Config) -> str:
-    """One line naming the rows of ids several tenants held (``ids_of_several_tenants``); empty where none."""
-    if not keys:
-        return ""
-    named = ", ".join(f"{eid} ({cluster})" if cluster else eid for cluster, eid in keys[:MAX_NOTE_IDS])
-    more = f" and {len(keys) - MAX_NOTE_IDS} more" if len(keys) > MAX_NOTE_IDS else ""
-    return (
-        f"Several tenants (values of {cfg.api.tenant_label}) held the execution id of {named}{more} in the window: "
-        "this view, over every tenant, counts their executions of one id as one row. Ask each tenant's view "
-        "(a key of that tenant, or --tenant) for their figures apart."
     )
 
 

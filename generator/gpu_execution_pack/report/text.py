@@ -128,18 +128,22 @@ def render_fleet(doc: dict[str, Any]) -> str:
     """The fleet ranking as a table, most GPU-hours wasted first; a cluster column where rows name one."""
     doc = printable(doc)
     clustered = any("cluster" in row for row in doc["top"])
+    # A tenant column over several tenants' rows (a key to every tenant): one id may be two tenants' executions.
+    tenanted = len({row.get("tenant") for row in doc["top"]}) > 1
     lines = [
         f"Executions in the last {doc['since']}: {doc['executions']}; "
         f"GPU-hours billed {figure(doc['gpuHoursBilled'])}, wasted {figure(doc['gpuHoursWasted'])}",
         *doc.get("notes", []),
         "",
         (f"{'cluster':<16} " if clustered else "")
+        + (f"{'tenant':<16} " if tenanted else "")
         + f"{'execution':<28} {'GPUs':>4} {'billed':>9} {'wasted':>9} {'eff.':>7}  verdicts",
     ]
     for row in doc["top"]:
         cluster = f"{row.get('cluster', ''):<16} " if clustered else ""
+        tenant = f"{row.get('tenant') or '-':<16} " if tenanted else ""
         lines.append(
-            f"{cluster}{row['executionId']:<28} {row['gpus']:>4} {figure(row['gpuHoursBilled']):>9} "
+            f"{cluster}{tenant}{row['executionId']:<28} {row['gpus']:>4} {figure(row['gpuHoursBilled']):>9} "
             f"{figure(row['gpuHoursWasted']):>9} {percent_text(row['efficiencyPercent']):>7}  "
             + ", ".join(row["verdicts"])
         )
