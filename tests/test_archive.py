@@ -508,3 +508,60 @@ def test_an_archive_database_that_stops_answering_is_a_503_naming_it_not_a_500(l
     for answer in answers:
         assert answer.status_code == 503, answer.text
         assert answer.json()["error"].startswith("the archive does not answer ("), answer.text
+
+
+@pytest.fixture(scope="module")
+def long_keys(tmp_path_factory: pytest.TempPathFactory):
+    """A real Prometheus holding the training scenario ended 15 minutes ago, its first execution under a tenant of
+    300 characters, its second under an id of 600, and a third execution of ordinary names: (server, ids)."""
+    from gpu_execution_pack.config import Config
+    from gpu_execution_pack.scenario import library
+    from gpu_execution_pack.scenario.model import Execution
+
+    base = library.training_in("4.8")
+    long_tenant, long_id = base.executions
+    free = base.unowned_gpus[0]
+    scenario = dataclasses.replace(
+        base,
+        executions=(
+            dataclasses.replace(long_tenant, namespace="t" * 300),
+            dataclasses.replace(long_id, id="j" * 600),
+            Execution("ok-0003", (free,), ("loading", "compute"), start_minute=3),
+        ),
+        unowned_gpus=(),
+    )
+    server = Prometheus(tmp_path_factory.mktemp("long-keys"))
+    try:
+        server.load_scenario(scenario, Config(), int(time.time()) // 60 * 60 - 15 * 60)
+        yield server, [e.id for e in scenario.executions]
+    finally:
+        server.stop()
+
+
+@pytest.mark.single_version  # our store's limits, whichever Prometheus answered
+def test_a_key_longer_than_the_archive_keeps_is_skipped_with_a_warning_on_both_stores(long_keys, tmp_path, archive_url):
+    """A tenant over 256 characters or an id over 512 (the PostgreSQL columns' lengths) stopped a pass on
+    PostgreSQL with a traceback, while SQLite kept them: both now skip that execution, say why on one line each,
+    and archive the others."""
+    server, (tenant_too_long, id_too_long, ordinary) = long_keys
+    config = tmp_path / "config.yml"
+    config.write_text(to_yaml({"archive": {"url": archive_url, "ended_after": ENDED_AFTER}}))
+    command = [sys.executable, "-m", "gpu_execution_pack", "archive", "-c", str(config), "--since", "3h",
+               "--prometheus", server.url]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    warnings = done.stderr.strip().splitlines()
+    assert len(warnings) == 2, done.stderr
+    (of_tenant,) = [w for w in warnings if w.startswith(f"warning: archive: execution {tenant_too_long!r} ")]
+    assert of_tenant.endswith(
+        "not archived: its tenant has 300 characters ('tttttttttttttttttttt'...); accepted: at most 256 characters"
+    )
+    (of_id,) = [w for w in warnings if w.startswith("warning: archive: execution 'jjjj")]
+    assert of_id.endswith(
+        "not archived: its execution id has 600 characters ('jjjjjjjjjjjjjjjjjjjj'...); "
+        "accepted: at most 512 characters"
+    )
+    assert "1 archived" in done.stdout and "2 skipped" in done.stdout, done.stdout
+    assert [key[2] for key in kept(archive_url)] == [ordinary]
+    assert tenant_too_long == "train-0001" and len(id_too_long) == 600

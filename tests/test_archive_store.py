@@ -5,6 +5,8 @@ The end-to-end behaviour (the scenario library archived, on SQLite and a real Po
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import sqlite3
 import sys
 
@@ -79,6 +81,26 @@ def test_a_tenant_reads_only_its_own_records(store):
     assert [r.execution_id for r in store.find("job-2", tenant="team-a")] == []
     assert [r.tenant for r in store.find("job-2", tenant="team-b")] == ["team-b"]
     assert {r.execution_id for r in store.ended_between(0, 10_000, tenant="team-a")} == {"job-1"}
+
+
+@pytest.mark.parametrize(
+    ("key", "reason"),
+    [
+        ({"tenant": "t" * 257}, "its tenant has 257 characters ('tttttttttttttttttttt'...); accepted: at most 256"),
+        (
+            {"execution_id": "j" * 513},
+            "its execution id has 513 characters ('jjjjjjjjjjjjjjjjjjjj'...); accepted: at most 512",
+        ),
+    ],
+    ids=["tenant", "execution_id"],
+)
+def test_a_key_longer_than_postgresqls_columns_is_refused_on_sqlite_too(store, key, reason):
+    """PostgreSQL's varchar columns refuse a longer key; SQLite took it: the store refuses it on both, saying why."""
+    with pytest.raises(ValueError, match=re.escape(reason)):
+        store.put(dataclasses.replace(record(), **key))
+    assert store.count() == 0
+    store.put(dataclasses.replace(record(), tenant="t" * 256, execution_id="j" * 512))  # the longest kept
+    assert store.count() == 1
 
 
 def test_a_reader_does_not_create_an_archive(tmp_path):

@@ -465,6 +465,8 @@ def cmd_archive(args: argparse.Namespace) -> int:
             try:
                 tally = asyncio.run(one_pass(archiver.follow_window(cfg, window, watermark, at), at))
                 watermark = archiver.watermark_after(cfg, at)
+                for reason in tally.skipped:
+                    print(f"warning: archive: {reason}", file=sys.stderr, flush=True)
                 print(f"archive: {tally.line()} ({time.monotonic() - started:.1f} s)", flush=True)
             except (params.RequestError, prometheus.PrometheusError) as err:
                 print(f"error: {err}", file=sys.stderr, flush=True)

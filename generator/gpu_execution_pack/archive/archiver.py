@@ -12,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gpu_execution_pack import __version__, catalog
 from gpu_execution_pack.archive import batch, spans
 from gpu_execution_pack.archive.listing import Found, executions_in
-from gpu_execution_pack.archive.store import Record, Store
+from gpu_execution_pack.archive.store import Record, Store, refused_key
 from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import any_of, parse_duration_seconds, render
 from gpu_execution_pack.query.execution import CHUNK_POINTS, ExecutionMetrics, Span, resolve_window
@@ -41,11 +41,12 @@ class Tally:
     unchanged: int = 0  # its record already holds this span
     running: int = 0  # still reporting, or ended less than ended_after ago
     gone: int = 0  # left Prometheus' retention between the listing and the read
+    skipped: list[str] = field(default_factory=list)  # why each execution the archive cannot key was left out
 
     def line(self) -> str:
         return (
             f"{self.archived} archived, {self.unchanged} unchanged, {self.running} still running, "
-            f"{self.gone} no longer in Prometheus"
+            f"{self.gone} no longer in Prometheus" + (f", {len(self.skipped)} skipped" if self.skipped else "")
         )
 
 
@@ -195,8 +196,14 @@ async def archive_window(
     report reads it (the records are the same: ``tests/test_archive.py`` compares them)."""
     now = time.time() if at is None else at
     metrics = ExecutionMetrics(cfg, prometheus)
-    found = await executions_in(cfg, prometheus, window_seconds, now)
     tally = Tally()
+    found = []
+    for f in await executions_in(cfg, prometheus, window_seconds, now):
+        # A key longer than the archive's columns is left out before any work, with why (the same on both stores).
+        if reason := refused_key(f.cluster, f.tenant, f.execution_id):
+            tally.skipped.append(reason)
+        else:
+            found.append(f)
     limit = asyncio.Semaphore(CONCURRENCY)
     ended: list[tuple[Found, Span]] = []
 

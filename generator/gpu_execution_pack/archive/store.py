@@ -50,6 +50,28 @@ records = sa.Table(
 )
 
 
+# The key's text columns and the most characters each keeps: PostgreSQL refuses a longer value (varchar), SQLite
+# would keep it. A key over them is refused on both (``refused_key``) rather than widened to text, because: the
+# readers never ask for it (the endpoint, report and query refuse an id, tenant or cluster over 256 characters), so
+# its record could not be read back; a text key would only move PostgreSQL's refusal further (its primary key
+# index takes about 2.7 kB a row); and archives written already keep their schema, with no migration to apply.
+KEY_LENGTHS = {"cluster": "cluster", "tenant": "tenant", "execution_id": "execution id"}
+
+
+def refused_key(cluster: str, tenant: str, execution_id: str) -> str | None:
+    """Why the archive keeps no record under this key (a value longer than its column), None where it does: the
+    same answer on SQLite and PostgreSQL."""
+    for column, value in (("cluster", cluster), ("tenant", tenant), ("execution_id", execution_id)):
+        most = records.c[column].type.length
+        if len(value) > most:
+            what, shown = KEY_LENGTHS[column], execution_id if len(execution_id) <= 60 else f"{execution_id[:60]}..."
+            return (
+                f"execution {shown!r} not archived: its {what} has {len(value)} characters ({value[:20]!r}...); "
+                f"accepted: at most {most} characters"
+            )
+    return None
+
+
 def create_v1(conn: Connection) -> None:
     metadata.create_all(conn, tables=[records], checkfirst=True)
 
@@ -168,7 +190,10 @@ class Store:
         raise AssertionError("unreachable")
 
     def put(self, record: Record) -> None:
-        """Insert the record, or replace the one with its key: one statement, one transaction."""
+        """Insert the record, or replace the one with its key: one statement, one transaction. A key longer than
+        the archive keeps (``refused_key``) is a ValueError, on SQLite as on PostgreSQL."""
+        if reason := refused_key(record.cluster, record.tenant, record.execution_id):
+            raise ValueError(reason)
         row = record.row()
         insert = postgresql.insert if self.engine.dialect.name == "postgresql" else sqlite.insert
         keys = [c.name for c in records.primary_key.columns]
