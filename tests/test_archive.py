@@ -565,3 +565,32 @@ def test_a_key_longer_than_the_archive_keeps_is_skipped_with_a_warning_on_both_s
     assert "1 archived" in done.stdout and "2 skipped" in done.stdout, done.stdout
     assert [key[2] for key in kept(archive_url)] == [ordinary]
     assert tenant_too_long == "train-0001" and len(id_too_long) == 600
+
+
+@pytest.mark.single_version  # our probe's answer to a database gone, whichever Prometheus answered
+def test_readyz_is_503_while_the_archive_database_does_not_answer(loaded, caplog):
+    """/readyz said ready with PostgreSQL stopped under a running endpoint, while every route reading the archive
+    answered 503: not ready now, the reason in the log (the probe needs no key: its body says no more, as for
+    Prometheus)."""
+    from gpu_execution_pack.api.app import READY_TIMEOUT_SECONDS
+
+    server, _cfg, _start = loaded
+    database = Postgres()
+    database.start()
+    url = database.database("readiness")
+    cfg = config_from_mapping({**CONFIG, "archive": {"url": url}, "api": {"prometheus_url": server.url}})
+    try:
+        with TestClient(create_app(cfg, {"admin-key-0123456789abcdef": "*"})) as client:
+            assert client.get("/readyz").status_code == 200
+            database.stop()
+            with caplog.at_level("WARNING", logger="gpu_execution_pack.api"):
+                began = time.monotonic()
+                down = client.get("/readyz")
+                elapsed = time.monotonic() - began
+    finally:
+        database.stop()
+    assert down.status_code == 503, down.text
+    assert down.json() == {"status": "not ready"}
+    assert elapsed < READY_TIMEOUT_SECONDS + 2, elapsed
+    (said,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("not ready")]
+    assert said.startswith("not ready: the archive (archive.url) does not answer ("), said

@@ -213,8 +213,9 @@ class Routes:
         return await self.serve(request, work, FLEET_PATH)
 
     async def readyz(self, request: Request) -> JSONResponse:
-        """GET /readyz: 200 while Prometheus answers ``vector(1)`` in time, else 503. It needs no key, so it
-        says only ready or not ready; why not goes to the log."""
+        """GET /readyz: 200 while Prometheus answers ``vector(1)`` in time and the archive, where one is open,
+        answers ``SELECT 1``; else 503. It needs no key, so it says only ready or not ready; why not goes to the
+        log."""
         not_ready = JSONResponse({"status": "not ready"}, status_code=503)
         probe = self.probe
         if probe is None:
@@ -229,11 +230,30 @@ class Routes:
         except TimeoutError:
             log.warning("not ready: Prometheus at %s did not answer in %g s", probe.url, READY_TIMEOUT_SECONDS + 1)
             return not_ready
+        if self.archive is not None and (why := await archive_unready(self.archive)):
+            log.warning("not ready: the archive (archive.url) %s", why)
+            return not_ready
         return JSONResponse({"status": "ready"})
 
     async def openapi(self, request: Request) -> JSONResponse:
         """GET /openapi.json: the API's description for this config."""
         return JSONResponse(openapi_document(self.cfg))
+
+
+async def archive_unready(store: Any) -> str:
+    """Why the open archive cannot answer the routes that read it ("" where it answers ``SELECT 1`` within
+    READY_TIMEOUT_SECONDS): they would answer 503 (``reader.in_archive``), so the process is not ready either."""
+    from gpu_execution_pack.archive.store import DATABASE_ERRORS, one_line  # open: the extra is there
+
+    try:
+        with anyio.fail_after(READY_TIMEOUT_SECONDS):
+            # A database that never answers leaves its thread waiting, not the probe.
+            await anyio.to_thread.run_sync(store.ping, abandon_on_cancel=True)
+    except DATABASE_ERRORS as err:
+        return f"does not answer ({one_line(err)[:200]})"
+    except TimeoutError:
+        return f"did not answer in {READY_TIMEOUT_SECONDS:g} s"
+    return ""
 
 
 def tenant_asked(tenant: str | None, every_tenant: bool, q: dict[str, str]) -> str | None:

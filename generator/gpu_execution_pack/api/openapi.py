@@ -184,10 +184,11 @@ ROUTES: dict[str, Operation] = {
         "Liveness: the process is up (Prometheus is not asked)", {"200": ('{"status": "ok"}', "Status")}, public=True
     ),
     "/readyz": Operation(
-        f"Readiness: Prometheus answers the instant query `{READY_QUERY}` in time",
+        f"Readiness: Prometheus answers the instant query `{READY_QUERY}` in time, and so does the archive "
+        "(archive.url) where one is open",
         {
             "200": ('{"status": "ready"}', "Status"),
-            "503": ('Prometheus unreachable, failing or too slow: {"status": "not ready"}', "Status"),
+            "503": ('Prometheus or the archive unreachable, failing or too slow: {"status": "not ready"}', "Status"),
         },
         public=True,
     ),

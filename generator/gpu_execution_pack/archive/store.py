@@ -230,6 +230,11 @@ class Store:
         query = sa.select(records).where(c.end_ms >= round(start * 1000), c.start_ms <= round(end * 1000))
         return [record_of(r) for r in self._rows(query, tenant, cluster, c.end_ms)]
 
+    def ping(self) -> None:
+        """Ask the database the least query there is: a DATABASE_ERRORS error where it does not answer."""
+        with self.engine.connect() as conn:
+            conn.execute(sa.select(1))
+
     def count(self) -> int:
         with self.engine.connect() as conn:
             return conn.execute(sa.select(sa.func.count()).select_from(records)).scalar() or 0
