@@ -186,6 +186,31 @@ def test_without_the_servers_metrics_page_the_missed_iterations_are_read_from_it
     assert item["status"] == "pass" and item["found"].startswith("no missed iteration in "), item
 
 
+def nan_iterations(seen: Seen, status: int, body: bytes) -> tuple[int, bytes]:
+    """The server's /metrics with every rule group's iteration counters reading NaN, as a broken exporter or
+    compatible server may give them; the API as the server answers it."""
+    if not seen.path.endswith("/metrics"):
+        return status, body
+    counters = "|".join(re.escape(m) for m in (probe.ITERATIONS_MISSED, probe.ITERATIONS))
+    return status, re.sub(rf"^((?:{counters})\{{[^}}]*\}}) \S+$", r"\1 NaN", body.decode(), flags=re.M).encode()
+
+
+def test_iteration_counters_read_as_nan_are_said_unknown_not_nan_of_nan(matching, tmp_path: Path):
+    with Proxy(matching.url, nan_iterations) as server:
+        run = subprocess.run(
+            [sys.executable, "-m", "gpu_execution_pack", "doctor", "--prometheus", server.url],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+    assert "Traceback" not in run.stderr, run.stderr
+    (line,) = [x for x in run.stdout.splitlines() if "missed iterations" in x]
+    assert "nan" not in line.replace("NaN", ""), line
+    assert "missed iterations unknown (Prometheus returned NaN) for gpu-execution-pack." in line, line
+    assert line.split()[0] == "INFO", line
+
+
 def test_the_defaults_against_a_one_generation_nvidia_fleet_say_what_to_pin(matching, tmp_path: Path):
     run = doctor(matching, None, tmp_path, "--json")
     checks = checks_of(run)

@@ -204,3 +204,33 @@ def test_the_optional_fields_are_named_as_the_fleets_exporters_publish_them_and_
     assert "DCGM_FI_DEV_MAX_SM_CLOCK_HERTZ" not in found.found, found
     text = render([found], "http://prometheus:9090")
     assert "INFO" in text and f"-> {found.fix}" in text, text
+
+
+NAN = float("nan")
+
+
+def test_iteration_counters_prometheus_answers_as_nan_are_unknown_not_nan_of_nan():
+    """A group's missed and scheduled iterations read as NaN were listed as missed, "nan of nan": now unknown,
+    named, and no missed iteration is claimed for them; another group's real misses still fail."""
+    group, other = "gpu-execution-pack.execution-gpu", "gpu-execution-pack.execution"
+    found = item("missed iterations", Config(), deployment(Config(), iterations={group: (NAN, NAN), other: (0, 40)}))
+    assert (found.status, found.found) == (
+        "info",
+        f"no missed iteration in 1 pack groups; missed iterations unknown (Prometheus returned NaN) for {group}",
+    )
+    alone = item("missed iterations", Config(), deployment(Config(), iterations={group: (0.0, NAN)}))
+    assert alone.status == "info" and "unknown (Prometheus returned NaN)" in alone.found, alone
+    failing = item("missed iterations", Config(), deployment(Config(), iterations={group: (NAN, 9), other: (3, 40)}))
+    assert failing.status == "fail" and f"{other} 3 of 40" in failing.found, failing
+    for told in (found, alone, failing):
+        assert "nan" not in told.found.replace("NaN", ""), told
+    text = render([found, alone, failing], "http://prometheus:9090")
+    assert "nan of nan" not in text and "unknown (Prometheus returned NaN)" in text
+
+
+def test_gpu_time_prometheus_answers_as_nan_is_unknown_not_nan_percent():
+    found = item("attributed GPU-time", Config(), deployment(Config(), gpu_time={"": (NAN, NAN)}))
+    assert (found.status, found.found) == (
+        "info",
+        "over the last day, GPU-time held by an execution: the store unknown (Prometheus returned NaN)",
+    )

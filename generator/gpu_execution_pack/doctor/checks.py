@@ -7,6 +7,7 @@ not loaded, clusters merged); a warn costs time or hides a finding; info says wh
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -323,11 +324,27 @@ def check_evaluation(cfg: Config, d: Deployment) -> Item:
     return Item("evaluation time", "pass", found)
 
 
+def returned(value: float) -> str:
+    """A figure Prometheus answered that is no number (NaN, an infinity), as said: "unknown (Prometheus returned
+    NaN)", never a bare ``nan``."""
+    return f"unknown (Prometheus returned {'NaN' if math.isnan(value) else f'{value:+}'.replace('inf', 'Inf')})"
+
+
 def check_missed_iterations(cfg: Config, d: Deployment) -> Item:
     counted = {name: pair for name, pair in d.iterations.items() if name.startswith(GROUP_PREFIX) and pair[1]}
     if not counted:
         return Item("missed iterations", "info", "no pack group's iteration counters found (not evaluated yet?)")
-    missed = sorted(((m, name, scheduled) for name, (m, scheduled) in counted.items() if m), reverse=True)
+    # Counters Prometheus answered as NaN (or an infinity) say nothing of what was missed: named as unknown.
+    unknown = {name: pair for name, pair in counted.items() if not all(math.isfinite(v) for v in pair)}
+    known = {name: pair for name, pair in counted.items() if name not in unknown}
+    bad = next(v for pair in unknown.values() for v in pair if not math.isfinite(v)) if unknown else 0.0
+    told = (
+        f"; missed iterations {returned(bad)} for {', '.join(sorted(unknown)[:3])}"
+        + (", ..." if len(unknown) > 3 else "")
+        if unknown
+        else ""
+    )
+    missed = sorted(((m, name, scheduled) for name, (m, scheduled) in known.items() if m), reverse=True)
     if missed:
         shares = {g.name: g.evaluation_seconds / g.interval_seconds for g in d.groups if g.interval_seconds}
         listed = ", ".join(
@@ -338,10 +355,13 @@ def check_missed_iterations(cfg: Config, d: Deployment) -> Item:
         return Item(
             "missed iterations",
             "fail",
-            f"evaluations missed: {listed} (their series have gaps; alerts and reports read them)",
+            f"evaluations missed: {listed} (their series have gaps; alerts and reports read them){told}",
             "doctor --write-config pins what the fleet has; or lengthen the group's interval, or shard "
             "(docs/scaling.md)",
         )
+    if unknown:
+        clear = f"no missed iteration in {len(known)} pack groups" if known else "no pack group's counters read"
+        return Item("missed iterations", "info", clear + told)
     return Item("missed iterations", "pass", f"no missed iteration in {len(counted)} pack groups")
 
 
@@ -411,9 +431,20 @@ def check_attributed_gpu_time(cfg: Config, d: Deployment) -> Item:
                 f"GPU sample (this Prometheus has under {probe.COVERAGE_STEP} of data?); run doctor again later",
             )
         return Item("attributed GPU-time", "info", "no GPU reported over the last day")
-    shares = {cluster or "the store": held / total for cluster, (total, held) in sorted(d.gpu_time.items()) if total}
+    # A count Prometheus answered as NaN (or an infinity) is no share: named as unknown, never "nan %".
+    shares = {
+        cluster or "the store": held / total if math.isfinite(total) and math.isfinite(held) else math.nan
+        for cluster, (total, held) in sorted(d.gpu_time.items())
+        if total
+    }
+    unknown = {
+        cluster or "the store": next(v for v in pair if not math.isfinite(v))
+        for cluster, pair in d.gpu_time.items()
+        if not all(math.isfinite(v) for v in pair)
+    }
     found = "over the last day, GPU-time held by an execution: " + ", ".join(
-        f"{cluster} {share * 100:.0f} %" for cluster, share in shares.items()
+        f"{cluster} {returned(unknown[cluster])}" if cluster in unknown else f"{cluster} {share * 100:.0f} %"
+        for cluster, share in shares.items()
     )
     unattributed = [cluster for cluster, share in shares.items() if not share]
     if unattributed:
@@ -424,7 +455,7 @@ def check_attributed_gpu_time(cfg: Config, d: Deployment) -> Item:
             f"in {', '.join(unattributed)}: check that its exporters carry what attribution.mode "
             f"({cfg.attribution.mode}) reads; its GPU-time is counted to no execution",
         )
-    return Item("attributed GPU-time", "pass", found)
+    return Item("attributed GPU-time", "info" if unknown else "pass", found)
 
 
 def check_shared_gpus(cfg: Config, d: Deployment) -> Item:
