@@ -211,6 +211,33 @@ def test_iteration_counters_read_as_nan_are_said_unknown_not_nan_of_nan(matching
     assert line.split()[0] == "INFO", line
 
 
+def scraped_every_1000y(seen: Seen, status: int, body: bytes) -> tuple[int, bytes]:
+    """The server's targets as a compatible API may list them: every one scraped every 1000y."""
+    if not seen.path.endswith("/api/v1/targets"):
+        return status, body
+    return status, re.sub(rb'"scrapeInterval":"[^"]*"', b'"scrapeInterval":"1000y"', body)
+
+
+def test_write_config_leaves_out_a_value_the_config_refuses_and_writes_one_it_loads(matching, tmp_path: Path):
+    """A scrape every 1000y called for rate_window_fallback: 4000y (past 292y): the config doctor wrote, its own
+    validation then refused. The key is left out and the file says why; `doctor -c` on it runs."""
+    written = tmp_path / "suggested.yml"
+    with Proxy(matching.url, scraped_every_1000y) as server:
+        wrote = doctor(server, MATCHING, tmp_path, "--write-config", str(written))
+        assert "Traceback" not in wrote.stderr and f"wrote {written}" in wrote.stderr, wrote.stderr
+        text = written.read_text()
+        assert "rate_window_fallback" not in yaml.safe_load(text)
+        assert "#   rate_window_fallback: not written, the config would refuse '4000y'" in text, text
+        again = subprocess.run(
+            [sys.executable, "-m", "gpu_execution_pack", "doctor", "-c", str(written), "--prometheus", server.url],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+    assert not again.stderr.startswith("error:") and "FAIL  scrape intervals" in again.stdout, again.stderr
+
+
 def test_the_defaults_against_a_one_generation_nvidia_fleet_say_what_to_pin(matching, tmp_path: Path):
     run = doctor(matching, None, tmp_path, "--json")
     checks = checks_of(run)

@@ -505,3 +505,28 @@ def test_the_prometheus_doctor_read_is_written_and_a_password_is_not(tmp_path: P
     text = written.read_text()
     assert "s3cret" not in text and "admin:***@prom.example:9090" in text
     assert load_config(written).api.prometheus_url == Config().api.prometheus_url
+
+
+def test_a_value_the_config_would_refuse_is_left_out_and_said(tmp_path: Path, doctor):
+    """A fleet scraped every 1000y (a compatible API's answer) asked for rate_window_fallback: 4000y, past the 292y
+    any duration may be: doctor wrote a config it then refused to load. The key is left out, the file says why,
+    and the rest of the advice is written; the file loads."""
+    every = probe.Target("dcgm-exporter", {"job": "dcgm-exporter", "instance": "gpu-01:9400"}, 1000 * 365 * 86400.0)
+    facts = dataclasses.replace(deployment(), targets=(every,), read_jobs=frozenset({"dcgm-exporter"}))
+    written = tmp_path / "advised.yml"
+    code, _, err = doctor("--write-config", str(written), facts=facts)
+    assert code in (0, 1) and "Traceback" not in err, err
+    text = written.read_text()
+    cfg = load_config(written)  # the pack's own validation takes it
+    assert cfg.rate_window_fallback == Config().rate_window_fallback
+    assert "rate_window_fallback" not in yaml.safe_load(text)
+    said = changed_lines(text)
+    assert (
+        "#   rate_window_fallback: not written, the config would refuse '4000y' (rate_window_fallback: '4000y' is "
+        in (said)
+    ), said
+    assert "(at most 292y)); the slowest scrape the rules read is every 1000y (dcgm-exporter)" in said, said
+    assert cfg.dcgm.generations == ("4.8", "4.10")  # the other advice is written
+    # Nor does the checklist ask for a window the config refuses: the scrape is what to change.
+    fix = next(i.fix for i in checks.checklist(Config(), facts) if i.check == "scrape intervals")
+    assert fix == "scrape dcgm-exporter (gpu-01:9400) more often: rate_window_fallback is at most 292y", fix

@@ -143,9 +143,19 @@ def suggested_config(
     if read_from is not None and written_to is not None:
         rebase_paths(data, read_from, written_to)
     advised = changes(cfg, d, prometheus_url)
-    for key, (value, _) in advised.items():
-        if value is not None:
-            _set(data, key, value)
+    for key, (value, reason) in list(advised.items()):
+        if value is None:
+            continue
+        before = copy.deepcopy(data)
+        _set(data, key, value)
+        try:
+            # Each change checked as it is made: a fact past what the config accepts (a scrape every 1000y asks
+            # for a 4000y window) leaves its key out, said in the file, rather than write a config load refuses.
+            config_from_mapping(data, "the suggested config")
+        except ConfigError as err:
+            data = before
+            refused = str(err).removeprefix("the suggested config: ")
+            advised[key] = (None, f"not written, the config would refuse {value!r} ({refused}); {reason}")
     config_from_mapping(data, "the suggested config")  # a ConfigError here is a bug of ours, not the user's
     why = "\n".join(f"#   {key}: {reason}" for key, (_, reason) in advised.items())
     if not why:  # say only what is known: the facts doctor reads ask for nothing, the checklist may still fail

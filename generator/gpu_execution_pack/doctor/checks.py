@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from gpu_execution_pack import __version__, catalog
 from gpu_execution_pack.config import Config, cluster_scope
+from gpu_execution_pack.config.loader import MAX_DURATION_SECONDS
 from gpu_execution_pack.promql import render
 from gpu_execution_pack.promql.durations import duration_text, parse_duration_seconds
 from gpu_execution_pack.rules.files import all_groups, rule_document, rules_digest
@@ -387,7 +388,10 @@ def check_scrape_intervals(cfg: Config, d: Deployment) -> Item:
             "fail",
             f"{named} is scraped every {duration_text(slowest)}: rate_window_fallback {cfg.rate_window_fallback} "
             "holds fewer than two of its samples, so its rates and host CPU are empty",
-            f"set rate_window_fallback to at least {duration_text(2 * slowest)}",
+            f"set rate_window_fallback to at least {duration_text(2 * slowest)}"
+            if 2 * slowest <= MAX_DURATION_SECONDS
+            # No window the config accepts holds two of its samples: the scrape is what to change.
+            else f"scrape {named} more often: rate_window_fallback is at most {duration_text(MAX_DURATION_SECONDS)}",
         )
     if window < 2 * slowest:
         return Item(
