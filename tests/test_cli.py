@@ -269,3 +269,18 @@ def test_an_archive_url_given_by_option_is_named_by_it(tmp_path: Path, capsys: p
     assert cli.main(["archive", "--since", "1d", "--url", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err == f"error: --url: cannot open the archive '{tmp_path}' (unable to open database file)\n", err
+
+
+@pytest.mark.parametrize("interval", ["1ms", "999ms", "0s"])
+def test_archive_refuses_a_follow_interval_under_a_second_before_it_opens_anything(
+    interval: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """`archive --follow 1ms` ran its passes back to back: a busy loop on Prometheus and the database."""
+    archive = tmp_path / "new.sqlite"
+    # A URL of no Prometheus ends even a --follow run at its first pass: refused first, it is never read.
+    assert cli.main(["archive", "--follow", interval, "--url", str(archive), "--prometheus", "ftp://nowhere"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: --follow: {interval!r} is not accepted; accepted: a Prometheus duration of at least 1s and at most "
+        "292y, e.g. 30d or 5m\n"
+    )
+    assert not archive.exists()

@@ -430,6 +430,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 MAX_FOLLOW_PASSES = 10**9  # --follow runs until stopped; a bound keeps the loop finite all the same
+# The shortest --follow interval: 1ms ran passes back to back, a busy loop on Prometheus and the database. 1s is
+# the pack's floor for every duration it reads as a step or window (the endpoint's step, the fleet's since, a
+# follow pass's own listing window), and a pass rarely takes less; an execution is archived only ended_after
+# (15m) past its end anyway, so anything over a few minutes buys nothing, but that is the user's choice to make.
+MIN_FOLLOW = "1s"
 
 
 def cmd_archive(args: argparse.Namespace) -> int:
@@ -446,7 +451,7 @@ def cmd_archive(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config)
     window = _duration("--since", args.since, parse_duration_seconds)
-    every = _duration("--follow", args.follow, parse_duration_seconds) if args.follow else 0.0
+    every = _duration("--follow", args.follow, parse_duration_seconds, MIN_FOLLOW) if args.follow else 0.0
     store = Store.open(args.url or cfg.archive.url, source="--url" if args.url else "archive.url")
     if store is None:
         raise ConfigError("archive.url: empty; accepted: a SQLite file path or a postgresql:// URL")
@@ -485,14 +490,19 @@ def cmd_archive(args: argparse.Namespace) -> int:
     return 0
 
 
-def _duration(name: str, value: str, parse) -> float:
+def _duration(name: str, value: str, parse, least: str = "") -> float:
+    """``value`` of option ``name`` in seconds: a duration above 0 (at least ``least`` where given) and at most
+    292y, else a ConfigError naming the option and what it accepts."""
     try:
         seconds = parse(value)
     except ValueError:
         seconds = 0
-    if not 0 < seconds <= MAX_DURATION_SECONDS:  # past it, Prometheus refuses the query: the mistake is ours to say
+    floor = parse(least) if least else 0.0
+    # Past 292y, Prometheus refuses the query: the mistake is ours to say.
+    if not (0 < seconds <= MAX_DURATION_SECONDS and seconds >= floor):
+        lowest = f"of at least {least}" if least else "above 0"
         raise ConfigError(
-            f"{name}: {value!r} is not accepted; accepted: a Prometheus duration above 0 and at most 292y, "
+            f"{name}: {value!r} is not accepted; accepted: a Prometheus duration {lowest} and at most 292y, "
             "e.g. 30d or 5m"
         )
     return seconds
@@ -580,7 +590,9 @@ ARCHIVE_HELP = "write ended executions' records (report and series) to the archi
 def add_archive(a: argparse.ArgumentParser) -> None:
     """The ``archive`` command's options."""
     a.add_argument("--since", default="1h", help="archive executions with samples in this last duration (default 1h)")
-    a.add_argument("--follow", metavar="INTERVAL", help="run a pass every INTERVAL (e.g. 5m) until stopped")
+    a.add_argument(
+        "--follow", metavar="INTERVAL", help=f"run a pass every INTERVAL (e.g. 5m; at least {MIN_FOLLOW}) until stopped"
+    )
     a.add_argument("--prometheus", help="Prometheus URL (default: api.prometheus_url)")
     a.add_argument("--url", help="the archive (default: archive.url): a SQLite file path or a postgresql:// URL")
     a.set_defaults(func=cmd_archive)
