@@ -594,3 +594,25 @@ def test_readyz_is_503_while_the_archive_database_does_not_answer(loaded, caplog
     assert elapsed < READY_TIMEOUT_SECONDS + 2, elapsed
     (said,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("not ready")]
     assert said.startswith("not ready: the archive (archive.url) does not answer ("), said
+
+
+@pytest.mark.single_version  # which archive file stays is our choice, whichever Prometheus answered
+def test_a_complete_pass_with_nothing_to_archive_keeps_the_new_archive(tmp_path):
+    """A failed pass removes the SQLite file it created (tests/test_cli.py); a complete one keeps it, records or
+    not: the archive is up to date with what Prometheus holds."""
+    empty = Prometheus(tmp_path / "empty")
+    empty.start()
+    try:
+        new = tmp_path / "new.sqlite"
+        done = subprocess.run(
+            [sys.executable, "-m", "gpu_execution_pack", "archive", "--url", str(new), "--prometheus", empty.url],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
+    finally:
+        empty.stop()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("archive: 0 archived, 0 unchanged"), done.stdout
+    assert new.exists() and kept(str(new)) == []

@@ -284,3 +284,25 @@ def test_archive_refuses_a_follow_interval_under_a_second_before_it_opens_anythi
         "292y, e.g. 30d or 5m\n"
     )
     assert not archive.exists()
+
+
+def test_an_archive_pass_that_fails_before_writing_leaves_no_new_sqlite_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """`archive --url new.sqlite` with Prometheus unreachable left a file holding the schema alone, which the next
+    report took for an archive. The file it created goes; an archive that was there already stays."""
+    from gpu_execution_pack.archive.store import Store
+
+    with socket.socket() as closed:  # a port bound but never listened on: connections to it are refused
+        closed.bind(("127.0.0.1", 0))
+        prometheus = f"http://127.0.0.1:{closed.getsockname()[1]}"
+        new = tmp_path / "new.sqlite"
+        assert cli.main(["archive", "--url", str(new), "--prometheus", prometheus]) == 3
+        assert capsys.readouterr().err.startswith("error: Prometheus is unreachable: connection refused")
+        assert sorted(p.name for p in tmp_path.iterdir()) == []
+        kept = tmp_path / "kept.sqlite"
+        opened = Store.open(str(kept))
+        assert opened is not None
+        opened.close()
+        assert cli.main(["archive", "--url", str(kept), "--prometheus", prometheus]) == 3
+        assert kept.exists()

@@ -464,12 +464,14 @@ def cmd_archive(args: argparse.Namespace) -> int:
             await client.close()
 
     watermark: float | None = None  # --follow: after a complete pass, later passes read only the time since
+    completed = False
     try:
         for _ in range(MAX_FOLLOW_PASSES):
             started, at = time.monotonic(), time.time()
             try:
                 tally = asyncio.run(one_pass(archiver.follow_window(cfg, window, watermark, at), at))
                 watermark = archiver.watermark_after(cfg, at)
+                completed = True  # the archive is kept, records or not
                 for reason in tally.skipped:
                     print(f"warning: archive: {reason}", file=sys.stderr, flush=True)
                 print(f"archive: {tally.line()} ({time.monotonic() - started:.1f} s)", flush=True)
@@ -486,7 +488,12 @@ def cmd_archive(args: argparse.Namespace) -> int:
                 return 0
             time.sleep(max(0.0, every - (time.monotonic() - started)))
     finally:
-        store.close()
+        # No pass completed and nothing was written (Prometheus unreachable, say): a SQLite file this run created
+        # would be a schema alone, taken for an archive by the next command. It goes.
+        if completed:
+            store.close()
+        else:
+            store.close_and_remove_if_new_and_empty()
     return 0
 
 

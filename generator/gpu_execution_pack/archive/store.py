@@ -136,8 +136,9 @@ def engine_url(url: str, source: str = "archive.url") -> str:
 class Store:
     """An open archive: ``Store.open(url)`` (migrated to the current schema), then put and read records."""
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, created: Path | None = None):
         self.engine = engine
+        self.created = created  # the SQLite file this store's opening created (None: it existed, or PostgreSQL)
 
     @classmethod
     def open(cls, url: str, create: bool = True, source: str = "archive.url") -> Store | None:
@@ -147,13 +148,14 @@ class Store:
         if not url:
             return None
         target = engine_url(url, source)
-        if target.startswith("sqlite") and not create and not Path(target.removeprefix("sqlite:///")).exists():
+        file = Path(target.removeprefix("sqlite:///")) if target.startswith("sqlite") else None
+        if file is not None and not create and not file.exists():
             return None
         try:
             engine = sa.create_engine(target, **engine_options(target))
         except ImportError as err:
             raise ConfigError(f"{source}: {err}; install the archive extra: pip install '.[archive]'") from None
-        store = cls(engine)
+        store = cls(engine, file if file is not None and not file.exists() else None)
         try:
             store.migrate()
         except (sa.exc.OperationalError, sa.exc.DatabaseError) as err:  # DatabaseError: a file that is no SQLite
@@ -163,6 +165,22 @@ class Store:
 
     def close(self) -> None:
         self.engine.dispose()
+
+    def close_and_remove_if_new_and_empty(self) -> bool:
+        """Close; then remove the SQLite file that opening this store created, where it holds no record (a pass
+        that failed before writing any: it would be left a schema alone). Whether it was removed. (Another archiver
+        that opened the new file meanwhile and wrote to it after the count would lose that write: two archivers
+        creating one file at once, one of them failing, is what that takes.)"""
+        try:
+            empty = self.created is not None and self.created.exists() and self.count() == 0
+        except DATABASE_ERRORS:  # unreadable now: kept, as a file that may hold records
+            empty = False
+        self.close()
+        if not empty or self.created is None:
+            return False
+        for leftover in ("", "-journal", "-wal", "-shm"):
+            Path(f"{self.created}{leftover}").unlink(missing_ok=True)
+        return True
 
     def version(self, conn: Connection) -> int:
         return conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar() or 0
