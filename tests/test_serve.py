@@ -117,6 +117,21 @@ def test_readyz_is_200_when_prometheus_answers(prometheus):
     assert response.json() == {"status": "ready"}
 
 
+@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+@pytest.mark.parametrize("query", ["x=1", "x", "step=5m&step=5m"])
+def test_a_probe_refuses_query_parameters_as_every_route_does(path, query):
+    """/healthz?x=1 was a 200 where every other route refuses a parameter it does not take: a 400 naming it (before
+    Prometheus is asked: nothing listens here), the probe taking none."""
+    with TestClient(create_app(cfg_for(nothing_listens()), {KEY: "*"})) as client:
+        response = client.get(f"{path}?{query}")
+    assert response.status_code == 400, response.text
+    assert response.headers["content-type"] == "application/json"
+    name = query.split("=")[0]
+    assert response.json() == {
+        "error": f"{name}: not a parameter of this route; accepted: none (it takes no query parameters)"
+    }
+
+
 def test_readyz_is_503_at_once_when_nothing_listens():
     with TestClient(create_app(cfg_for(nothing_listens()), {KEY: "*"})) as client:
         began = time.monotonic()
@@ -172,8 +187,8 @@ def test_a_wrong_method_is_a_json_405_naming_the_allowed_ones(client, method, pa
 
 def test_the_openapi_document_lists_the_probes_without_auth(client):
     doc = client.get("/openapi.json").json()
-    assert set(doc["paths"]["/healthz"]["get"]["responses"]) == {"200"}
-    assert set(doc["paths"]["/readyz"]["get"]["responses"]) == {"200", "503"}
+    assert set(doc["paths"]["/healthz"]["get"]["responses"]) == {"200", "400"}
+    assert set(doc["paths"]["/readyz"]["get"]["responses"]) == {"200", "400", "503"}
     for probe in ("/healthz", "/readyz"):
         assert doc["paths"][probe]["get"]["security"] == []  # overrides the document-wide bearer
     assert doc["security"] == [{"bearer": []}]  # the metrics route still needs a key

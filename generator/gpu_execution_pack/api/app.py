@@ -216,6 +216,8 @@ class Routes:
         """GET /readyz: 200 while Prometheus answers ``vector(1)`` in time and the archive, where one is open,
         answers ``SELECT 1``; else 503. It needs no key, so it says only ready or not ready; why not goes to the
         log."""
+        if (refused := probe_parameters(request, "/readyz")) is not None:
+            return refused
         not_ready = JSONResponse({"status": "not ready"}, status_code=503)
         probe = self.probe
         if probe is None:
@@ -310,8 +312,20 @@ def cut(path: str, limit: int = 200) -> str:
     return path if len(path) <= limit else f"{path[:limit]}... ({len(path)} characters)"
 
 
+def probe_parameters(request: Request, path: str) -> JSONResponse | None:
+    """A probe's query parameters read as every route reads its own (``inputs.query_of``): a probe takes none, so
+    any is the 400 naming it that another route answers for one it does not take; None where there is none."""
+    try:
+        query_of(request, query_parameter_names(path))
+    except RequestError as err:
+        return error(err.status, str(err))
+    return None
+
+
 async def healthz(request: Request) -> JSONResponse:
     """GET /healthz: the process is up (Prometheus is not asked)."""
+    if (refused := probe_parameters(request, "/healthz")) is not None:
+        return refused
     return JSONResponse({"status": "ok"})
 
 

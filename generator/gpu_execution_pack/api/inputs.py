@@ -45,7 +45,7 @@ def query_of(request: Request, accepted: frozenset[str]) -> dict[str, str]:
         if name not in accepted:
             raise bad(
                 f"{name if name.isidentifier() else shown(name)}: not a parameter of this route; accepted: "
-                + ", ".join(sorted(accepted))
+                + (", ".join(sorted(accepted)) or "none (it takes no query parameters)")
             )
         if count > 1:
             how = "once, the names in one value separated by commas" if name == "series" else "once"

@@ -181,7 +181,10 @@ ROUTES: dict[str, Operation] = {
         cluster=FILTER,
     ),
     "/healthz": Operation(
-        "Liveness: the process is up (Prometheus is not asked)", {"200": ('{"status": "ok"}', "Status")}, public=True
+        "Liveness: the process is up (Prometheus is not asked)",
+        {"200": ('{"status": "ok"}', "Status")},
+        errors=("400",),  # it takes no query parameter: one given is refused, as on every route
+        public=True,
     ),
     "/readyz": Operation(
         f"Readiness: Prometheus answers the instant query `{READY_QUERY}` in time, and so does the archive "
@@ -190,6 +193,7 @@ ROUTES: dict[str, Operation] = {
             "200": ('{"status": "ready"}', "Status"),
             "503": ('Prometheus or the archive unreachable, failing or too slow: {"status": "not ready"}', "Status"),
         },
+        errors=("400",),
         public=True,
     ),
 }
