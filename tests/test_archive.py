@@ -513,7 +513,7 @@ def test_an_archive_database_that_stops_answering_is_a_503_naming_it_not_a_500(l
 @pytest.fixture(scope="module")
 def long_keys(tmp_path_factory: pytest.TempPathFactory):
     """A real Prometheus holding the training scenario ended 15 minutes ago, its first execution under a tenant of
-    300 characters, its second under an id of 600, and a third execution of ordinary names: (server, ids)."""
+    300 characters, its second under an id of 300, and a third execution of ordinary names: (server, ids)."""
     from gpu_execution_pack.config import Config
     from gpu_execution_pack.scenario import library
     from gpu_execution_pack.scenario.model import Execution
@@ -525,7 +525,7 @@ def long_keys(tmp_path_factory: pytest.TempPathFactory):
         base,
         executions=(
             dataclasses.replace(long_tenant, namespace="t" * 300),
-            dataclasses.replace(long_id, id="j" * 600),
+            dataclasses.replace(long_id, id="j" * 300),
             Execution("ok-0003", (free,), ("loading", "compute"), start_minute=3),
         ),
         unowned_gpus=(),
@@ -540,9 +540,9 @@ def long_keys(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.mark.single_version  # our store's limits, whichever Prometheus answered
 def test_a_key_longer_than_the_archive_keeps_is_skipped_with_a_warning_on_both_stores(long_keys, tmp_path, archive_url):
-    """A tenant over 256 characters or an id over 512 (the PostgreSQL columns' lengths) stopped a pass on
-    PostgreSQL with a traceback, while SQLite kept them: both now skip that execution, say why on one line each,
-    and archive the others."""
+    """A tenant over 256 characters (the PostgreSQL column's length) stopped a pass on PostgreSQL with a traceback,
+    while SQLite kept it; an id over 256 (the most the endpoint and report read) was archived, never to be read
+    back: both stores now skip such an execution, say why on one line each, and archive the others."""
     server, (tenant_too_long, id_too_long, ordinary) = long_keys
     config = tmp_path / "config.yml"
     config.write_text(to_yaml({"archive": {"url": archive_url, "ended_after": ENDED_AFTER}}))
@@ -559,12 +559,12 @@ def test_a_key_longer_than_the_archive_keeps_is_skipped_with_a_warning_on_both_s
     )
     (of_id,) = [w for w in warnings if w.startswith("warning: archive: execution 'jjjj")]
     assert of_id.endswith(
-        "not archived: its execution id has 600 characters ('jjjjjjjjjjjjjjjjjjjj'...); "
-        "accepted: at most 512 characters"
+        "not archived: its execution id has 300 characters ('jjjjjjjjjjjjjjjjjjjj'...); "
+        "accepted: at most 256 characters"
     )
     assert "1 archived" in done.stdout and "2 skipped" in done.stdout, done.stdout
     assert [key[2] for key in kept(archive_url)] == [ordinary]
-    assert tenant_too_long == "train-0001" and len(id_too_long) == 600
+    assert tenant_too_long == "train-0001" and len(id_too_long) == 300
 
 
 @pytest.mark.single_version  # our probe's answer to a database gone, whichever Prometheus answered

@@ -22,7 +22,7 @@ from gpu_execution_pack.archive.store import Record, Store, refused_key
 from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import any_of, parse_duration_seconds, render
 from gpu_execution_pack.query.execution import CHUNK_POINTS, ExecutionMetrics, Span, resolve_window
-from gpu_execution_pack.query.params import RequestError, Window, parse_params
+from gpu_execution_pack.query.params import MAX_ID_LENGTH, RequestError, Window, parse_params
 from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.report import figures as fig
 from gpu_execution_pack.report.document import execution_summary
@@ -199,8 +199,9 @@ async def archive_window(
     tally = Tally()
     found = []
     for f in await executions_in(cfg, prometheus, window_seconds, now):
-        # A key longer than the archive's columns is left out before any work, with why (the same on both stores).
-        if reason := refused_key(f.cluster, f.tenant, f.execution_id):
+        # A key longer than the archive's columns, or an id longer than the endpoint and report read, is left out
+        # before any work, with why (the same on both stores).
+        if reason := refused_key(f.cluster, f.tenant, f.execution_id, MAX_ID_LENGTH):
             tally.skipped.append(reason)
         else:
             found.append(f)

@@ -58,11 +58,14 @@ records = sa.Table(
 KEY_LENGTHS = {"cluster": "cluster", "tenant": "tenant", "execution_id": "execution id"}
 
 
-def refused_key(cluster: str, tenant: str, execution_id: str) -> str | None:
+def refused_key(cluster: str, tenant: str, execution_id: str, readers_id_length: int | None = None) -> str | None:
     """Why the archive keeps no record under this key (a value longer than its column), None where it does: the
-    same answer on SQLite and PostgreSQL."""
+    same answer on SQLite and PostgreSQL. ``readers_id_length``: the longest id its readers ask for, where shorter
+    than the column (a record of a longer one could never be read back)."""
     for column, value in (("cluster", cluster), ("tenant", tenant), ("execution_id", execution_id)):
         most = records.c[column].type.length
+        if column == "execution_id" and readers_id_length is not None:
+            most = min(most, readers_id_length)
         if len(value) > most:
             what, shown = KEY_LENGTHS[column], execution_id if len(execution_id) <= 60 else f"{execution_id[:60]}..."
             return (
