@@ -308,6 +308,36 @@ def test_the_cli_prints_a_jobstats_style_report_and_the_json_document(loaded, tm
     assert missing.returncode == 2 and "not found" in missing.stderr and "Traceback" not in missing.stderr
 
 
+@pytest.mark.single_version  # our import of the archive's store, whichever Prometheus answers
+def test_without_the_archive_extra_an_executions_report_and_summary_come_from_prometheus(loaded, tmp_path):
+    """The api extra is what report and serve need (README, the ops-repo example): without the archive extra's
+    SQLAlchemy an execution's report exited with a ModuleNotFoundError traceback, and its summary route was a 500,
+    while the fleet view and the metrics route answered."""
+    server, _cfg, _start = loaded
+    config = tmp_path / "pack.yml"
+    config.write_text(json.dumps({**CONFIG, "api": {"prometheus_url": server.url}}))
+    code = (
+        "import sys; sys.modules['sqlalchemy'] = None; from gpu_execution_pack import cli; "
+        f"sys.exit(cli.main(['report', 'cpubound-0017', '--json', '--config', {str(config)!r}]))"
+    )
+    report = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert report.returncode == 0 and "Traceback" not in report.stderr, report.stderr
+    assert json.loads(report.stdout)["source"] == "prometheus"
+    code = (
+        "import sys, json; sys.modules['sqlalchemy'] = None\n"
+        "from starlette.testclient import TestClient\n"
+        "from gpu_execution_pack.api.app import SUMMARY_PATH, create_app\n"
+        "from gpu_execution_pack.config import load_config\n"
+        f"cfg = load_config({str(config)!r})\n"
+        "with TestClient(create_app(cfg, {'k-0123456789abcdef': '*'})) as client:\n"
+        "    r = client.get(SUMMARY_PATH.format(execution_id='cpubound-0017'),"
+        " headers={'Authorization': 'Bearer k-0123456789abcdef'})\n"
+        "print(r.status_code, r.json().get('source'))\n"
+    )
+    summary = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert summary.stdout.split() == ["200", "prometheus"], summary.stdout + summary.stderr
+
+
 def test_every_verdict_is_documented_with_its_rule():
     text = (REPO / "docs" / "report.md").read_text()
     for code in CODES:

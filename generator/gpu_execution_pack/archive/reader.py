@@ -81,6 +81,16 @@ def seconds_of(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+async def archived_record(
+    cfg: Config, store: Store | None, execution_id: str, tenant: str | None, cluster: str | None
+) -> Record | None:
+    """``archived`` on the archive (``in_archive``); None without an archive, read without the archive extra
+    (SQLAlchemy): an install with the api extra alone has no archive and reports from Prometheus."""
+    if store is None:
+        return None
+    return await archived_record(cfg, store, execution_id, tenant, cluster)
+
+
 def archived(
     cfg: Config, store: Store | None, execution_id: str, tenant: str | None, cluster: str | None
 ) -> Record | None:
@@ -123,11 +133,11 @@ async def execution_summary(
     try:
         answer = await document.execution_summary(cfg, prometheus, execution_id, start, end, tenant, cluster)
     except RequestError as err:
-        found = err.status == 404 and await in_archive(archived, cfg, store, execution_id, tenant, cluster)
+        found = err.status == 404 and await archived_record(cfg, store, execution_id, tenant, cluster)
         if not found:
             raise
         return from_archive(found, start, end)
-    record = await in_archive(archived, cfg, store, execution_id, tenant, cluster)
+    record = await archived_record(cfg, store, execution_id, tenant, cluster)
     held_from = seconds_of(answer["start"])
     if (
         record is not None
@@ -158,7 +168,7 @@ async def execution_page(
     if doc["source"] != ARCHIVE:
         grid, found, alerts = await html.read_series(cfg, prometheus, doc, tenant)
         return html.render_execution(cfg, doc, grid, found, alerts)
-    record = await in_archive(archived, cfg, store, execution_id, tenant, doc.get("cluster") or cluster)
+    record = await archived_record(cfg, store, execution_id, tenant, doc.get("cluster") or cluster)
     if record is None:  # the record went between the two reads
         raise RequestError(404, f"execution {execution_id!r} not found")
     grid, found = kept_lines(record)
