@@ -24,6 +24,10 @@ from harness.prometheus import Prometheus, dependency_rounds
 
 from .conftest import EXECUTION, REPO
 from .report_oracle import merged
+from .test_api_defects import SHARED_ID, two_tenants  # noqa: F401 (a fixture)
+
+# The Execution dashboard's tenant, as Grafana picks it for the scenarios' executions (all in "research").
+TENANT = {queries.TENANT_VARIABLE: "research"}
 
 
 def committed() -> dict[str, dict]:
@@ -68,7 +72,7 @@ def test_the_linter_reports_each_broken_rule(change, problem):
 @pytest.mark.usefixtures("promtool_available")
 def test_every_panel_query_parses_once_variables_are_substituted():
     exprs = [
-        (f"{name}: {title}", dashboard_lint.substitute(expr, {queries.VARIABLE: EXECUTION}))
+        (f"{name}: {title}", dashboard_lint.substitute(expr, {queries.VARIABLE: EXECUTION, **TENANT}))
         for name, d in committed().items()
         for title, expr in dashboard_lint.queries(d)
     ]
@@ -116,11 +120,17 @@ def test_every_servable_series_is_plotted_in_the_row_its_catalog_entry_names_in_
     for row, row_panels in rows_of(dashboard).items():
         exprs = {expr: p for p in row_panels for expr in (t["expr"] for t in p["targets"])}
         for series in (s for s in catalog.SERVABLE_SERIES if s.row == row):
-            expr = promql.render(queries.selected(series))
+            expr = plotted(series)
             assert expr in exprs, f"{series.name}: not plotted in the row its catalog entry names, {row!r}"
             panel = exprs[expr]
             assert panel["fieldConfig"]["defaults"]["unit"] == execution.unit_of(series) != "none", series.name
     assert {s.row for s in catalog.SERVABLE_SERIES} <= set(rows_of(dashboard))
+
+
+def plotted(series: catalog.Series) -> str:
+    """``series`` of the Execution dashboard's execution as its panels read it: of the chosen tenant where the
+    series carries the tenant."""
+    return promql.render(queries.of_tenant(Config())(queries.selected(series)))
 
 
 def execution_panels(cfg: Config | None = None) -> dict[str, dict]:
@@ -131,7 +141,7 @@ def execution_panels(cfg: Config | None = None) -> dict[str, dict]:
 
 def panel_of(panels: dict[str, dict], series: catalog.Series) -> dict:
     """The one panel plotting ``series`` of the dashboard's execution."""
-    expr = promql.render(queries.selected(series))
+    expr = plotted(series)
     [panel] = [p for p in panels.values() if expr in [t["expr"] for t in p["targets"]]]
     return panel
 
@@ -268,7 +278,7 @@ def test_a_series_added_to_the_catalog_gets_a_panel_in_the_row_it_names(monkeypa
         ("Swap in use", swap, "bytes", queries.HOST_LEGEND),
     ):
         [target] = panels[title]["targets"]
-        assert target["expr"] == promql.render(queries.selected(series))
+        assert target["expr"] == plotted(series)
         assert target["legendFormat"] == legend and panels[title]["fieldConfig"]["defaults"]["unit"] == unit
         assert panels[title]["description"] == series.doc
     assert dashboard_lint.lint("execution", dashboard) == []
@@ -306,6 +316,36 @@ def clustered() -> dict[str, dict]:
     return {name: json.loads(render(cfg)) for name, render in DASHBOARDS.items()}
 
 
+def test_the_execution_dashboard_reads_the_chosen_tenants_series_and_every_hosts():
+    """Kubernetes Job names repeat across namespaces: the rollups keep the tenant, so the dashboard's figures are
+    of one tenant's execution (``$tenant``, the tenants of ``$execution_id``). Host series carry no tenant."""
+    board = json.loads(execution.render(Config()))
+    names = [v["name"] for v in board["templating"]["list"]]
+    assert names == [house.DATASOURCE_VARIABLE, queries.VARIABLE, queries.TENANT_VARIABLE]
+    [tenant] = [v for v in board["templating"]["list"] if v["name"] == queries.TENANT_VARIABLE]
+    counted = catalog.EXECUTION_GPU_COUNT.name
+    assert tenant["query"] == f'label_values({counted}{{execution_id="$execution_id"}}, namespace)'
+    for title, expr in dashboard_lint.queries(board):
+        for metric, matchers in re.findall(r"([a-z_:]+)\{([^}]*)\}", expr):
+            if 'execution_id="$execution_id"' not in matchers or metric == catalog.ALERTS_METRIC:
+                continue
+            carries = metric.startswith(("execution:", "execution_gpu:", "execution_model:"))
+            assert ('namespace="$tenant"' in matchers) == carries, (title, metric, matchers)
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_the_execution_dashboard_counts_the_chosen_tenants_gpus_of_an_id_two_tenants_hold(two_tenants):  # noqa: F811
+    """research holds the id on one GPU, physics on two: the GPUs figure is each one's, not the larger of the two
+    (the rollups are per tenant) nor their sum."""
+    by_title = {t: q for t, q in dashboard_lint.queries(json.loads(execution.render(Config())))}
+    gpus = by_title["GPUs"].replace("$__range", "2h")
+    for tenant, count in (("research", 1), ("physics", 2)):
+        sent = dashboard_lint.substitute(gpus, {queries.VARIABLE: SHARED_ID, queries.TENANT_VARIABLE: tenant})
+        [result] = two_tenants.query(sent, time.time())
+        assert float(result["value"][1]) == count, (tenant, sent)
+
+
 def test_with_a_cluster_label_every_dashboard_chooses_a_cluster_before_anything_else():
     for name, d in clustered().items():
         variables = d["templating"]["list"]
@@ -316,8 +356,8 @@ def test_with_a_cluster_label_every_dashboard_chooses_a_cluster_before_anything_
         assert re.fullmatch(r"label_values\([a-z_:]+, k8s_cluster\)", cluster["query"]), cluster["query"]
         for other in variables[2:]:
             assert 'k8s_cluster="$cluster"' in other["query"], (name, other["query"])
-    [execution_id] = clustered()["execution"]["templating"]["list"][2:]
-    assert execution_id["name"] == queries.VARIABLE
+    execution_id, tenant = clustered()["execution"]["templating"]["list"][2:]
+    assert (execution_id["name"], tenant["name"]) == (queries.VARIABLE, queries.TENANT_VARIABLE)
 
 
 def test_with_a_cluster_label_every_recorded_series_a_panel_reads_is_of_the_chosen_cluster():
@@ -418,7 +458,7 @@ def test_backfill_rounds_follow_the_rules_dependencies():
 def panel_queries(cfg: Config, window: str, cluster: str = "") -> list[tuple[str, str, str]]:
     """(dashboard, panel, PromQL as Grafana would send it over the scenario's window, in ``cluster`` where
     given) of every target."""
-    variables = {queries.VARIABLE: EXECUTION, **({"cluster": cluster} if cluster else {})}
+    variables = {queries.VARIABLE: EXECUTION, **TENANT, **({"cluster": cluster} if cluster else {})}
     out = []
     for path, text in dashboard_json(cfg).items():
         for title, expr in dashboard_lint.queries(json.loads(text)):
@@ -599,7 +639,7 @@ def sent(dashboard: str, title: str, window: str, execution_id: str = EXECUTION)
     """The queries of panel ``title``, as Grafana sends them over ``window`` for ``execution_id``."""
     panels = {p["title"]: p for p in dashboard_lint.panels(json.loads(DASHBOARDS[dashboard](Config())))}
     return [
-        dashboard_lint.substitute(t["expr"].replace("$__range", window), {queries.VARIABLE: execution_id})
+        dashboard_lint.substitute(t["expr"].replace("$__range", window), {queries.VARIABLE: execution_id, **TENANT})
         for t in panels[title]["targets"]
     ]
 

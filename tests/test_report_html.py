@@ -237,6 +237,24 @@ def test_the_fleet_page_draws_gpu_hours_billed_against_worked(loaded, tmp_path):
     assert len(re.findall(r"<tr><td class=\"n\">\d+</td>", drawn.dom)) == 8
 
 
+def test_the_fleet_page_and_text_name_the_tenant_of_each_row_where_two_tenants_hold_an_id():
+    """Over every tenant, one id may be two tenants' executions, one row each: both pages named the id alone."""
+    from gpu_execution_pack.report.text import render_fleet
+
+    row = {"executionId": "train", "gpus": 1, "models": ["A100"], "gpuHoursBilled": 1.0, "gpuHoursWorked": 0.5,
+           "gpuHoursWasted": 0.5, "efficiencyPercent": 50.0, "energyKwh": None, "verdicts": ["healthy"]}  # fmt: skip
+    doc = {"since": "1d", "end": "2026-12-07T12:00:00Z", "executions": 2, "gpuHoursBilled": 3.0,
+           "gpuHoursWasted": 1.5, "notes": [],
+           "top": [{**row, "tenant": "research"}, {**row, "tenant": "physics", "gpus": 2}]}  # fmt: skip
+    page = html.render_fleet(doc)
+    assert "<th>tenant</th>" in page and "<td>research</td>" in page and "<td>physics</td>" in page
+    assert page_data(page)["charts"][0]["labels"] == ["train (research)", "train (physics)"]
+    text = render_fleet(doc)
+    assert re.search(r"^research\s+train\s+1 ", text, re.M) and re.search(r"^physics\s+train\s+2 ", text, re.M), text
+    alone = {**doc, "top": [{**row, "tenant": "research"}]}  # one tenant's rows: no column
+    assert "<th>tenant</th>" not in html.render_fleet(alone) and "tenant" not in render_fleet(alone)
+
+
 @pytest.mark.e2e
 def test_the_check_hears_a_script_error(loaded, tmp_path):
     """The page's own error count is what the tests trust: a page whose data is broken must report it."""

@@ -13,6 +13,7 @@ import yaml
 from gpu_execution_pack import catalog, promtool
 from gpu_execution_pack.config import Config
 from gpu_execution_pack.rules.files import all_groups
+from gpu_execution_pack.scenario import oracle
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Host, Scenario
 from gpu_execution_pack.scenario.render import Renderer, expand_notation
 
@@ -44,12 +45,18 @@ def test_each_tenants_execution_of_one_id_is_rolled_up_and_alerted_on_apart(tmp_
         expected = [{"labels": selector(name, labels), "value": value} for labels, value in samples]
         return {"expr": f'{name}{{execution_id="{JOB}"}}', "eval_time": at, "exp_samples": expected}
 
+    # The idle Job's host CPU while it underuses its GPU is its own host's, not the busy Job's host's (the oracle's
+    # host CPU: the two differ, so a rule reading the id's hosts gets the other's).
+    idle_host, busy_host = (oracle.host_truth(SCENARIO, SCENARIO.host(h), minutes) for h in ("ha", "hb"))
+    idle_cpu, busy_cpu = idle_host[catalog.NODE_CPU_UTILIZATION], busy_host[catalog.NODE_CPU_UTILIZATION]
+    assert idle_cpu < busy_cpu
     model = catalog.MODEL_LABEL
     research_model, physics_model = RESEARCH.gpus[0].model, PHYSICS.gpus[0].model
     checks = [
         check(catalog.EXECUTION_GPU_COUNT.name, (of("physics"), 2), (of("research"), 1)),
         check(catalog.EXECUTION_HOST_COUNT.name, (of("physics"), 1), (of("research"), 1)),
         check(catalog.EXECUTION_GPU_UTILIZATION_AVG.name, (of("physics"), 0.97), (of("research"), 0)),
+        check(catalog.EXECUTION_CPU_WHILE_UNDERUTILIZED.name, (of("research"), idle_cpu)),
         check(
             catalog.MODEL_GPU_COUNT.name,
             (of("physics", **{model: physics_model}), 2),

@@ -28,11 +28,13 @@ from gpu_execution_pack.dashboards.queries import (
     energy_kwh,
     gpu_hours,
     in_cluster,
+    of_tenant,
     over_range,
     per_minute,
     query,
     selected,
     stacked,
+    tenant_variable,
     variables,
 )
 from gpu_execution_pack.promql import Expr, aggregate, call, match, selector
@@ -478,8 +480,11 @@ def render(cfg: Config) -> str:
     return house.render(
         title(cfg),
         panels,
-        variables(cfg, (VARIABLE, "Execution", catalog.EXECUTION_GPU_COUNT, catalog.EXECUTION_LABEL)),
+        [
+            *variables(cfg, (VARIABLE, "Execution", catalog.EXECUTION_GPU_COUNT, catalog.EXECUTION_LABEL)),
+            tenant_variable(cfg),
+        ],
         "One execution: whether it used the GPUs it was billed for, OOM risk, throttling, and its hosts.",
         annotations=[alert_annotations(cfg)],
-        scope=in_cluster(cfg),
+        scope=of_tenant(cfg),
     )

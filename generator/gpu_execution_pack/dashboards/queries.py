@@ -59,6 +59,36 @@ CLUSTER_VARIABLE = CLUSTER
 SHARED_SERIES = frozenset({catalog.PRICE.name})
 
 
+# The Execution dashboard's tenant: the tenant label's value on the chosen execution's series (one of them where
+# two tenants' executions share the id, as Kubernetes Job names repeat across namespaces; none without the label).
+TENANT_VARIABLE = "tenant"
+# The series that carry the tenant beside the execution (the per-GPU series and their rollups; not the hosts').
+TENANT_SERIES = frozenset(
+    s.name for s in catalog.ALL_SERIES if catalog.EXECUTION_LABEL in s.labels and s.labels != catalog.NODE_LABELS
+)
+
+
+def tenant_variable(cfg: Config) -> dict[str, object]:
+    """The chosen execution's tenants, the first chosen when the execution is (an id held by one tenant: that one;
+    an id without the tenant label: none, and ``label="$tenant"`` matches its series, which have no such label)."""
+    execution = catalog.EXECUTION_GPU_COUNT.select(SEL, *cluster_matchers(cfg))
+    return house.query_variable(TENANT_VARIABLE, "Tenant", label_values(execution, cfg.api.tenant_label))
+
+
+def of_tenant(cfg: Config) -> Callable[[Expr], Expr]:
+    """What puts a query of the Execution dashboard within its cluster (``in_cluster``) and its tenant: every
+    selector of the chosen execution's series that carry the tenant gets the tenant's matcher."""
+    chosen = match(cfg.api.tenant_label, f"${TENANT_VARIABLE}")
+
+    def scoped(node: Expr) -> Expr | None:
+        if isinstance(node, Selector) and node.metric in TENANT_SERIES and SEL in node.matchers:
+            return Selector(node.metric, (*node.matchers, chosen))
+        return None
+
+    cluster = in_cluster(cfg)
+    return lambda expr: promql.transform(cluster(expr), scoped)
+
+
 def cluster_matchers(cfg: Config) -> tuple[Matcher, ...]:
     """The matcher of the dashboard's cluster, where ``cluster_label`` is set; none otherwise."""
     return cluster_scope(cfg).matchers(f"${CLUSTER_VARIABLE}")

@@ -233,11 +233,15 @@ def render_execution(
 def render_fleet(doc: dict[str, Any]) -> str:
     """The fleet view's page: the waste ranking, and GPU-hours billed against worked per execution."""
     rows = doc["top"]
+    # A tenant column over several tenants' rows (a key to every tenant): one id may be two tenants' executions.
+    tenanted = len({row.get("tenant") for row in rows}) > 1
     chart = {
         "title": "GPU-hours billed and worked",
         "note": "most wasted first",
         "unit": "GPU-hours",
-        "labels": [row["executionId"] for row in rows],
+        "labels": [
+            f"{row['executionId']} ({row.get('tenant') or '-'})" if tenanted else row["executionId"] for row in rows
+        ],
         "lines": [{"label": "billed", "dashed": False, "colour": 0}, {"label": "worked", "dashed": False, "colour": 2}],
         "data": [
             list(range(len(rows))),
@@ -247,4 +251,4 @@ def render_fleet(doc: dict[str, Any]) -> str:
         "thresholds": [],
     }
     data = {"kind": "fleet", "charts": [chart] if rows else [], "heavyPhase": None, "alerts": []}
-    return page("fleet.html.j2", doc=doc, data=script_json(data))
+    return page("fleet.html.j2", doc=doc, data=script_json(data), tenanted=tenanted)

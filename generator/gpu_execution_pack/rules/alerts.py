@@ -325,10 +325,14 @@ class AlertBuilder:
     # -- waste -------------------------------------------------------------------------------
     def gpu_underutilized(self) -> AlertRule:
         a = self.a.gpu_underutilized
-        execution = (EXECUTION_LABEL,)
-        cpu = template_query(aggregate("max", None, self.own(catalog.NODE_CPU_UTILIZATION, execution)))
-        # The rollups keep the tenant (rules.recording.per_tenant_rule): this execution's count, not its id's.
-        gpus = template_query(self.own(catalog.EXECUTION_GPU_COUNT, (*execution, self.cfg.api.tenant_label)))
+        execution, tenant = (EXECUTION_LABEL,), (EXECUTION_LABEL, self.cfg.api.tenant_label)
+        # The busiest CPU of the hosts this tenant's execution holds GPUs on (host series carry no tenant), and its
+        # GPU count (the rollups keep the tenant: rules.recording.per_tenant_rule): this execution's, not its id's.
+        own_hosts = self.own(catalog.GPU_PRESENCE, tenant)
+        cpu = template_query(
+            aggregate("max", None, self.own(catalog.NODE_CPU_UTILIZATION, execution).and_(own_hosts, on((HOST_LABEL,))))
+        )
+        gpus = template_query(self.own(catalog.EXECUTION_GPU_COUNT, tenant))
         cpu_clause = (
             f"{{{{ with {cpu} | query }}}}{{{{ $cpu := . | first | value }}}}"
             f"{{{{ if ge $cpu {a.cpu_saturated} }}}}Its host CPU is saturated ({{{{ $cpu | humanizePercentage }}}}):"

@@ -439,13 +439,18 @@ class RuleBuilder:
         by_tenant = (EXECUTION_LABEL, self.cfg.api.tenant_label)
         mean = aggregate("avg", by_tenant, catalog.GPU_UTILIZATION.select())
         low = mean.lt(self.cfg.alerts.gpu_underutilized.threshold)
-        cpu = aggregate("max", (EXECUTION_LABEL,), catalog.NODE_CPU_UTILIZATION.select())
+        # The busiest CPU of the hosts the tenant's GPUs are on: host series carry no tenant, and two tenants'
+        # executions of one id (Kubernetes Job names repeat across namespaces) may run on other hosts.
+        hosts = aggregate("group", (*by_tenant, HOST_LABEL), catalog.GPU_PRESENCE.select())
+        host_cpu = join(
+            hosts, "*", on((EXECUTION_LABEL, HOST_LABEL), group_left=()), catalog.NODE_CPU_UTILIZATION.select()
+        )
+        cpu = aggregate("max", by_tenant, host_cpu)
         return (
             RecordingRule(catalog.EXECUTION_UNDERUTILIZED.name, one_or_zero(low, mean * 0)),
-            # The tenant comes from the GPU side: host series carry none.
             RecordingRule(
                 catalog.EXECUTION_CPU_WHILE_UNDERUTILIZED.name,
-                join(Paren(low) * 0, "+", on((EXECUTION_LABEL,), group_left=()), cpu),
+                join(Paren(low) * 0, "+", on(by_tenant, group_left=()), cpu),
             ),
         )
 
