@@ -88,7 +88,7 @@ async def archived_record(
     (SQLAlchemy): an install with the api extra alone has no archive and reports from Prometheus."""
     if store is None:
         return None
-    return await archived_record(cfg, store, execution_id, tenant, cluster)
+    return await in_archive(archived, cfg, store, execution_id, tenant, cluster)
 
 
 def archived(
