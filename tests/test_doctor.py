@@ -228,13 +228,7 @@ def test_write_config_leaves_out_a_value_the_config_refuses_and_writes_one_it_lo
         text = written.read_text()
         assert "rate_window_fallback" not in yaml.safe_load(text)
         assert "#   rate_window_fallback: not written, the config would refuse '4000y'" in text, text
-        again = subprocess.run(
-            [sys.executable, "-m", "gpu_execution_pack", "doctor", "-c", str(written), "--prometheus", server.url],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=120,
-        )
+        again = doctor(server, None, tmp_path, "-c", str(written))
     assert not again.stderr.startswith("error:") and "FAIL  scrape intervals" in again.stdout, again.stderr
 
 

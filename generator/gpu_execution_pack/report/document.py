@@ -349,9 +349,7 @@ async def fleet_figures(
     alone = [w for w in shown if rows_of[w.key] == 1]
     found: dict[fig.Key, fig.ExecutionFigures] = {}
     if alone:
-        named = scope
-        if len(alone) <= fig.MAX_NAMED:
-            named = fig.Scope(cfg, None, scope.tenant_value, {w.execution_id for w in alone}, scope.cluster_value)
+        named = scope.narrowed(w.execution_id for w in alone)
         found = await fig.collect(cfg, prometheus, named, window, now, known_intervals=known_intervals)
 
     # The rest, one read per tenant of its rows (a few at a time: each read is a score of queries at once).
@@ -362,9 +360,8 @@ async def fleet_figures(
     limit = asyncio.Semaphore(TENANT_READS_AT_ONCE)
 
     async def of_tenant(tenant: str, rows: list[fig.Waste]) -> dict[tuple[fig.Key, str], fig.ExecutionFigures]:
-        ids = {w.execution_id for w in rows}
-        named = ids if len(ids) <= fig.MAX_NAMED else ()  # else every execution of the tenant, as for the others
-        own = fig.Scope(cfg, None, tenant or None, named, scope.cluster_value, untenanted=not tenant)
+        own = fig.Scope(cfg, None, tenant or None, cluster=scope.cluster_value, untenanted=not tenant)
+        own = own.narrowed(w.execution_id for w in rows)
         async with limit:
             read = await fig.collect(cfg, prometheus, own, window, now, known_intervals=known_intervals)
         return {(key, tenant): figures for key, figures in read.items()}

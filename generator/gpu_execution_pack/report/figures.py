@@ -245,6 +245,7 @@ class Scope:
     ):
         self.cfg = cfg
         self.tenant_value = tenant
+        self.untenanted = untenanted
         # Set where another tenant holds the same execution id (``other_tenants_hold``): the alerts that carry no
         # tenant (execution-wide, host) are then no more this tenant's than the other's, and are left out.
         self.id_shared_with_other_tenants = False
@@ -263,6 +264,14 @@ class Scope:
     def key(self, metric: dict[str, str]) -> Key:
         """The execution a result belongs to: its cluster ("" without a cluster label) and id."""
         return (self.clusters.of(metric), metric.get(EXECUTION_LABEL, ""))
+
+    def narrowed(self, ids: Iterable[str]) -> Scope:
+        """This scope of the executions ``ids`` only, while few enough to name in a query (``MAX_NAMED``); else
+        this scope as it is (every execution of it, the caller keeping those it asked for)."""
+        named = set(ids)
+        if len(named) > MAX_NAMED:
+            return self
+        return Scope(self.cfg, None, self.tenant_value, named, self.cluster_value, self.untenanted)
 
     def tenant_key(self, metric: dict[str, str]) -> TenantKey:
         """``key`` and the result's tenant ("" where it carries no tenant label)."""
@@ -818,7 +827,9 @@ async def waste_by_execution(
     if sharing:
         for sums, answer in zip(
             (billed, worked),
-            await shared_corrections(prometheus, scope, _named(cfg, scope, sharing), window_seconds, at),
+            await shared_corrections(
+                prometheus, scope, scope.narrowed(eid for _, eid, _ in sharing), window_seconds, at
+            ),
             strict=True,
         ):
             for r in answer:
@@ -827,7 +838,9 @@ async def waste_by_execution(
     if assumed:
         for sums, answer in zip(
             (billed, worked),
-            await counted_as_before(prometheus, scope, _named(cfg, scope, assumed), window, at, gpu_interval),
+            await counted_as_before(
+                prometheus, scope, scope.narrowed(eid for _, eid, _ in assumed), window, at, gpu_interval
+            ),
             strict=True,
         ):
             for r in answer:
@@ -891,12 +904,6 @@ async def counted_as_before(
         for s, alone in counted
     )
     return list(await asyncio.gather(*(prometheus.instant(scope.query(q), at=at) for q in queries)))
-
-
-def _named(cfg: Config, scope: Scope, executions: Iterable[TenantKey]) -> Scope:
-    """``scope`` narrowed to ``executions`` while few enough to name in a query."""
-    ids = {eid for _, eid, _ in executions}
-    return Scope(cfg, None, scope.tenant_value, ids, scope.cluster_value) if len(ids) <= MAX_NAMED else scope
 
 
 def assumed_interval_note(ranking: list[Waste], gpu_interval: float) -> str:

@@ -124,12 +124,17 @@ def render_execution(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def several_tenants(rows: list[dict[str, Any]]) -> bool:
+    """Whether fleet ``rows`` hold several tenants' executions (a key to every tenant), so that a view names each
+    row's tenant: one id may be two tenants' executions."""
+    return len({row.get("tenant") for row in rows}) > 1
+
+
 def render_fleet(doc: dict[str, Any]) -> str:
     """The fleet ranking as a table, most GPU-hours wasted first; a cluster column where rows name one."""
     doc = printable(doc)
     clustered = any("cluster" in row for row in doc["top"])
-    # A tenant column over several tenants' rows (a key to every tenant): one id may be two tenants' executions.
-    tenanted = len({row.get("tenant") for row in doc["top"]}) > 1
+    tenanted = several_tenants(doc["top"])
     lines = [
         f"Executions in the last {doc['since']}: {doc['executions']}; "
         f"GPU-hours billed {figure(doc['gpuHoursBilled'])}, wasted {figure(doc['gpuHoursWasted'])}",
