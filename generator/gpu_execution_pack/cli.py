@@ -23,7 +23,12 @@ from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, rule_files
 DEFAULT_BUILD_DIR = Path("build/promtool")
 DEFAULT_RULES_DIR = Path("rules")  # the checkout's, where `test` runs from it
 # As the endpoint's tenant parameter with a key to every tenant: one id two tenants hold is theirs to tell apart.
-TENANT_HELP = "the tenant (api.tenant_label's value) whose execution it is, where several hold the id"
+# An empty tenant is the GPUs without the label, as a PromQL matcher `label=""` selects them: an id that a tenant and
+# unlabelled GPUs (bare metal beside Kubernetes) both hold is two executions, and the 409 names both.
+TENANT_HELP = (
+    "the tenant (api.tenant_label's value) whose execution it is, where several hold the id ('': the GPUs without "
+    "the label)"
+)
 CLUSTER_HELP = (
     "the cluster (value of cluster_label) that holds the execution; needed only when several clusters hold its id"
 )
@@ -736,7 +741,6 @@ NON_EMPTY_OPTIONS = {
     "write_config": "--write-config",
     "url": "--url",
     "dir": "--dir",
-    "tenant": "--tenant",
 }
 
 

@@ -260,7 +260,8 @@ async def archive_unready(store: Any) -> str:
 
 def tenant_asked(tenant: str | None, every_tenant: bool, q: dict[str, str]) -> str | None:
     """The tenant a request is served as: its key's, or with a key to every tenant the ``tenant`` parameter's
-    (None: every tenant). A key scoped to one tenant may name only its own."""
+    (None: every tenant; "", ``tenant=``: the GPUs without the tenant label). A key scoped to one tenant may name
+    only its own."""
     asked = q.get(TENANT)
     if asked is None:
         return tenant
@@ -270,9 +271,11 @@ def tenant_asked(tenant: str | None, every_tenant: bool, q: dict[str, str]) -> s
         return tenant
     if asked == ALL_TENANTS:  # the keys file's word for every tenant, not a tenant's name (it found nothing)
         raise RequestError(400, f"{TENANT}: {shown(asked)}; leave {TENANT} out for every tenant the key reads")
-    if not asked or len(asked) > MAX_CLUSTER_LENGTH:
+    if len(asked) > MAX_CLUSTER_LENGTH:
         raise RequestError(
-            400, f"{TENANT}: {shown(asked)}; accepted: a tenant's name, 1 to {MAX_CLUSTER_LENGTH} characters"
+            400,
+            f"{TENANT}: {shown(asked)}; accepted: a tenant's name, up to {MAX_CLUSTER_LENGTH} characters "
+            "(empty: the GPUs without the tenant label)",
         )
     return asked
 

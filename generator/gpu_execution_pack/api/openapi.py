@@ -53,10 +53,10 @@ HEADERS = {"401": WWW_AUTHENTICATE, "429": RETRY_AFTER, "503": RETRY_AFTER}  # t
 TENANT_PARAMETER = {
     "name": TENANT,
     "in": "query",
-    "schema": {"type": "string", "minLength": 1, "maxLength": MAX_CLUSTER_LENGTH},
-    "description": "With a key to every tenant: only this tenant's executions (the value of api.tenant_label); "
-    "needed when an execution id is held by more than one tenant (else 409). A key scoped to one tenant may name "
-    "only its own",
+    "schema": {"type": "string", "maxLength": MAX_CLUSTER_LENGTH},
+    "description": "With a key to every tenant: only this tenant's executions (the value of api.tenant_label; "
+    "empty: the GPUs without that label); needed when an execution id is held by more than one tenant, GPUs "
+    "without the label counting as one (else 409). A key scoped to one tenant may name only its own",
 }
 PAST_DEADLINE = "Past the request's deadline (api.timeout_seconds)"
 REPORT_PAST_DEADLINE = "Prometheus too slow: api.timeout_seconds for the whole request"

@@ -96,7 +96,9 @@ async def record_of(
 ) -> Record:
     """The record of an ended execution: the report's document (read here unless given: the batched path's) and
     its series at ``archive.step`` (``batched``: both levels in one query, ``kept_answers``)."""
-    tenant = found.tenant or None  # series without the tenant label: the report of every tenant, as `report` gives
+    # "": the GPUs without the tenant label only, as `report --tenant ''` reads them; a tenant's execution of the same
+    # id (Kubernetes beside bare metal) is its own record, not part of this one.
+    tenant = found.tenant
     cluster = found.cluster or None
     if document is None:
         document = await execution_summary(cfg, metrics.prometheus, found.execution_id, tenant=tenant, cluster=cluster)

@@ -48,8 +48,8 @@ class Item:
     alerts_after: float  # alerts are read this far beyond the last sample (``execution_summary``'s ``after``)
 
     @property
-    def tenant(self) -> str | None:
-        return self.found.tenant or None  # series without the tenant label: every tenant's report
+    def tenant(self) -> str:
+        return self.found.tenant  # "": the GPUs without the tenant label, apart from any tenant's of the same id
 
     @property
     def key(self) -> fig.Key:

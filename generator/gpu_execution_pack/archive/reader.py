@@ -26,7 +26,7 @@ from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.config.sections.archive import POSTGRES_URL_PREFIXES
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.promql.durations import duration_text
-from gpu_execution_pack.query.execution import ambiguous
+from gpu_execution_pack.query.execution import ambiguous, held_by_tenants
 from gpu_execution_pack.query.params import (
     Params,
     RequestError,
@@ -94,14 +94,18 @@ async def archived_record(
 def archived(
     cfg: Config, store: Store | None, execution_id: str, tenant: str | None, cluster: str | None
 ) -> Record | None:
-    """The record of an execution id in ``tenant`` and ``cluster`` (None: any): the latest start where the id
-    was reused; None without an archive or a record; a 409 where several clusters hold it and none is named."""
+    """The record of an execution id in ``tenant`` and ``cluster`` (None: any; tenant "": the GPUs without the
+    tenant label): the latest start where the id was reused; None without an archive or a record; a 409 where
+    several clusters hold it and none is named, or several tenants and none is named (as ``span`` answers)."""
     if store is None:
         return None
     found = store.find(execution_id, tenant, cluster)
     clusters = sorted({r.cluster for r in found})
     if cluster_scope(cfg).enabled and cluster is None and len(clusters) > 1:
         raise ambiguous(execution_id, cluster_scope(cfg).label, clusters)
+    tenants = sorted({r.tenant for r in found})
+    if tenant is None and len(tenants) > 1:  # the latest of them would be a guess at which one was asked for
+        raise held_by_tenants(execution_id, cfg.api.tenant_label, tenants)
     return found[0] if found else None
 
 
@@ -137,7 +141,14 @@ async def execution_summary(
         if not found:
             raise
         return from_archive(found, start, end)
-    record = await archived_record(cfg, store, execution_id, tenant, cluster)
+    try:
+        record = await archived_record(cfg, store, execution_id, tenant, cluster)
+    except RequestError as err:
+        if err.status != 409:
+            raise
+        # Prometheus holds one tenant's execution of the id; the archive more. Which record would be this one's
+        # beginning is a guess: Prometheus' answer stands.
+        record = None
     held_from = seconds_of(answer["start"])
     if (
         record is not None

@@ -35,7 +35,7 @@ from gpu_execution_pack.query.params import RequestError
 from gpu_execution_pack.report import figures as fig
 
 CONCURRENCY = 4  # span queries in flight at once
-Asked = tuple[str | None, str | None]  # the cluster and tenant ``span`` is asked for (None: any)
+Asked = tuple[str | None, str | None]  # the cluster and tenant ``span`` is asked for (None: any; tenant "": none)
 
 
 @dataclass
@@ -47,13 +47,13 @@ class Counted:
     cluster: str | None
 
     @property
-    def tenant(self) -> str | None:
-        return self.found.tenant or None
+    def tenant(self) -> str:
+        return self.found.tenant
 
 
 def asked(found: Found) -> Asked:
     """What ``span`` is asked for ``found`` (as ``archiver.ended_span`` asks it)."""
-    return found.cluster or None, found.tenant or None
+    return found.cluster or None, found.tenant  # "": the GPUs without the tenant label only (``within_tenant``)
 
 
 def presence(metrics: ExecutionMetrics, ids: Iterable[str], tenant: str | None, cluster: str | None) -> Expr:
@@ -83,7 +83,7 @@ def counted(metrics: ExecutionMetrics, found: Found, rows: list[dict[str, Any]])
             return None
         cluster = clusters[0] if clusters else None
     held = (r["metric"] for r in rows if not metrics.clusters.enabled or metrics.clusters.of(r["metric"]) == cluster)
-    if len({m.get(metrics.api.tenant_label, "") for m in held} - {""}) > 1:
+    if len({m.get(metrics.api.tenant_label, "") for m in held}) > 1:
         return None
     return Counted(found, [t for r in rows for t, _ in r["values"]], cluster)
 
@@ -172,7 +172,7 @@ async def read_ends(
 async def ended_or_none(metrics: ExecutionMetrics, found: Found) -> Span | None:
     """``span`` of one execution, None where it is not found."""
     try:
-        return await metrics.span(found.execution_id, found.tenant or None, found.cluster or None)
+        return await metrics.span(found.execution_id, found.tenant, found.cluster or None)
     except RequestError as err:
         if err.status != 404:
             raise

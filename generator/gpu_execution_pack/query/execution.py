@@ -130,11 +130,20 @@ def ambiguous(execution_id: str, label: str, clusters: list[str]) -> RequestErro
     )
 
 
+def tenant_named(tenant: str, label: str) -> str:
+    """A tenant as a message names it: its name, or what the empty one stands for (GPUs without the label)."""
+    return tenant or f"none (GPUs without {label}: an empty tenant, tenant= or --tenant '')"
+
+
 def held_by_tenants(execution_id: str, label: str, tenants: list[str]) -> RequestError:
-    """The 409 for an execution id that more than one tenant holds, asked for with a key to every tenant."""
+    """The 409 for an execution id that more than one tenant holds, asked for with a key to every tenant.
+
+    ``tenants`` may hold "": GPUs without the tenant label (bare metal, a Slurm partition beside Kubernetes) hold
+    the id as well, and are asked for with an empty tenant (``tenant=``, ``--tenant ''``)."""
+    named = ", ".join(tenant_named(t, label) for t in tenants)
     return RequestError(
         409,
-        f"tenant: execution {execution_id!r} is held by {len(tenants)} tenants ({label}: {', '.join(tenants)}); "
+        f"tenant: execution {execution_id!r} is held by {len(tenants)} tenants ({label}: {named}); "
         "accepted: a tenant parameter naming one of them",
         {"tenants": tenants},
     )
@@ -216,8 +225,9 @@ class ExecutionMetrics:
         read: Callable[[Expr], Expr] = lambda e: e,
         matchers: tuple[Matcher, ...] = (),
     ) -> Expr:
-        """``read(picked)`` narrowed by ``matchers``, scoped to ``tenant`` (None: every tenant): per-GPU series
-        by their tenant label, host series to the hosts of the tenant's GPUs of the ``execution`` (its matchers)."""
+        """``read(picked)`` narrowed by ``matchers``, scoped to ``tenant`` (None: every tenant; "": the GPUs without
+        the tenant label, which the matcher ``label=""`` selects): per-GPU series by their tenant label, host series
+        to the hosts of the tenant's GPUs of the ``execution`` (its matchers)."""
         if tenant is None:
             return read(picked.where(*matchers))
         scoped = match(self.api.tenant_label, tenant)
@@ -263,7 +273,8 @@ class ExecutionMetrics:
         read whole for the exact times. With a cluster label configured, they are counted per
         cluster: the one that holds the execution is the span's, and an id that several clusters
         hold (within the tenant) is a 409 unless ``cluster`` names one. Asked for every tenant (``tenant``
-        None), an id that two tenants hold (in that cluster) is a 409 naming them.
+        None), an id that two tenants hold (in that cluster) is a 409 naming them; GPUs without the tenant label
+        are the tenant "" (``within_tenant``), apart from the tenants beside them.
         """
         presence = self.scoped(catalog.GPU_PRESENCE, execution_id, tenant, lambda e: e, cluster=cluster)
         now = time.time()
@@ -282,9 +293,10 @@ class ExecutionMetrics:
                 raise ambiguous(execution_id, self.clusters.label, clusters)
             cluster = clusters[0]
             presence = self.scoped(catalog.GPU_PRESENCE, execution_id, tenant, lambda e: e, cluster=cluster)
-        # Within its cluster: one id, two tenants' executions would be merged, answering neither.
+        # Within its cluster: one id, two tenants' executions would be merged, answering neither. GPUs without the
+        # tenant label are one more holder (the tenant ""), not part of whichever tenant holds the id beside them.
         held = (c["metric"] for c in counts if not self.clusters.enabled or self.clusters.of(c["metric"]) == cluster)
-        tenants = sorted({metric.get(self.api.tenant_label, "") for metric in held} - {""})
+        tenants = sorted({metric.get(self.api.tenant_label, "") for metric in held})
         if len(tenants) > 1:
             raise held_by_tenants(execution_id, self.api.tenant_label, tenants)
         samples = render(presence.range(seconds(bucket)))

@@ -360,7 +360,7 @@ async def fleet_figures(
     limit = asyncio.Semaphore(TENANT_READS_AT_ONCE)
 
     async def of_tenant(tenant: str, rows: list[fig.Waste]) -> dict[tuple[fig.Key, str], fig.ExecutionFigures]:
-        own = fig.Scope(cfg, None, tenant or None, cluster=scope.cluster_value, untenanted=not tenant)
+        own = fig.Scope(cfg, None, tenant, cluster=scope.cluster_value)
         own = own.narrowed(w.execution_id for w in rows)
         async with limit:
             read = await fig.collect(cfg, prometheus, own, window, now, known_intervals=known_intervals)

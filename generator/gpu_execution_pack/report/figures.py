@@ -241,20 +241,17 @@ class Scope:
         tenant: str | None,
         named: Iterable[str] = (),
         cluster: str | None = None,
-        untenanted: bool = False,
     ):
         self.cfg = cfg
         self.tenant_value = tenant
-        self.untenanted = untenanted
         # Set where another tenant holds the same execution id (``other_tenants_hold``): the alerts that carry no
         # tenant (execution-wide, host) are then no more this tenant's than the other's, and are left out.
         self.id_shared_with_other_tenants = False
         self.execution = [match(EXECUTION_LABEL, execution_id)] if execution_id else []
         if ids := sorted(named):
             self.execution = [any_execution(ids)]
-        self.tenant = [match(cfg.api.tenant_label, tenant)] if tenant else []
-        if untenanted:  # the GPUs without the tenant label only (a match of "" is one of an absent label)
-            self.tenant = [match(cfg.api.tenant_label, "")]
+        # None: every tenant; "": the GPUs without the tenant label only (a match of "" is one of an absent label).
+        self.tenant = [] if tenant is None else [match(cfg.api.tenant_label, tenant)]
         self.cluster_value = cluster
         self.clusters = cluster_scope(cfg)
         self.cluster = self.clusters.matchers(cluster)
@@ -271,7 +268,7 @@ class Scope:
         named = set(ids)
         if len(named) > MAX_NAMED:
             return self
-        return Scope(self.cfg, None, self.tenant_value, named, self.cluster_value, self.untenanted)
+        return Scope(self.cfg, None, self.tenant_value, named, self.cluster_value)
 
     def tenant_key(self, metric: dict[str, str]) -> TenantKey:
         """``key`` and the result's tenant ("" where it carries no tenant label)."""

@@ -1,0 +1,152 @@
+"""One execution id held by a tenant and by GPUs without the tenant label, against a real Prometheus.
+
+A Slurm or bare-metal partition's series carry no namespace; a Kubernetes Job's do. Where both use one id
+(a Job named after a number), they are two executions. Before, the per-execution span counted tenants
+without the empty one: the report over every tenant merged the two (three GPUs on two hosts), and the
+archiver's record of the unlabelled execution held both, billing the tenant's GPU-hours twice beside
+the tenant's own record. The unlabelled GPUs are now the tenant "" (`tenant=`, `--tenant ''`), which
+PromQL's `namespace=""` selects.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from gpu_execution_pack.api.app import FLEET_PATH, SUMMARY_PATH, create_app
+from gpu_execution_pack.archive import reader
+from gpu_execution_pack.archive.store import Store
+from gpu_execution_pack.config import Config, config_from_mapping
+from gpu_execution_pack.query.params import RequestError
+from gpu_execution_pack.rules.files import all_groups
+from gpu_execution_pack.scenario.model import Execution, Gpu, Host, Scenario
+from gpu_execution_pack.scenario.render import Renderer
+from starlette.testclient import TestClient
+
+from harness.prometheus import Prometheus, openmetrics
+
+from .test_api import ADMIN, KEYS, RESEARCH
+from .test_archive import one_pass
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("promtool_available")]
+SHARED_ID = "20417"  # a Slurm job id, and a Kubernetes Job's name
+UNLABELLED = "slurm"  # the namespace the scenario renders for the bare-metal GPUs, then removed from their series
+RESEARCH_ALERT, BARE_ALERT = "GpuExecutionGpuUnderutilized", "GpuExecutionGpuStalled"
+
+
+def without_namespace(text: str, namespace: str) -> str:
+    """OpenMetrics ``text`` with the label ``namespace="<namespace>"`` taken off every series that has it."""
+    text = re.sub(rf'namespace="{namespace}",?', "", text)
+    return text.replace(",}", "}").replace("{}", "")
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory: pytest.TempPathFactory):
+    """research's Job on host ha (one GPU) and a bare-metal job of the same id on hb (two GPUs), ended 15 minutes
+    ago; each with an alert as the rules fire them (research's with its namespace, the bare one's without):
+    (server, end)."""
+    research = Execution(SHARED_ID, (Gpu("ha", 0),), ("compute",), namespace="research")
+    bare = Execution(SHARED_ID, (Gpu("hb", 0), Gpu("hb", 1)), ("compute",), namespace=UNLABELLED)
+    scenario = Scenario("a tenant and bare metal, one id", "", (Host("ha"), Host("hb")), (research, bare))
+    end = int(time.time()) // 60 * 60 - 15 * 60
+    start = end - scenario.window_minutes * 60
+    text = without_namespace(openmetrics(Renderer(scenario, Config()).all_series(), start), UNLABELLED)
+    assert f'namespace="{UNLABELLED}"' not in text and 'namespace="research"' in text
+    fired = {
+        RESEARCH_ALERT: f'execution_id="{SHARED_ID}",namespace="research"',
+        BARE_ALERT: f'execution_id="{SHARED_ID}"',
+    }
+    alerts = "".join(
+        f'ALERTS{{alertname="{name}",alertstate="firing",severity="warning",{labels}}} 1 {start + 60 * k}\n'
+        for name, labels in fired.items()
+        for k in range(5, 15)
+    )
+    server = Prometheus(tmp_path_factory.mktemp("unlabelled"))
+    try:
+        server.load_openmetrics(text.removesuffix("# EOF\n") + alerts + "# EOF\n", all_groups(Config()), start, end)
+        yield server, end
+    finally:
+        server.stop()
+
+
+def summary(client: TestClient, key: str, **params: str):
+    return client.get(
+        SUMMARY_PATH.format(execution_id=SHARED_ID), params=params, headers={"Authorization": f"Bearer {key}"}
+    )
+
+
+def hosts(doc: dict) -> list[str]:
+    return sorted(h["hostname"] for h in doc["hosts"])
+
+
+@pytest.mark.single_version  # our tenant scoping of the series Prometheus holds
+def test_the_unlabelled_gpus_are_an_execution_of_their_own_beside_the_tenants(mixed):
+    server, _ = mixed
+    cfg = config_from_mapping({"api": {"prometheus_url": server.url}})
+    with TestClient(create_app(cfg, KEYS)) as client:
+        everyone = summary(client, ADMIN)
+        unlabelled = summary(client, ADMIN, tenant="")
+        tenant = summary(client, ADMIN, tenant="research")
+        own = summary(client, RESEARCH)
+        widened = summary(client, RESEARCH, tenant="")  # a tenant's key names its own tenant only
+        fleet = client.get(FLEET_PATH, params={"since": "1d"}, headers={"Authorization": f"Bearer {ADMIN}"})
+    # Over every tenant, the id is two executions: a 409 naming both, the unlabelled one as such.
+    assert everyone.status_code == 409, everyone.text
+    assert everyone.json()["tenants"] == ["", "research"], everyone.json()
+    assert "none (GPUs without namespace" in everyone.json()["error"], everyone.json()
+    for response in (unlabelled, tenant, own):
+        assert response.status_code == 200, response.text
+    assert widened.status_code == 400 and "tenant" in widened.json()["error"], widened.text
+    # Each holds its own GPUs, hosts and alerts only.
+    assert (unlabelled.json()["gpus"]["count"], hosts(unlabelled.json())) == (2, ["hb"])
+    assert (tenant.json()["gpus"]["count"], hosts(tenant.json())) == (1, ["ha"])
+    assert own.json() == tenant.json()
+    assert [a["alertname"] for a in unlabelled.json()["alerts"]] == [BARE_ALERT], unlabelled.json()["alerts"]
+    assert [a["alertname"] for a in tenant.json()["alerts"]] == [RESEARCH_ALERT], tenant.json()["alerts"]
+    # The fleet view over every tenant: two rows, the unlabelled one without a tenant, GPU-hours 2 to 1.
+    assert fleet.status_code == 200, fleet.text
+    rows = {row["tenant"]: row for row in fleet.json()["top"]}
+    assert sorted(rows, key=str) == [None, "research"] and fleet.json()["executions"] == 2, fleet.json()
+    assert (rows[None]["gpus"], rows["research"]["gpus"]) == (2, 1)
+    billed = rows[None]["gpuHoursBilled"], rows["research"]["gpuHoursBilled"]
+    assert billed[1] > 0 and abs(billed[0] - 2 * billed[1]) <= 0.01 * billed[0], billed
+
+
+@pytest.mark.single_version  # our CLI's option over the endpoint's scoping
+def test_report_names_the_unlabelled_gpus_with_an_empty_tenant(mixed, tmp_path: Path):
+    server, _ = mixed
+    config = tmp_path / "pack.yml"
+    config.write_text(f"api: {{prometheus_url: {server.url}}}\n")
+    report = [sys.executable, "-m", "gpu_execution_pack", "report", SHARED_ID, "-c", str(config), "--json"]
+    both = subprocess.run(report, capture_output=True, text=True, timeout=120)
+    assert both.returncode != 0 and "held by 2 tenants" in both.stderr and "--tenant ''" in both.stderr, both.stderr
+    bare = subprocess.run([*report, "--tenant", ""], capture_output=True, text=True, timeout=120)
+    assert bare.returncode == 0, bare.stderr
+    assert '"count": 2' in bare.stdout and '"hostname": "ha"' not in bare.stdout, bare.stdout
+
+
+@pytest.mark.single_version  # our archiver's records, whichever Prometheus answered
+def test_the_archive_keeps_each_execution_once_and_asks_which_over_every_tenant(mixed, tmp_path: Path):
+    server, end = mixed
+    url = str(tmp_path / "archive.sqlite")
+    cfg = config_from_mapping({"archive": {"url": url, "ended_after": "5m"}})
+    store = Store.open(url)
+    assert store is not None
+    try:
+        tally = one_pass(server.url, cfg, store, time.time() - end + 3 * 3600)
+        assert tally.archived == 2, tally
+        kept = {r.tenant: r for r in store.find(SHARED_ID)}
+        assert sorted(kept) == ["", "research"], kept
+        assert (kept[""].document["gpus"]["count"], hosts(kept[""].document)) == (2, ["hb"])
+        assert (kept["research"].document["gpus"]["count"], hosts(kept["research"].document)) == (1, ["ha"])
+        # Over every tenant the archive, like Prometheus, does not pick one of them.
+        with pytest.raises(RequestError) as refused:
+            reader.archived(cfg, store, SHARED_ID, None, None)
+        assert refused.value.status == 409 and "held by 2 tenants" in str(refused.value)
+        assert reader.archived(cfg, store, SHARED_ID, "", None) == kept[""]
+    finally:
+        store.close()
