@@ -344,18 +344,26 @@ def test_the_headers_do_not_change_with_how_the_config_path_is_typed(
     assert header == "# Regenerate: gpu-execution-pack generate --config config/pack.yml"
 
 
-def test_the_headers_do_not_change_with_the_folder_the_command_runs_in_within_a_repository(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-):
-    """An ops folder in a monorepo: `make -C ops` generates from ops/, CI checks from the root or elsewhere. The
-    headers name the config from the repository's root, so each run sees the same files, none stale."""
-    (tmp_path / ".git").mkdir()
-    config = tmp_path / "ops" / "config" / "pack.yml"
+def ops_config(root: Path, repository: bool) -> Path:
+    """An ops folder's config, ``root/ops/config/pack.yml``, writing beside it; ``root`` a repository's root (a
+    ``.git`` in it) if ``repository``."""
+    if repository:
+        (root / ".git").mkdir()
+    config = root / "ops" / "config" / "pack.yml"
     config.parent.mkdir(parents=True)
     config.write_text(
         "vendors: [nvidia]\noutput: {rules_dir: ../rules, dashboards_dir: ../dash, docs_dir: ../docs}\n"
         "alerts: {runbook_url: https://ops.example/runbook.md}\n"
     )
+    return config
+
+
+def test_the_headers_do_not_change_with_the_folder_the_command_runs_in_within_a_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """An ops folder in a monorepo: `make -C ops` generates from ops/, CI checks from the root or elsewhere. The
+    headers name the config from the repository's root, so each run sees the same files, none stale."""
+    config = ops_config(tmp_path, repository=True)
     runs = [(tmp_path / "ops", "config/pack.yml"), (tmp_path, "ops/config/pack.yml"), (config.parent, "pack.yml")]
     monkeypatch.chdir(runs[0][0])
     for command in ("generate", "dashboards", "docs"):
@@ -370,18 +378,43 @@ def test_the_headers_do_not_change_with_the_folder_the_command_runs_in_within_a_
     assert header == "# Regenerate: gpu-execution-pack generate --config ops/config/pack.yml"
 
 
+def test_a_headers_command_pasted_in_a_folder_below_the_root_reads_the_config_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """A header names the config from the repository's root (`--config ops/config/pack.yml`); pasted in `ops/`, where
+    `make` runs, the command said no such file. It reads the file the header names now; a name that is a file in
+    the working directory still means that file, and one that is neither is still the error naming it."""
+    config = ops_config(tmp_path, repository=True)
+    monkeypatch.chdir(tmp_path)
+    for command in ("generate", "dashboards", "docs"):
+        assert cli.main([command, "--config", "ops/config/pack.yml"]) == 0
+    header = (tmp_path / "ops" / "rules" / "alerts.rules.yml").read_text().splitlines()[1]
+    pasted = header.removeprefix("# Regenerate: gpu-execution-pack ").split()
+    assert pasted == ["generate", "--config", "ops/config/pack.yml"], header
+    monkeypatch.chdir(tmp_path / "ops")
+    capsys.readouterr()
+    assert cli.main(pasted) == 0, capsys.readouterr().err
+    assert "(0 changed)" in capsys.readouterr().out
+    assert cli.main(["check", "--config", "ops/config/pack.yml"]) == 0, capsys.readouterr().err
+    # The working directory's own file of that name comes first.
+    own = tmp_path / "ops" / "ops" / "config" / "pack.yml"
+    own.parent.mkdir(parents=True)
+    own.write_text(config.read_text().replace("../rules", "../elsewhere"))
+    capsys.readouterr()
+    assert cli.main(["check", "--config", "ops/config/pack.yml"]) == 1
+    assert "\n  ops/elsewhere/alerts.rules.yml\n" in capsys.readouterr().err  # ops/ops/elsewhere, from ops/
+    capsys.readouterr()
+    assert cli.main(["check", "--config", "ops/config/missing.yml"]) == 2
+    assert "ops/config/missing.yml" in capsys.readouterr().err
+
+
 def test_check_does_not_call_a_file_stale_for_how_its_header_names_the_config(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ):
     """Outside a repository (a container given the ops folder without .git) the header names the config from the
     working directory: generated from ops/, checked from ops/config/, the files are the same all the same. A
     change of what they hold is still stale."""
-    config = tmp_path / "ops" / "config" / "pack.yml"
-    config.parent.mkdir(parents=True)
-    config.write_text(
-        "vendors: [nvidia]\noutput: {rules_dir: ../rules, dashboards_dir: ../dash, docs_dir: ../docs}\n"
-        "alerts: {runbook_url: https://ops.example/runbook.md}\n"
-    )
+    config = ops_config(tmp_path, repository=False)
     monkeypatch.chdir(tmp_path / "ops")
     for command in ("generate", "dashboards", "docs"):
         assert cli.main([command, "--config", "config/pack.yml"]) == 0

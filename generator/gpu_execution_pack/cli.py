@@ -17,7 +17,7 @@ from gpu_execution_pack import __version__, build, extras, promtool, testsuites
 from gpu_execution_pack.config import Config, ConfigError, load_config, load_config_document
 from gpu_execution_pack.config.loader import MAX_DURATION_SECONDS
 from gpu_execution_pack.docs.configuration import defaults_yaml
-from gpu_execution_pack.output import KUBERNETES_DIR, stale_files, write_all
+from gpu_execution_pack.output import KUBERNETES_DIR, config_as_named, stale_files, write_all
 from gpu_execution_pack.rules.files import RULE_FILE_SUFFIX, rule_files
 
 DEFAULT_BUILD_DIR = Path("build/promtool")
@@ -750,6 +750,8 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, dest, None) == "":
             print(f"error: {option}: empty; give a value, or leave the option out for its default", file=sys.stderr)
             return 2
+    if getattr(args, "config", None):  # as a generated file's header names it, from the repository's root
+        args.config = config_as_named(args.config)
     try:
         status = args.func(args)
         sys.stdout.flush()  # a full disk under `> pack.yml` shows here, not as a traceback at exit

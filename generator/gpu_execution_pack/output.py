@@ -47,13 +47,33 @@ def shown_path(path: str) -> str:
     ``config/../config/x.yml`` and its absolute path all read ``config/x.yml``), else absolute. ``.`` and ``..``
     resolved, symlinks not (a link in an ops repo names what the repo means)."""
     absolute = Path(os.path.abspath(path))
-    for folder in absolute.parents:
-        if (folder / ".git").exists():  # a folder, or a file in a worktree or submodule
-            return absolute.relative_to(folder).as_posix()
+    if (root := repository_root(absolute)) is not None:
+        return absolute.relative_to(root).as_posix()
     try:
         return absolute.relative_to(Path.cwd()).as_posix()
     except ValueError:
         return absolute.as_posix()
+
+
+def repository_root(path: Path) -> Path | None:
+    """The root of the git repository that holds ``path`` (absolute): the nearest folder above it with a ``.git``
+    (a folder, or a file in a worktree or submodule); None outside one."""
+    for folder in path.parents:
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def config_as_named(path: str) -> str:
+    """The config file ``path`` names: from the working directory, else, where no such file is there, from the
+    root of the repository the working directory is in. A header's command names the config from that root
+    (``shown_path``), so the command pasted in a folder below it (``ops/``) reads the same file."""
+    if os.path.isabs(path) or os.path.lexists(path):
+        return path
+    root = repository_root(Path.cwd() / "_")  # the working directory itself, and the folders above it
+    if root is not None and (root / path).is_file():
+        return str(root / path)
+    return path
 
 
 _umask = os.umask(0)
