@@ -316,9 +316,10 @@ def clustered() -> dict[str, dict]:
     return {name: json.loads(render(cfg)) for name, render in DASHBOARDS.items()}
 
 
-def test_the_execution_dashboard_reads_the_chosen_tenants_series_and_every_hosts():
+def test_the_execution_dashboard_reads_the_chosen_tenants_series_and_hosts():
     """Kubernetes Job names repeat across namespaces: the rollups keep the tenant, so the dashboard's figures are
-    of one tenant's execution (``$tenant``, the tenants of ``$execution_id``). Host series carry no tenant."""
+    of one tenant's execution (``$tenant``, the tenants of ``$execution_id``). Host series carry no tenant: each is
+    kept to the hosts of the tenant's GPUs."""
     board = json.loads(execution.render(Config()))
     names = [v["name"] for v in board["templating"]["list"]]
     assert names == [house.DATASOURCE_VARIABLE, queries.VARIABLE, queries.TENANT_VARIABLE]
@@ -331,6 +332,10 @@ def test_the_execution_dashboard_reads_the_chosen_tenants_series_and_every_hosts
                 continue
             carries = metric.startswith(("execution:", "execution_gpu:", "execution_model:"))
             assert ('namespace="$tenant"' in matchers) == carries, (title, metric, matchers)
+            if metric.startswith("execution_node:"):
+                hosts = r"and on \(execution_id, hostname\) group by \(execution_id, hostname\) \(\s*"
+                tenants = f'{catalog.GPU_PRESENCE.name}{{execution_id="$execution_id", namespace="$tenant"}}'
+                assert re.search(re.escape(metric) + r"\{[^}]*\} " + hosts + re.escape(tenants), expr), (title, expr)
 
 
 @pytest.mark.e2e
@@ -344,6 +349,31 @@ def test_the_execution_dashboard_counts_the_chosen_tenants_gpus_of_an_id_two_ten
         sent = dashboard_lint.substitute(gpus, {queries.VARIABLE: SHARED_ID, queries.TENANT_VARIABLE: tenant})
         [result] = two_tenants.query(sent, time.time())
         assert float(result["value"][1]) == count, (tenant, sent)
+
+
+@pytest.mark.e2e
+@pytest.mark.usefixtures("promtool_available")
+def test_the_execution_dashboard_plots_the_chosen_tenants_hosts_of_an_id_two_tenants_hold(two_tenants):  # noqa: F811
+    """research's Job is on host ha, physics' of the same name on hb: the host panels plotted both hosts for either
+    tenant (host series carry no tenant). Each tenant's are its own GPUs' hosts now."""
+    board = json.loads(execution.render(Config()))
+    host_panels = [(t, q) for t, q in dashboard_lint.queries(board) if t in ("Host CPU", "Host RAM")]
+    assert len(host_panels) == 3, host_panels  # CPU; RAM used and total
+    start, end = two_tenants_window(two_tenants)
+    for tenant, host in (("research", "ha"), ("physics", "hb")):
+        for title, expr in host_panels:
+            sent = dashboard_lint.substitute(expr, {queries.VARIABLE: SHARED_ID, queries.TENANT_VARIABLE: tenant})
+            plotted = {r["metric"]["hostname"] for r in two_tenants.query_range(sent, start, end)}
+            assert plotted == {host}, (tenant, title, plotted, sent)
+
+
+def two_tenants_window(server) -> tuple[int, int]:
+    """The span of ``two_tenants``' data: its GPU series' first and last minute."""
+    [found] = server.query(f"count(last_over_time({catalog.GPU_PRESENCE.name}[1d]))", time.time())
+    assert float(found["value"][1]) == 3
+    [first] = server.query(f"min(min_over_time(timestamp({catalog.GPU_PRESENCE.name})[1d:1m]))", time.time())
+    [last] = server.query(f"max(timestamp(last_over_time({catalog.GPU_PRESENCE.name}[1d])))", time.time())
+    return int(float(first["value"][1])), int(float(last["value"][1]))
 
 
 def test_with_a_cluster_label_every_dashboard_chooses_a_cluster_before_anything_else():

@@ -66,6 +66,8 @@ TENANT_VARIABLE = "tenant"
 TENANT_SERIES = frozenset(
     s.name for s in catalog.ALL_SERIES if catalog.EXECUTION_LABEL in s.labels and s.labels != catalog.NODE_LABELS
 )
+# The execution's host series: no tenant (a host is shared), kept to the hosts of the tenant's GPUs.
+HOST_SERIES = frozenset(s.name for s in catalog.ALL_SERIES if s.labels == catalog.NODE_LABELS)
 
 
 def tenant_variable(cfg: Config) -> dict[str, object]:
@@ -77,13 +79,25 @@ def tenant_variable(cfg: Config) -> dict[str, object]:
 
 def of_tenant(cfg: Config) -> Callable[[Expr], Expr]:
     """What puts a query of the Execution dashboard within its cluster (``in_cluster``) and its tenant: every
-    selector of the chosen execution's series that carry the tenant gets the tenant's matcher."""
+    selector of the chosen execution's series that carry the tenant gets the tenant's matcher, and an instant
+    selector of its host series is kept to the hosts of the tenant's GPUs, as the report and the endpoint keep
+    them: two namespaces' Jobs of one name on other hosts are not this one's hosts."""
     chosen = match(cfg.api.tenant_label, f"${TENANT_VARIABLE}")
+    tenants_gpus = catalog.GPU_PRESENCE.select(SEL, *cluster_matchers(cfg), chosen)
+    tenants_hosts = aggregate("group", catalog.NODE_LABELS, tenants_gpus)
 
-    def scoped(node: Expr) -> Expr | None:
+    def tenanted(node: Expr) -> Expr | None:
         if isinstance(node, Selector) and node.metric in TENANT_SERIES and SEL in node.matchers:
             return Selector(node.metric, (*node.matchers, chosen))
         return None
+
+    def scoped(node: Expr) -> Expr | None:
+        if isinstance(node, Range):  # a range's selector takes matchers only (no join inside a range)
+            return promql.transform(node, tenanted)
+        if isinstance(node, Selector) and node.metric in HOST_SERIES and SEL in node.matchers:
+            # Applied after ``in_cluster``: its ``alongside`` would put the tenant, which host series lack, in ``on``.
+            return node.and_(tenants_hosts, on(catalog.NODE_LABELS))
+        return tenanted(node)
 
     cluster = in_cluster(cfg)
     return lambda expr: promql.transform(cluster(expr), scoped)
