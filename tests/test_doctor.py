@@ -302,3 +302,31 @@ def test_write_config_pins_what_the_fleet_has_and_keeps_the_users_keys(matching,
     assert "misses" in text or "goes unrecorded" in text  # the warning a pinned config needs
     cfg = config_from_mapping(data)
     assert [g.name for g in all_groups(cfg)] == [g.name for g in all_groups(config_from_mapping(MATCHING))]
+
+
+@pytest.fixture(scope="module")
+def mig_fleet(tmp_path_factory: pytest.TempPathFactory):
+    """Two MIG hosts (the library's MIG scenario twice, under names of their own): s01's dcgm-exporter publishes
+    engine activity, s02's does not (3.x's default counters, or the profiling module not loaded)."""
+    from dataclasses import replace
+
+    from gpu_execution_pack.config import Config
+
+    without_activity = replace(library.mig(), missing=frozenset({"gr_engine_active"}))
+    scenarios = library.apart([library.mig(), without_activity], Config())
+    server = serve(tmp_path_factory.mktemp("mig"), {"vendors": ["nvidia"]}, scenarios, "15s", rules="")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_mig_instances_without_engine_activity_are_named_with_the_fields_fix(mig_fleet, tmp_path: Path):
+    """A MIG instance has no GPU_UTIL: without engine activity its executions hold no GPU in the recorded series
+    (no GPU-hours, no report), which no other check said: the GPUs report and the others are attributed."""
+    item = checks_of(doctor(mig_fleet, {"vendors": ["nvidia"]}, tmp_path, "--json"))["MIG utilisation"]
+    assert item["status"] == "warn", item
+    # Each scenario has four instances (two A100s of two instances each); s02's four report no activity.
+    assert item["found"].startswith("4 of 8 MIG instances report without engine activity"), item
+    assert "s02-m1:9400" in item["found"] and "s01-m1" not in item["found"], item
+    assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in item["fix"] and "dcp-metrics-included.csv" in item["fix"], item

@@ -282,3 +282,30 @@ def test_7b_recorded_more_often_than_scraped_the_rate_still_answers_through_the_
         tmp_path / "short", ["slow1"], every_half_minute | {"rate_window": "30s", "rate_window_fallback": "30s"}
     )
     assert catalog.NODE_CPU_UTILIZATION.name in out and "slow1" in out
+
+
+@pytest.mark.single_version  # our host_regex, whichever Prometheus evaluates it
+def test_13_gpus_of_nodes_named_by_their_ip_are_not_one_host_named_by_its_first_number(tmp_path: Path):
+    """Nodes named by their private IP (OKE's virtual nodes; dcgm-exporter's NODE_NAME, or `-r <ip>:5555`) whose
+    nodename is another name, the exporter on the pod network: no node is found for their GPUs, which are named
+    after host_regex. The default cut an IP to its first number: every GPU of 10.0.0.0/8 was on host "10"."""
+    import time
+
+    from gpu_execution_pack.config import Config
+    from gpu_execution_pack.scenario.model import Host
+
+    from harness.prometheus import Prometheus
+
+    pair = library._pair(
+        "nodes named by their IP, nodenames another name",
+        Host("10.0.3.17", "4.9", nodename="gpu-17", dcgm_address="10.244.1.5"),
+        Host("10.0.3.18", "4.9", nodename="gpu-18", dcgm_address="10.244.2.9"),
+    )
+    server = Prometheus(tmp_path)
+    try:
+        start = server.load_scenario(pair, Config(), int(time.time()) // 60 * 60 - 15 * 60)
+        at = start + 150  # both executions run
+        hosts = server.query(f"count by (hostname) ({catalog.GPU_UTILIZATION.name})", at)
+    finally:
+        server.stop()
+    assert {r["metric"]["hostname"]: float(r["value"][1]) for r in hosts} == {"10.0.3.17": 2, "10.0.3.18": 2}

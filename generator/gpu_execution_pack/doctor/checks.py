@@ -491,6 +491,28 @@ def check_shared_gpus(cfg: Config, d: Deployment) -> Item:
     )
 
 
+def check_mig_utilization(cfg: Config, d: Deployment) -> Item:
+    """MIG instances without engine activity: DCGM publishes no GPU_UTIL for an instance, so engine activity is its
+    only utilisation, and what the rules count an instance held by. Without it an execution on MIG instances holds
+    no GPU in the pack's series: no GPU-hours, no report, no alert, while its memory and power are recorded."""
+    if not d.mig_instances:
+        return Item("MIG utilisation", "info", "no MIG instance reports now")
+    if not d.unmeasured_mig_instances:
+        return Item("MIG utilisation", "pass", f"all {d.mig_instances} MIG instances publish engine activity")
+    targets = d.unmeasured_mig_targets
+    activity = " or ".join(r.name for r in catalog.SIGNALS["gr_engine_active"].raws if r.vendor == "nvidia")
+    return Item(
+        "MIG utilisation",
+        "warn",
+        f"{d.unmeasured_mig_instances} of {d.mig_instances} MIG instances report without engine activity ({activity}"
+        f"; targets {', '.join(targets[:4])}{', ...' if len(targets) > 4 else ''}): a MIG instance has no GPU_UTIL, "
+        "so the executions on them hold no GPU in the recorded series (no GPU-hours, report or alerts)",
+        "collect DCGM_FI_PROF_GR_ENGINE_ACTIVE: dcgm-exporter's dcp-metrics-included.csv has it (its 3.x "
+        "default-counters.csv does not), or add it to your -f counters file; it needs DCGM's profiling module, "
+        "which a profiler holding the GPU (Nsight, CUPTI) blocks",
+    )
+
+
 def check_host_names(cfg: Config, d: Deployment) -> Item:
     if unread := not_loaded(cfg, d, catalog.NODE_HOST_COLLISIONS):
         return Item("host names", "info", f"collisions cannot be told: {unread}")
@@ -544,6 +566,7 @@ CHECKS: tuple[Callable[[Config, Deployment], Item], ...] = (
     check_attribution,
     check_attributed_gpu_time,
     check_shared_gpus,
+    check_mig_utilization,
     check_host_names,
     check_clusters,
     check_retention,

@@ -104,12 +104,33 @@ class Deployment:
     # Of those, the nodes none of whose GPU series carried the replica a pod holds (catalog.VGPU_LABEL) over the
     # last day (COVERAGE_SPAN)
     unlabelled_shared_nodes: tuple[str, ...] = ()
+    # dcgm-exporter's MIG instances that report now, and the targets of those without engine activity (a MIG
+    # instance has no GPU_UTIL: engine activity is its only utilisation, hence what the rules count it held by)
+    mig_instances: int = 0
+    unmeasured_mig_targets: tuple[str, ...] = ()
+    unmeasured_mig_instances: int = 0
 
 
 def presence(vendors: tuple[str, ...]) -> Expr:
     """Every GPU entry's presence series, as any exporter generation the catalog knows publishes it."""
     raws = catalog.presence_raws(catalog.GENERATIONS, vendors)
     return any_of([raw.select() for raw in raws])
+
+
+def mig_instances() -> Expr:
+    """dcgm-exporter's MIG instances that report (any generation's presence series with an instance id)."""
+    instance = labelled(catalog.MIG_INSTANCE_LABEL)
+    return any_of([raw.select(instance) for raw in catalog.presence_raws(catalog.GENERATIONS, ("nvidia",))])
+
+
+def unmeasured_mig_instances() -> Expr:
+    """The MIG instances that report without engine activity (DCGM_FI_PROF_GR_ENGINE_ACTIVE or its 4.9 name), by
+    target: dcgm-exporter publishes it only with its profiling counters, not among 3.x's default ones."""
+    instance, keys = labelled(catalog.MIG_INSTANCE_LABEL), (catalog.UUID_LABEL, catalog.MIG_INSTANCE_LABEL)
+    activity = catalog.SIGNALS["gr_engine_active"].raws_for(catalog.GENERATIONS, ("nvidia",))
+    measured = aggregate("group", keys, any_of([raw.select(instance) for raw in activity]))
+    reporting = aggregate("group", (catalog.INSTANCE_LABEL, *keys), mig_instances())
+    return reporting.unless(measured, on(keys))
 
 
 def gpu_count(expr: Expr, labels: tuple[str, ...] = ("UUID", "GPU_I_ID")) -> Expr:
@@ -408,6 +429,11 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         label_values(client, "job", any_of([present, idle_cpus])),
         shared_gpu_nodes(client),
     )
+    instances, unmeasured, unmeasured_targets = await asyncio.gather(
+        instant_value(client, gpu_count(mig_instances())),
+        instant_value(client, aggregate("count", None, unmeasured_mig_instances())),
+        label_values(client, catalog.INSTANCE_LABEL, unmeasured_mig_instances()),
+    )
     return Deployment(
         metric_names=names,
         groups=groups,
@@ -423,4 +449,7 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         read_jobs=frozenset(read_jobs),
         shared_gpu_nodes=shared,
         unlabelled_shared_nodes=unlabelled,
+        mig_instances=count(client, instances, "the MIG instances reporting"),
+        unmeasured_mig_instances=count(client, unmeasured, "the MIG instances without engine activity"),
+        unmeasured_mig_targets=unmeasured_targets,
     )

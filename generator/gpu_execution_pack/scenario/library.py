@@ -144,6 +144,15 @@ def name_collision_installs() -> list[Scenario]:
             Host("gpu-02.dc1.example.com", "4.9", dcgm_address="10.1.0.2"),
             Host("gpu-02.dc2.example.com", "4.9", dcgm_address="10.2.0.2"),
         ),
+        # Kubernetes nodes named by their private IP (OKE's virtual nodes, a kubelet's --hostname-override): the GPU
+        # Operator's NODE_NAME is the IP, dcgm-exporter is on the pod network, and node_exporter's nodename is a
+        # placeholder, so each node is named by its address. An IP is a whole name: its first number is no
+        # machine's short name, or every machine of 10.0.0.0/8 would be one host "10".
+        _pair(
+            "nodes named by their IP, placeholder nodenames, exporters on the pod network",
+            Host("10.0.3.17", "4.9", nodename="localhost.localdomain", dcgm_address="10.244.1.5"),
+            Host("10.0.3.18", "4.9", nodename="localhost.localdomain", dcgm_address="10.244.2.9"),
+        ),
         # EKS in two regions: private-IP node names. The GPU Operator's NODE_NAME is the node's FQDN on both;
         # one AMI's nodename is the FQDN (exact), the other's the short name, which no other machine claims.
         _pair(

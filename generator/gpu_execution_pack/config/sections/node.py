@@ -22,13 +22,15 @@ class Node:
         choices=("join", "scrape"),
     )
     host_regex: str = opt(
-        "([^.]+).*",
+        # An IPv4 address is a whole name (nodes named by their IP): its first number names no machine.
+        "([0-9]+(?:[.][0-9]+){3}|[^.]+).*",
         "Regex whose first group is a host's name where the exporters spell it differently. A GPU's host is "
         "first the node whose nodename equals its host label (hostname, Hostname, or its exporter pod's "
         "Kubernetes node) exactly, and the series name it so (an FQDN both exporters give stays an FQDN); "
         "only where no nodename matches exactly are both names read through this regex, and a GPU and a host "
         "whose names agree after it are the same machine. The default keeps the short name, so `gpu-01` and "
-        "`gpu-01.cluster.local` agree, and such hosts are named by their short name. Where two machines' "
+        "`gpu-01.cluster.local` agree, and such hosts are named by their short name; an IPv4 address (a node "
+        "named by its IP) stays whole. Where two machines' "
         "nodenames agree after it (`gpu-01.dc1.example.com` and `gpu-01.dc2.example.com`), no GPU is joined "
         "by that name: each node keeps its whole nodename, its GPUs find it only by an exact name or by the "
         "scrape address they share, and GpuExecutionHostNameCollision fires.",
