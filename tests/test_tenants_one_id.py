@@ -1,6 +1,6 @@
 """Two tenants' executions of one id, as Kubernetes makes them: Job names repeat across namespaces.
 
-The execution and model rollups, and the alert read from them, must count each tenant's execution apart: the
+The execution and model rollups, and the alerts read from them, must count each tenant's execution apart: the
 shipped rule files, run by the real promtool over the raw series such a store holds.
 """
 
@@ -16,6 +16,9 @@ from gpu_execution_pack.rules.files import all_groups
 from gpu_execution_pack.scenario import oracle
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Host, Scenario
 from gpu_execution_pack.scenario.render import Renderer, expand_notation
+from gpu_execution_pack.testsuites.alerts import alert_suite
+
+from .conftest import run_promtool_test
 
 pytestmark = [pytest.mark.e2e, pytest.mark.single_version, pytest.mark.usefixtures("promtool_available")]
 REPO = Path(__file__).resolve().parent.parent
@@ -26,6 +29,16 @@ JOB = "finetune-llama"  # one Job name in two namespaces
 RESEARCH = Execution(JOB, (Gpu("ha", 0),), ("idle",) * 8, namespace="research")
 PHYSICS = Execution(JOB, (Gpu("hb", 0), Gpu("hb", 1)), ("compute",) * 4, namespace="physics")
 SCENARIO = Scenario("two tenants, one id", "", (Host("ha"), Host("hb")), (RESEARCH, PHYSICS))
+# Each namespace's Job of that name time-slices one A10 with the other (per-process values), the two filling its
+# framebuffer together: each one's memory alerts must name the other, which shares its id, not its tenant.
+A10 = Gpu("hc", 0, model="NVIDIA A10", mem_total_mib=22 * 1024)
+SLICED = Host("hc", exporter_pod="nvidia-dcgm-exporter-q7w2e", virtual_gpus=True)
+SHARING = Scenario(
+    "two tenants' Jobs of one name share a GPU",
+    "",
+    (SLICED,),
+    tuple(Execution(JOB, (A10,), ("sliced_light", "sliced_fill"), namespace=n) for n in ("research", "physics")),
+)
 
 
 def rule_files() -> list[Path]:
@@ -82,21 +95,79 @@ def test_each_tenants_execution_of_one_id_is_rolled_up_and_alerted_on_apart(tmp_
         },
     ]
     series = Renderer(SCENARIO, cfg).all_series()
-    files = rule_files()
+    test = {
+        "interval": f"{STEP_SECONDS}s",
+        "input_series": [{"series": s.selector, "values": expand_notation(s.samples)} for s in series],
+        "promql_expr_test": checks,
+    }
+    run_suite(tmp_path, cfg, test)
+
+
+def test_a_gpu_time_sliced_by_two_tenants_jobs_of_one_name_names_the_other_in_the_memory_alerts(tmp_path: Path):
+    """The alert oracle's descriptions (scenario.alerting) name the other namespace's Job, and the shipped rules,
+    run by promtool over the raw series, render them so."""
+    cfg = Config()
+    [test] = alert_suite(cfg, [SHARING])
+    other = {"research": "physics", "physics": "research"}
+    fired: set[str] = set()
+    for check in test["alert_rule_test"]:
+        if check["alertname"] not in ("GpuExecutionGpuMemoryHigh", "GpuExecutionGpuMemoryFillingUp"):
+            continue
+        for alert in check["exp_alerts"]:
+            own = alert["exp_labels"][cfg.api.tenant_label]
+            description = alert["exp_annotations"]["description"]
+            assert description.endswith(f"it is shared with {JOB} (namespace {other[own]})."), description
+            fired.add(own)
+    assert fired == {"research", "physics"}
+    run_suite(tmp_path, cfg, test)
+
+
+def test_a_gpu_shared_where_no_series_carries_a_tenant_names_the_other_holders_by_id(tmp_path: Path):
+    """Bare metal or Slurm: no tenant label anywhere. The alert's own tenant is then "" (a selector's "the label
+    is absent"), so the clause still names every other holder, by id alone, and not the alerting one."""
+    gpu = {"hostname": "bm1", "UUID": "GPU-bm1-0", "gpu": "0", "modelName": "NVIDIA A100-SXM4-80GB"}
+
+    def series(name: str, execution: str, values: str) -> dict[str, str]:
+        labels = ", ".join(f'{k}="{v}"' for k, v in sorted({**gpu, "execution_id": execution}.items()))
+        return {"series": f"{name}{{{labels}}}", "values": values}
+
+    fill, share = catalog.GPU_DEVICE_MEMORY_UTILIZATION.name, catalog.GPU_SHARE.name  # what the alert reads
+    holders = ("slurm-17", "slurm-18", "slurm-19")
+    alerts = [
+        {
+            "exp_labels": {**gpu, "execution_id": own, "severity": "warning"},
+            "exp_annotations": {
+                "summary": "An execution's GPU memory is nearly full; "
+                "its next allocations may fail with out-of-memory.",
+                "description": f"Execution {own} has used 97% of the memory of GPU 0 (NVIDIA A100-SXM4-80GB, "
+                f"GPU-bm1-0) on bm1 for 2m (threshold 95%). Every execution holding the GPU counts: it is shared "
+                f"with {', '.join(h for h in holders if h != own)}.",
+                "runbook_url": "docs/runbook.md#gpuexecutiongpumemoryhigh",
+            },
+        }
+        for own in holders
+    ]
+    test = {
+        "interval": "1m",
+        "input_series": [
+            *(series(fill, h, "0.97x10") for h in holders),
+            *(series(share, h, "0.333x10") for h in holders),
+        ],
+        "alert_rule_test": [{"eval_time": "5m", "alertname": "GpuExecutionGpuMemoryHigh", "exp_alerts": alerts}],
+    }
+    run_promtool_test(tmp_path, {tmp_path / "alerts.rules.yml": (REPO / "rules/alerts.rules.yml").read_text()}, [test])
+
+
+def run_suite(tmp_path: Path, cfg: Config, test: dict) -> None:
+    """promtool's run of ``test`` over the shipped rule files, their groups in dependency order."""
     suite = tmp_path / "tenants.test.yml"
     suite.write_text(
         yaml.safe_dump(
             {
-                "rule_files": [str(p) for p in files],
+                "rule_files": [str(p) for p in rule_files()],
                 "evaluation_interval": f"{STEP_SECONDS}s",
                 "group_eval_order": [g.name for g in all_groups(cfg)],
-                "tests": [
-                    {
-                        "interval": f"{STEP_SECONDS}s",
-                        "input_series": [{"series": s.selector, "values": expand_notation(s.samples)} for s in series],
-                        "promql_expr_test": checks,
-                    }
-                ],
+                "tests": [test],
             },
             sort_keys=False,
         )

@@ -179,16 +179,23 @@ class AlertBuilder:
     # -- GPU memory --------------------------------------------------------------------------
     def co_holders(self) -> str:
         """A description's clause naming the other executions that hold the alerting GPU at once (time-slicing,
-        MPS): its memory is theirs too, and any of them can run it out. Empty where it holds the GPU alone."""
-        own = (*catalog.DEVICE_LABELS, *self.own_labels)
-        others = catalog.GPU_SHARE.select(
-            *(match(label, LabelRef(label)) for label in own),
-            match(EXECUTION_LABEL, LabelRef(EXECUTION_LABEL), "!="),
-        )
-        query = template_query(aggregate("group", (EXECUTION_LABEL,), others))
+        MPS): its memory is theirs too, and any of them can run it out. Empty where it holds the GPU alone.
+
+        An execution is its id and its tenant: Kubernetes Job names repeat across namespaces, so the clause names
+        the GPU's holders less the alerting one's own (id, tenant) pair, in order, each with its tenant where it has
+        one. Where series carry no tenant at all (bare metal, Slurm) the alert's tenant is "", which a matcher reads
+        as the label's absence."""
+        tenant = self.cfg.api.tenant_label
+        key = (EXECUTION_LABEL, tenant)
+        holders = self.own(catalog.GPU_SHARE, catalog.DEVICE_LABELS)
+        own = self.own(catalog.GPU_SHARE, (*catalog.DEVICE_LABELS, *key))
+        query = template_query(aggregate("group", key, holders).unless(own, on(key)))
+        # An aggregation's series come in no set order; sortByLabel's sort is stable: by id, then by tenant.
+        ordered = f'query | sortByLabel "{tenant}" | sortByLabel "{EXECUTION_LABEL}"'
         return (
-            f"{{{{ with {query} | query }}}} Every execution holding the GPU counts: it is shared with "
+            f"{{{{ with {query} | {ordered} }}}} Every execution holding the GPU counts: it is shared with "
             f"{{{{ range $i, $s := . }}}}{{{{ if $i }}}}, {{{{ end }}}}{{{{ $s.Labels.{EXECUTION_LABEL} }}}}"
+            f"{{{{ with $s.Labels.{tenant} }}}} ({tenant} {{{{ . }}}}){{{{ end }}}}"
             "{{ end }}.{{ end }}"
         )
 

@@ -241,10 +241,11 @@ def gpu_memory_specs(a: Alerts) -> list[AlertSpec]:
     def described(tail: str) -> Description:
         def describe(w: World, e: Entity, m: float) -> str:
             assert e.execution is not None and e.gpu is not None
-            others = sorted(x.id for x in model.holders(w.s, e.gpu, m) if x is not e.execution)
-            shared = (
-                f" Every execution holding the GPU counts: it is shared with {', '.join(others)}." if others else ""
-            )
+            # An execution is its id and its tenant: a Job of the same name in another namespace is another holder.
+            own = (e.execution.id, e.execution.namespace)
+            others = sorted({(x.id, x.namespace) for x in model.holders(w.s, e.gpu, m)} - {own})
+            names = [f"{i} ({expected.TENANT_LABEL} {t})" if t else i for i, t in others]
+            shared = f" Every execution holding the GPU counts: it is shared with {', '.join(names)}." if names else ""
             return (
                 f"Execution {e.execution.id}{w.in_cluster} has used {humanize_percentage(ratio(w, e, m))} "
                 f"of the memory of {gpu_name(e)}{tail}{shared}"
