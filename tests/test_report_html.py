@@ -237,22 +237,66 @@ def test_the_fleet_page_draws_gpu_hours_billed_against_worked(loaded, tmp_path):
     assert len(re.findall(r"<tr><td class=\"n\">\d+</td>", drawn.dom)) == 8
 
 
+# A fleet view over every tenant (``tenant`` null) and one row of it, as document.fleet_summary writes them.
+ROW = {"executionId": "train", "gpus": 1, "models": ["A100"], "gpuHoursBilled": 1.0, "gpuHoursWorked": 0.5,
+       "gpuHoursWasted": 0.5, "efficiencyPercent": 50.0, "energyKwh": None, "verdicts": ["healthy"]}  # fmt: skip
+FLEET = {"since": "1d", "end": "2026-12-07T12:00:00Z", "tenant": None, "executions": 2, "gpuHoursBilled": 3.0,
+         "gpuHoursWasted": 1.5, "notes": [], "top": []}  # fmt: skip
+
+
 def test_the_fleet_page_and_text_name_the_tenant_of_each_row_where_two_tenants_hold_an_id():
     """Over every tenant, one id may be two tenants' executions, one row each: both pages named the id alone."""
     from gpu_execution_pack.report.text import render_fleet
 
-    row = {"executionId": "train", "gpus": 1, "models": ["A100"], "gpuHoursBilled": 1.0, "gpuHoursWorked": 0.5,
-           "gpuHoursWasted": 0.5, "efficiencyPercent": 50.0, "energyKwh": None, "verdicts": ["healthy"]}  # fmt: skip
-    doc = {"since": "1d", "end": "2026-12-07T12:00:00Z", "executions": 2, "gpuHoursBilled": 3.0,
-           "gpuHoursWasted": 1.5, "notes": [],
-           "top": [{**row, "tenant": "research"}, {**row, "tenant": "physics", "gpus": 2}]}  # fmt: skip
+    doc = {**FLEET, "top": [{**ROW, "tenant": "research"}, {**ROW, "tenant": "physics", "gpus": 2}]}
     page = html.render_fleet(doc)
     assert "<th>tenant</th>" in page and "<td>research</td>" in page and "<td>physics</td>" in page
     assert page_data(page)["charts"][0]["labels"] == ["train (research)", "train (physics)"]
     text = render_fleet(doc)
     assert re.search(r"^research\s+train\s+1 ", text, re.M) and re.search(r"^physics\s+train\s+2 ", text, re.M), text
-    alone = {**doc, "top": [{**row, "tenant": "research"}]}  # one tenant's rows: no column
-    assert "<th>tenant</th>" not in html.render_fleet(alone) and "tenant" not in render_fleet(alone)
+
+
+def test_a_fleet_view_over_every_tenant_names_the_tenant_of_its_rows_however_few_and_a_tenants_own_view_does_not():
+    """`--top 1` over every tenant, or top rows that happen to be one tenant's: the rows alone do not tell whose
+    execution each is, so the view over every tenant names it. A view of one tenant (a key scoped to it, or a
+    tenant asked for) has one tenant, said once in its heading; rows without a tenant label need no column."""
+    from gpu_execution_pack.report.text import render_fleet
+
+    one_row = {**FLEET, "executions": 2, "top": [{**ROW, "tenant": "research"}]}
+    page, text = html.render_fleet(one_row), render_fleet(one_row)
+    assert "<th>tenant</th>" in page and "<td>research</td>" in page and "train (research)" in page
+    assert re.search(r"^tenant\s+execution\s", text, re.M) and re.search(r"^research\s+train\s+1 ", text, re.M), text
+
+    scoped = {**one_row, "tenant": "research"}
+    page, text = html.render_fleet(scoped), render_fleet(scoped)
+    assert "<th>tenant</th>" not in page and "<td>research</td>" not in page and "tenant research" in page
+    assert text.startswith("Executions of tenant research in the last 1d: 2;"), text
+    assert re.search(r"^execution\s", text, re.M) and re.search(r"^train\s+1 ", text, re.M), text
+
+    untenanted = {**FLEET, "top": [{**ROW, "tenant": None}, {**ROW, "executionId": "sweep", "tenant": None}]}
+    assert "<th>tenant</th>" not in html.render_fleet(untenanted) and "tenant" not in render_fleet(untenanted)
+
+
+@pytest.mark.e2e
+def test_the_text_fleet_view_of_its_top_row_names_its_tenant_unless_it_is_one_tenants_view(loaded):
+    """`report --since 1d --top 1` over the report suite (Jobs of several namespaces): one row, with its tenant;
+    with `--tenant` that tenant's own view, which says its tenant in the heading and needs no column."""
+    _server, config = loaded
+
+    def report(*args: str) -> str:
+        cli = [sys.executable, "-m", "gpu_execution_pack", "report", "--config", str(config), "--since", "1d", *args]
+        done = subprocess.run(cli, capture_output=True, text=True, cwd=REPO, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    ranked = json.loads(report("--top", "1", "--json"))
+    [top] = ranked["top"]
+    assert ranked["tenant"] is None and top["tenant"] and ranked["executions"] > 1
+    _summary, _blank, heading, row = report("--top", "1").splitlines()
+    assert heading.split()[:2] == ["tenant", "execution"] and row.split()[:2] == [top["tenant"], top["executionId"]]
+    own = report("--top", "1", "--tenant", top["tenant"]).splitlines()
+    assert own[0].startswith(f"Executions of tenant {top['tenant']} in the last 1d: "), own[0]
+    assert own[2].split()[0] == "execution" and own[3].split()[0] == top["executionId"]
 
 
 @pytest.mark.e2e

@@ -236,8 +236,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {  # the schemas after the metrics document
     "FleetSummary": {
         "type": "object",
         "description": "Executions ranked by GPU-hours wasted, with their verdict codes",
-        "required": ["since", "end", "executions", "top"],
+        "required": ["since", "end", "tenant", "executions", "top"],
         "properties": {
+            "tenant": {
+                "type": ["string", "null"],
+                "description": "The tenant the view covers (the key's, or the tenant parameter); null: every tenant",
+            },
             "top": {
                 "type": "array",
                 "items": {

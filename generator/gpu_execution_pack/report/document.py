@@ -408,6 +408,8 @@ async def fleet_summary(
     return {
         "since": since,
         "end": when(now),
+        # What the view covers (None: every tenant): its rows alone cannot say, each carrying its own tenant.
+        "tenant": tenant,
         "executions": len(ranking),
         "gpuHoursBilled": rounded(billed, 4),
         "gpuHoursWasted": rounded(billed - sum(w.worked_seconds for w in ranking) / 3600, 4),

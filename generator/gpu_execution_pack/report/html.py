@@ -25,7 +25,7 @@ from gpu_execution_pack.query.params import parse_time
 from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.report import figures as fig
 from gpu_execution_pack.report.numbers import figure, percent_text
-from gpu_execution_pack.report.text import ACTIVITY_ROWS, device, duration, several_tenants
+from gpu_execution_pack.report.text import ACTIVITY_ROWS, device, duration, names_tenants
 
 UPLOT_VERSION = "1.6.32"  # static/README.md says where the files come from
 STATIC = Path(__file__).with_name("static")
@@ -233,7 +233,7 @@ def render_execution(
 def render_fleet(doc: dict[str, Any]) -> str:
     """The fleet view's page: the waste ranking, and GPU-hours billed against worked per execution."""
     rows = doc["top"]
-    tenanted = several_tenants(rows)
+    tenanted = names_tenants(doc)
     chart = {
         "title": "GPU-hours billed and worked",
         "note": "most wasted first",

@@ -124,19 +124,22 @@ def render_execution(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def several_tenants(rows: list[dict[str, Any]]) -> bool:
-    """Whether fleet ``rows`` hold several tenants' executions (a key to every tenant), so that a view names each
-    row's tenant: one id may be two tenants' executions."""
-    return len({row.get("tenant") for row in rows}) > 1
+def names_tenants(doc: dict[str, Any]) -> bool:
+    """Whether the fleet view ``doc`` names each row's tenant: where it covers every tenant (``tenant`` null: a key
+    to every tenant, no tenant asked for) and a row carries one. One id may be two tenants' executions, and the
+    rows shown (``--top 1``, or the top rows of one tenant) cannot tell a reader over every tenant whose each is.
+    A view of one tenant's executions says its tenant once, in its heading."""
+    return doc.get("tenant") is None and any(row.get("tenant") for row in doc["top"])
 
 
 def render_fleet(doc: dict[str, Any]) -> str:
     """The fleet ranking as a table, most GPU-hours wasted first; a cluster column where rows name one."""
     doc = printable(doc)
     clustered = any("cluster" in row for row in doc["top"])
-    tenanted = several_tenants(doc["top"])
+    tenanted = names_tenants(doc)
+    scoped = "" if doc.get("tenant") is None else f" of tenant {doc['tenant']}"
     lines = [
-        f"Executions in the last {doc['since']}: {doc['executions']}; "
+        f"Executions{scoped} in the last {doc['since']}: {doc['executions']}; "
         f"GPU-hours billed {figure(doc['gpuHoursBilled'])}, wasted {figure(doc['gpuHoursWasted'])}",
         *doc.get("notes", []),
         "",
