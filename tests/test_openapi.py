@@ -89,6 +89,7 @@ def test_the_id_pattern_follows_the_config():
         (FLEET_PATH, GenerationMode.NEGATIVE, 15),
         ("/healthz", GenerationMode.POSITIVE, 3),  # no parameters: nothing to make invalid
         ("/readyz", GenerationMode.POSITIVE, 3),
+        ("/openapi.json", GenerationMode.POSITIVE, 3),
     ],
     ids=str,
 )

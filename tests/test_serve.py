@@ -117,11 +117,11 @@ def test_readyz_is_200_when_prometheus_answers(prometheus):
     assert response.json() == {"status": "ready"}
 
 
-@pytest.mark.parametrize("path", ["/healthz", "/readyz"])
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/openapi.json"])
 @pytest.mark.parametrize("query", ["x=1", "x", "step=5m&step=5m"])
 def test_a_probe_refuses_query_parameters_as_every_route_does(path, query):
-    """/healthz?x=1 was a 200 where every other route refuses a parameter it does not take: a 400 naming it (before
-    Prometheus is asked: nothing listens here), the probe taking none."""
+    """/healthz?x=1 (and /openapi.json?x=1) was a 200 where every other route refuses a parameter it does not take:
+    a 400 naming it (before Prometheus is asked: nothing listens here), the probe or document taking none."""
     with TestClient(create_app(cfg_for(nothing_listens()), {KEY: "*"})) as client:
         response = client.get(f"{path}?{query}")
     assert response.status_code == 400, response.text
@@ -185,11 +185,12 @@ def test_a_wrong_method_is_a_json_405_naming_the_allowed_ones(client, method, pa
     assert method in response.json()["error"] and "GET" in response.json()["error"]
 
 
-def test_the_openapi_document_lists_the_probes_without_auth(client):
+def test_the_openapi_document_lists_the_probes_and_itself_without_auth(client):
     doc = client.get("/openapi.json").json()
     assert set(doc["paths"]["/healthz"]["get"]["responses"]) == {"200", "400"}
     assert set(doc["paths"]["/readyz"]["get"]["responses"]) == {"200", "400", "503"}
-    for probe in ("/healthz", "/readyz"):
+    assert set(doc["paths"]["/openapi.json"]["get"]["responses"]) == {"200", "400"}
+    for probe in ("/healthz", "/readyz", "/openapi.json"):
         assert doc["paths"][probe]["get"]["security"] == []  # overrides the document-wide bearer
     assert doc["security"] == [{"bearer": []}]  # the metrics route still needs a key
 

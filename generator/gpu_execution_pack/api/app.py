@@ -24,6 +24,7 @@ from gpu_execution_pack.api.openapi import (
     CLUSTER,
     FLEET_PATH,
     ID,
+    OPENAPI_PATH,
     PATH,
     SERIES,
     SUMMARY_PATH,
@@ -66,7 +67,7 @@ def create_app(cfg: Config, keys: dict[str, str] | None = None, *, insecure_no_a
             Route(FLEET_PATH, routes.fleet_summary, methods=["GET"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", routes.readyz, methods=["GET"]),
-            Route("/openapi.json", routes.openapi, methods=["GET"]),
+            Route(OPENAPI_PATH, routes.openapi, methods=["GET"]),
         ],
         exception_handlers={HTTPException: http_error, Exception: server_error},
         middleware=[Middleware(HeaderLimit)],
@@ -216,7 +217,7 @@ class Routes:
         """GET /readyz: 200 while Prometheus answers ``vector(1)`` in time and the archive, where one is open,
         answers ``SELECT 1``; else 503. It needs no key, so it says only ready or not ready; why not goes to the
         log."""
-        if (refused := probe_parameters(request, "/readyz")) is not None:
+        if (refused := no_parameters(request, "/readyz")) is not None:
             return refused
         not_ready = JSONResponse({"status": "not ready"}, status_code=503)
         probe = self.probe
@@ -239,6 +240,8 @@ class Routes:
 
     async def openapi(self, request: Request) -> JSONResponse:
         """GET /openapi.json: the API's description for this config."""
+        if (refused := no_parameters(request, OPENAPI_PATH)) is not None:
+            return refused
         return JSONResponse(openapi_document(self.cfg))
 
 
@@ -315,9 +318,10 @@ def cut(path: str, limit: int = 200) -> str:
     return path if len(path) <= limit else f"{path[:limit]}... ({len(path)} characters)"
 
 
-def probe_parameters(request: Request, path: str) -> JSONResponse | None:
-    """A probe's query parameters read as every route reads its own (``inputs.query_of``): a probe takes none, so
-    any is the 400 naming it that another route answers for one it does not take; None where there is none."""
+def no_parameters(request: Request, path: str) -> JSONResponse | None:
+    """The query parameters of a route that takes none (the probes, the OpenAPI document), read as every route
+    reads its own (``inputs.query_of``): any is the 400 naming it that another route answers for one it does not
+    take; None where there is none."""
     try:
         query_of(request, query_parameter_names(path))
     except RequestError as err:
@@ -327,7 +331,7 @@ def probe_parameters(request: Request, path: str) -> JSONResponse | None:
 
 async def healthz(request: Request) -> JSONResponse:
     """GET /healthz: the process is up (Prometheus is not asked)."""
-    if (refused := probe_parameters(request, "/healthz")) is not None:
+    if (refused := no_parameters(request, "/healthz")) is not None:
         return refused
     return JSONResponse({"status": "ok"})
 

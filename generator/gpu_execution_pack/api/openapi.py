@@ -35,6 +35,7 @@ ONE_EXECUTION, FILTER = "execution", "filter"  # what ``cluster`` does on a rout
 PATH = f"/api/v2/external/execution/{{{ID}}}/metrics"
 SUMMARY_PATH = f"/api/v2/external/execution/{{{ID}}}/summary"
 FLEET_PATH = "/api/v2/external/executions/summary"
+OPENAPI_PATH = "/openapi.json"
 
 ERRORS = {  # what each error status means, on every route that answers it
     "400": "A parameter is not accepted; the message names it",
@@ -196,6 +197,13 @@ ROUTES: dict[str, Operation] = {
         errors=("400",),
         public=True,
     ),
+    # Listed as the other routes are, so that it reads the parameters it takes (none) where they do.
+    OPENAPI_PATH: Operation(
+        "This description of the API, for the endpoint's config",
+        {"200": ("The OpenAPI 3.1 document", "OpenApi")},
+        errors=("400",),
+        public=True,
+    ),
 }
 
 # Where an answer came from (archive.reader): Prometheus, or the archive where Prometheus no longer has the run.
@@ -258,6 +266,7 @@ SCHEMAS: dict[str, dict[str, Any]] = {  # the schemas after the metrics document
             },
         },
     },
+    "OpenApi": {"type": "object", "required": ["openapi", "info", "paths"], "description": "An OpenAPI 3.1 document"},
     "Status": {
         "type": "object",
         "required": ["status"],
