@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from gpu_execution_pack.config import ConfigError, config_from_mapping, load_con
 from gpu_execution_pack.output import to_yaml
 from gpu_execution_pack.query.params import RequestError
 from gpu_execution_pack.query.prometheus import PrometheusClient
+from httpx import Response
 from starlette.testclient import TestClient
 
 from harness import browser
@@ -393,6 +395,48 @@ def test_the_endpoint_answers_from_the_archive_for_its_tenant_only(loaded, tmp_p
             assert client.get(path, headers=own, params={"step": "15s"}).status_code == 400
             assert client.get(path, headers=other).status_code == 404
             assert client.get(SUMMARY_PATH.replace("{execution_id}", execution.id), headers=other).status_code == 404
+    finally:
+        empty.stop()
+
+
+@pytest.mark.single_version
+def test_an_archive_created_after_the_endpoint_started_is_read_without_a_restart(loaded, tmp_path):
+    """The endpoint started before the archiver's first pass created its SQLite file (a new install, the archiver's
+    first run due later): the file was looked for at start only, so the routes never read it until a restart. It is
+    looked for again every few seconds, and read once there. /readyz says ready without the file (Prometheus alone,
+    as without an archive), not ready while a file there cannot be read, ready again once the archive is read."""
+    server, _cfg, _start = loaded
+    url = str(tmp_path / "created-later.sqlite")
+    execution = next(e for e in SCENARIO.executions if e.id == "train-0001")
+    empty = Prometheus(tmp_path / "empty")  # Prometheus past its retention: only the archive can hold the run
+    empty.start()
+
+    def within(seconds: float, ask: Callable[[], Response], done: Callable[[Response], bool], what: str) -> Response:
+        deadline = time.monotonic() + seconds
+        while not done(answer := ask()):
+            assert time.monotonic() < deadline, f"{what} not within {seconds:g} s: {answer.status_code} {answer.text}"
+            time.sleep(0.5)
+        return answer
+
+    try:
+        cfg = config_from_mapping({**CONFIG, "archive": {"url": url}, "api": {"prometheus_url": empty.url}})
+        key = {"Authorization": "Bearer own-key-0123456789"}
+        with TestClient(create_app(cfg, {"own-key-0123456789": execution.namespace})) as client:
+            summary = SUMMARY_PATH.replace("{execution_id}", execution.id)
+            assert client.get(summary, headers=key).status_code == 404  # neither Prometheus nor an archive has it
+            assert client.get("/readyz").status_code == 200
+            Path(url).write_text("no SQLite database\n")  # the archive's file, and the routes cannot read it
+            within(20, lambda: client.get("/readyz"), lambda r: r.status_code == 503, "/readyz's 503")
+            Path(url).unlink()
+
+            archived = subprocess.run(archive_command(server, tmp_path, url), capture_output=True, text=True, cwd=REPO)
+            assert archived.returncode == 0, archived.stderr
+            got = within(20, lambda: client.get(summary, headers=key), lambda r: r.status_code != 404, "the record")
+            assert got.status_code == 200, got.text
+            assert got.json()["source"] == "archive" and got.json()["executionId"] == execution.id
+            metrics = client.get(PATH.replace("{execution_id}", execution.id), headers=key)
+            assert metrics.status_code == 200 and metrics.json()["source"] == "archive", metrics.text
+            assert client.get("/readyz").status_code == 200
     finally:
         empty.stop()
 

@@ -6,7 +6,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.applications import Starlette
@@ -40,6 +40,9 @@ from gpu_execution_pack.query.execution import ExecutionMetrics
 from gpu_execution_pack.query.params import MAX_CLUSTER_LENGTH, RequestError, shown
 from gpu_execution_pack.query.prometheus import READY_QUERY, PrometheusClient, PrometheusError
 from gpu_execution_pack.report import document
+
+if TYPE_CHECKING:  # the store needs SQLAlchemy (the archive extra); the endpoint runs without it
+    from gpu_execution_pack.archive.store import Store
 
 READY_TIMEOUT_SECONDS = 2.0  # /readyz: how long Prometheus may take to answer READY_QUERY
 log = logging.getLogger("gpu_execution_pack.api")
@@ -91,7 +94,7 @@ class Routes:
         self.execution: ExecutionMetrics | None = None  # set while the app runs (``lifespan``)
         self.probe: PrometheusClient | None = None
         api = cfg.api
-        self.archive: Any = None  # the archive's store while the app runs, where one is configured
+        self.archive: reader.ServedArchive | None = None  # the archive while the app runs (``archived``)
         self.shedder = Shedder(
             int(api.max_points_in_flight), int(api.max_memory_mb * 2**20), math.ceil(api.retry_after_seconds)
         )
@@ -105,12 +108,11 @@ class Routes:
             self.cfg.api, timeout=min(READY_TIMEOUT_SECONDS, self.cfg.api.timeout_seconds)
         )
         self.execution, self.probe = ExecutionMetrics(self.cfg, client), probe
-        self.archive = reader.open_store(self.cfg.archive.url)
+        self.archive = reader.ServedArchive(self.cfg.archive.url)
         try:
             yield
         finally:
-            if self.archive is not None:
-                self.archive.close()
+            self.archive.close()
             await probe.close()
             await client.close()
 
@@ -150,6 +152,11 @@ class Routes:
             response.headers["Vary"] = "Accept"
         return Released(response, ticket.release)
 
+    async def archived(self) -> Store | None:
+        """The archive's open store (None: none configured, or its SQLite file not there yet: looked for again
+        now and then, ``reader.ServedArchive``)."""
+        return None if self.archive is None else await self.archive.current()
+
     def started(self) -> ExecutionMetrics:
         """The app's execution reader (the app has started: routes run only then)."""
         if self.execution is None:
@@ -163,8 +170,9 @@ class Routes:
 
         async def work(tenant: str | None, q: dict[str, str], ticket: Ticket) -> Document:
             series, cluster, asked = q.get(SERIES), q.get(CLUSTER), (q.get("start"), q.get("end"), q.get("step"))
+            store = await self.archived()
             return await respond(
-                self.archive, self.started(), execution_id, *asked, tenant, timeout, series, cluster, ticket.take
+                store, self.started(), execution_id, *asked, tenant, timeout, series, cluster, ticket.take
             )
 
         return await self.serve(request, work, PATH)
@@ -177,15 +185,15 @@ class Routes:
 
         async def work(tenant: str | None, q: dict[str, str], ticket: Ticket) -> dict[str, Any] | HTMLResponse:
             ticket.take(REPORT_WEIGHT)
-            prometheus, cluster = self.started().prometheus, q.get(CLUSTER)
+            prometheus, cluster, store = self.started().prometheus, q.get(CLUSTER), await self.archived()
             if as_page:  # from Prometheus, or from the archive where Prometheus no longer has the run
                 return HTMLResponse(
                     await reader.execution_page(
-                        self.cfg, prometheus, self.archive, execution_id, q.get("start"), q.get("end"), tenant, cluster
+                        self.cfg, prometheus, store, execution_id, q.get("start"), q.get("end"), tenant, cluster
                     )
                 )
             return await reader.execution_summary(
-                self.cfg, prometheus, self.archive, execution_id, q.get("start"), q.get("end"), tenant, cluster
+                self.cfg, prometheus, store, execution_id, q.get("start"), q.get("end"), tenant, cluster
             )
 
         return await self.serve(request, work, SUMMARY_PATH)
@@ -204,7 +212,7 @@ class Routes:
             return await reader.fleet_summary(
                 self.cfg,
                 self.started().prometheus,
-                self.archive,
+                await self.archived(),
                 q.get("since", "7d"),
                 int(top),
                 tenant,
@@ -233,8 +241,12 @@ class Routes:
         except TimeoutError:
             log.warning("not ready: Prometheus at %s did not answer in %g s", probe.url, READY_TIMEOUT_SECONDS + 1)
             return not_ready
-        if self.archive is not None and (why := await archive_unready(self.archive)):
+        store = await self.archived()
+        if store is not None and (why := await archive_unready(store)):
             log.warning("not ready: the archive (archive.url) %s", why)
+            return not_ready
+        if self.archive is not None and self.archive.unopened:  # its file exists, and the routes cannot read it
+            log.warning("not ready: %s", self.archive.unopened)
             return not_ready
         return JSONResponse({"status": "ready"})
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.archive.listing import executions_in
-from gpu_execution_pack.config import Config, cluster_scope
+from gpu_execution_pack.config import Config, ConfigError, cluster_scope
 from gpu_execution_pack.config.sections.archive import POSTGRES_URL_PREFIXES
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.promql.durations import duration_text
@@ -63,6 +63,61 @@ def open_store(url: str) -> Store | None:
             log.warning("archive.url is set but the archive extra is not installed: reading Prometheus only")
         return None
     return Store.open(url, create=False)
+
+
+# How often ``serve`` looks again for an archive's SQLite file that was not there: at most once in this many
+# seconds, on a request that could read it (or /readyz), so a file's absence costs requests one clock read.
+ARCHIVE_LOOK_AGAIN_SECONDS = 5.0
+
+
+class ServedArchive:
+    """The archive a long-running reader (``serve``) reads: opened at start where it is there. The archiver creates
+    its SQLite file at its first pass, which may come after ``serve`` started; a file not there at start is looked
+    for again (``current``) until it is, and read from then on, without a restart. Until then the routes read
+    Prometheus only, as without an archive.
+
+    A PostgreSQL archive, and one the archive extra cannot read, are not looked for again: the first is there or
+    refused at start, the second read nowhere (``open_store``)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.store = open_store(url)
+        self.file: Path | None = None if not url or url.startswith(POSTGRES_URL_PREFIXES) else Path(url).expanduser()
+        self.awaited = self.store is None and self.file is not None and not self.file.exists()
+        self.looked = time.monotonic()
+        self.opening: asyncio.Future[None] | None = None
+        self.unopened = ""  # why the file, there now, could not be opened (/readyz: not ready); "" where none
+
+    async def current(self) -> Store | None:
+        """The open store, or None: the file looked for again where ARCHIVE_LOOK_AGAIN_SECONDS have passed."""
+        if not self.awaited or self.opening is not None or time.monotonic() - self.looked < ARCHIVE_LOOK_AGAIN_SECONDS:
+            return self.store
+        self.looked = time.monotonic()
+        if self.file is None or not self.file.exists():
+            self.unopened = ""  # a file that could not be opened and is gone again is no longer an archive to miss
+            return None
+        # Opened in a worker thread (opening migrates the schema, which waits for the archiver's write lock): a
+        # request cancelled meanwhile (its deadline) leaves the opening to finish; requests meanwhile read Prometheus.
+        self.opening = asyncio.ensure_future(self.open_now())
+        await asyncio.shield(self.opening)
+        return self.store
+
+    async def open_now(self) -> None:
+        try:
+            self.store = await asyncio.to_thread(open_store, self.url)
+        except ConfigError as err:  # not SQLite, unreadable, or locked past the busy timeout: looked at again later
+            self.unopened = str(err)
+            log.warning("the archive's file exists now and cannot be opened: %s", err)
+        else:
+            self.awaited, self.unopened = False, ""
+            if self.store is not None:
+                log.info("the archive (archive.url) exists now: read beside Prometheus")
+        finally:
+            self.opening = None
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
 
 
 async def in_archive(work: Callable[..., T], *args: Any) -> T:
