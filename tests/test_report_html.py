@@ -276,6 +276,12 @@ def test_a_fleet_view_over_every_tenant_names_the_tenant_of_its_rows_however_few
     untenanted = {**FLEET, "top": [{**ROW, "tenant": None}, {**ROW, "executionId": "sweep", "tenant": None}]}
     assert "<th>tenant</th>" not in html.render_fleet(untenanted) and "tenant" not in render_fleet(untenanted)
 
+    # The view of the GPUs without a tenant label (`--tenant ''`, `tenant=`) says so, not "of tenant " and nothing.
+    unlabelled = {**untenanted, "tenant": ""}
+    page, text = html.render_fleet(unlabelled), render_fleet(unlabelled)
+    assert text.startswith("Executions of the GPUs without a tenant label in the last 1d: "), text
+    assert "· the GPUs without a tenant label ·" in page and "<th>tenant</th>" not in page
+
 
 @pytest.mark.e2e
 def test_the_text_fleet_view_of_its_top_row_names_its_tenant_unless_it_is_one_tenants_view(loaded):

@@ -25,7 +25,7 @@ from gpu_execution_pack.query.params import parse_time
 from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.report import figures as fig
 from gpu_execution_pack.report.numbers import figure, percent_text
-from gpu_execution_pack.report.text import ACTIVITY_ROWS, device, duration, names_tenants
+from gpu_execution_pack.report.text import ACTIVITY_ROWS, device, duration, names_tenants, tenant_shown
 
 UPLOT_VERSION = "1.6.32"  # static/README.md says where the files come from
 STATIC = Path(__file__).with_name("static")
@@ -191,7 +191,7 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
     )
-    env.filters.update(figure=figure, percent=percent_text, duration=duration)
+    env.filters.update(figure=figure, percent=percent_text, duration=duration, tenant_shown=tenant_shown)
     return env
 
 

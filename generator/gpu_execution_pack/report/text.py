@@ -124,6 +124,11 @@ def render_execution(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def tenant_shown(tenant: str) -> str:
+    """A fleet view's one tenant in its heading; "" is the GPUs whose series carry no tenant label."""
+    return f"tenant {tenant}" if tenant else "the GPUs without a tenant label"
+
+
 def names_tenants(doc: dict[str, Any]) -> bool:
     """Whether the fleet view ``doc`` names each row's tenant: where it covers every tenant (``tenant`` null: a key
     to every tenant, no tenant asked for) and a row carries one. One id may be two tenants' executions, and the
@@ -137,7 +142,7 @@ def render_fleet(doc: dict[str, Any]) -> str:
     doc = printable(doc)
     clustered = any("cluster" in row for row in doc["top"])
     tenanted = names_tenants(doc)
-    scoped = "" if doc.get("tenant") is None else f" of tenant {doc['tenant']}"
+    scoped = "" if doc.get("tenant") is None else f" of {tenant_shown(doc['tenant'])}"
     lines = [
         f"Executions{scoped} in the last {doc['since']}: {doc['executions']}; "
         f"GPU-hours billed {figure(doc['gpuHoursBilled'])}, wasted {figure(doc['gpuHoursWasted'])}",
