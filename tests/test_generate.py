@@ -393,8 +393,13 @@ def test_a_headers_command_pasted_in_a_folder_below_the_root_reads_the_config_it
     assert pasted == ["generate", "--config", "ops/config/pack.yml"], header
     monkeypatch.chdir(tmp_path / "ops")
     capsys.readouterr()
-    assert cli.main(pasted) == 0, capsys.readouterr().err
-    assert "(0 changed)" in capsys.readouterr().out
+    assert cli.main(pasted) == 0
+    out, err = capsys.readouterr()
+    assert "(0 changed)" in out and f"read from the repository's root ({tmp_path})" in err, err
+    # Spelt from the working directory (`./`, `..`), a path is read as typed, as a header never spells one.
+    for typed in ("./ops/config/pack.yml", "../ops/config/pack.yml"):
+        assert cli.main(["check", "--config", typed]) == (0 if typed.startswith("..") else 2), typed
+        assert "repository's root" not in capsys.readouterr().err, typed
     assert cli.main(["check", "--config", "ops/config/pack.yml"]) == 0, capsys.readouterr().err
     # The working directory's own file of that name comes first.
     own = tmp_path / "ops" / "ops" / "config" / "pack.yml"

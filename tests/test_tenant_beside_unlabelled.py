@@ -31,11 +31,13 @@ from harness.prometheus import Prometheus, openmetrics
 
 from .test_api import ADMIN, KEYS, RESEARCH
 from .test_archive import one_pass
+from .test_report_html import page_data
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("promtool_available")]
 SHARED_ID = "20417"  # a Slurm job id, and a Kubernetes Job's name
 UNLABELLED = "slurm"  # the namespace the scenario renders for the bare-metal GPUs, then removed from their series
 RESEARCH_ALERT, BARE_ALERT = "GpuExecutionGpuUnderutilized", "GpuExecutionGpuStalled"
+HOST_ALERT = "GpuExecutionHostMemoryHigh"  # fired on research's host: host series carry no tenant
 
 
 def without_namespace(text: str, namespace: str) -> str:
@@ -59,6 +61,7 @@ def mixed(tmp_path_factory: pytest.TempPathFactory):
     fired = {
         RESEARCH_ALERT: f'execution_id="{SHARED_ID}",namespace="research"',
         BARE_ALERT: f'execution_id="{SHARED_ID}"',
+        HOST_ALERT: f'execution_id="{SHARED_ID}",hostname="ha"',
     }
     alerts = "".join(
         f'ALERTS{{alertname="{name}",alertstate="firing",severity="warning",{labels}}} 1 {start + 60 * k}\n'
@@ -73,9 +76,11 @@ def mixed(tmp_path_factory: pytest.TempPathFactory):
         server.stop()
 
 
-def summary(client: TestClient, key: str, **params: str):
+def summary(client: TestClient, key: str, headers: dict[str, str] | None = None, **params: str):
     return client.get(
-        SUMMARY_PATH.format(execution_id=SHARED_ID), params=params, headers={"Authorization": f"Bearer {key}"}
+        SUMMARY_PATH.format(execution_id=SHARED_ID),
+        params=params,
+        headers={"Authorization": f"Bearer {key}", **(headers or {})},
     )
 
 
@@ -93,6 +98,10 @@ def test_the_unlabelled_gpus_are_an_execution_of_their_own_beside_the_tenants(mi
         tenant = summary(client, ADMIN, tenant="research")
         own = summary(client, RESEARCH)
         widened = summary(client, RESEARCH, tenant="")  # a tenant's key names its own tenant only
+        pages = {
+            "research": summary(client, RESEARCH, headers={"Accept": "text/html"}),
+            "": summary(client, ADMIN, tenant="", headers={"Accept": "text/html"}),
+        }
         fleet = client.get(FLEET_PATH, params={"since": "1d"}, headers={"Authorization": f"Bearer {ADMIN}"})
     # Over every tenant, the id is two executions: a 409 naming both, the unlabelled one as such.
     assert everyone.status_code == 409, everyone.text
@@ -105,8 +114,14 @@ def test_the_unlabelled_gpus_are_an_execution_of_their_own_beside_the_tenants(mi
     assert (unlabelled.json()["gpus"]["count"], hosts(unlabelled.json())) == (2, ["hb"])
     assert (tenant.json()["gpus"]["count"], hosts(tenant.json())) == (1, ["ha"])
     assert own.json() == tenant.json()
+    # A host alert is the execution's on its own GPUs' hosts: research's host ha, not the unlabelled GPUs' hb.
     assert [a["alertname"] for a in unlabelled.json()["alerts"]] == [BARE_ALERT], unlabelled.json()["alerts"]
-    assert [a["alertname"] for a in tenant.json()["alerts"]] == [RESEARCH_ALERT], tenant.json()["alerts"]
+    assert [a["alertname"] for a in tenant.json()["alerts"]] == [RESEARCH_ALERT, HOST_ALERT], tenant.json()["alerts"]
+    # The page draws the alerts the document lists (it drew the other executions' without a tenant label).
+    for name, listed in (("research", own), ("", unlabelled)):
+        assert pages[name].status_code == 200, pages[name].text
+        drawn = sorted(a["name"] for a in page_data(pages[name].text)["alerts"])
+        assert drawn == sorted(a["alertname"] for a in listed.json()["alerts"]), (name, drawn)
     # The fleet view over every tenant: two rows, the unlabelled one without a tenant, GPU-hours 2 to 1.
     assert fleet.status_code == 200, fleet.text
     rows = {row["tenant"]: row for row in fleet.json()["top"]}
@@ -140,6 +155,9 @@ def test_the_archive_keeps_each_execution_once_and_asks_which_over_every_tenant(
         tally = one_pass(server.url, cfg, store, time.time() - end + 3 * 3600)
         assert tally.archived == 2, tally
         kept = {r.tenant: r for r in store.find(SHARED_ID)}
+        # The batched pass (the default) lists each record's own alerts, as the endpoint and a pass of one do.
+        alerts = {tenant: [a["alertname"] for a in r.document["alerts"]] for tenant, r in kept.items()}
+        assert alerts == {"": [BARE_ALERT], "research": [RESEARCH_ALERT, HOST_ALERT]}, alerts
         assert sorted(kept) == ["", "research"], kept
         assert (kept[""].document["gpus"]["count"], hosts(kept[""].document)) == (2, ["hb"])
         assert (kept["research"].document["gpus"]["count"], hosts(kept["research"].document)) == (1, ["ha"])

@@ -7,6 +7,7 @@ import errno
 import os
 import re
 import stat
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -67,11 +68,15 @@ def repository_root(path: Path) -> Path | None:
 def config_as_named(path: str) -> str:
     """The config file ``path`` names: from the working directory, else, where no such file is there, from the
     root of the repository the working directory is in. A header's command names the config from that root
-    (``shown_path``), so the command pasted in a folder below it (``ops/``) reads the same file."""
-    if os.path.isabs(path) or os.path.lexists(path):
+    (``shown_path``: no ``./``, no ``..``), so the command pasted in a folder below it (``ops/``) reads the same
+    file. Only a path spelt as a header spells it is read so, and it says so on standard error: ``./pack.yml`` or
+    ``../pack.yml`` names a file from the working directory, as typed."""
+    parts = Path(path).parts
+    if os.path.isabs(path) or os.path.lexists(path) or path.startswith("./") or ".." in parts:
         return path
     root = repository_root(Path.cwd() / "_")  # the working directory itself, and the folders above it
     if root is not None and (root / path).is_file():
+        print(f"note: --config {path}: no such file here; read from the repository's root ({root})", file=sys.stderr)
         return str(root / path)
     return path
 

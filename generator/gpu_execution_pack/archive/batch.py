@@ -142,6 +142,21 @@ async def ask(cfg: Config, prometheus: PrometheusClient, batch: list[Item]) -> d
     return split(cfg, batch, vector, list(zip(wide, answers[len(joined) :], strict=True)))
 
 
+async def held_by_other_tenants(
+    cfg: Config, prometheus: PrometheusClient, batch: list[Item], limit: asyncio.Semaphore
+) -> dict[fig.Key, frozenset[str]]:
+    """Each execution's id where another tenant held it too within its own span (``fig.held_by_other_tenants``), as
+    ``execution_summary`` asks it for ``Scope.own_alert``; only of executions of one tenant (not every tenant)."""
+
+    async def held(one: Item) -> frozenset[str]:
+        async with limit:
+            return await fig.held_by_other_tenants(
+                prometheus, one.scope(cfg), one.span.last - one.span.first, one.span.last
+            )
+
+    return dict(zip([one.key for one in batch], await asyncio.gather(*map(held, batch)), strict=True))
+
+
 def widened(expr: Expr, window: str) -> Expr:
     """A matrix query (a range selector) over ``window`` instead of its own range."""
     return replace(expr, window=window)
@@ -191,11 +206,15 @@ async def summaries(
     """The report's document of each execution of ``batch`` as ``execution_summary`` gives it over its whole span
     (None: it left Prometheus between the listing and the read); ``limit``: the executions read at once for
     what is asked per execution."""
-    answers = await ask(cfg, prometheus, batch)
+    answers, shared = await asyncio.gather(
+        ask(cfg, prometheus, batch), held_by_other_tenants(cfg, prometheus, batch, limit)
+    )
     figures: dict[fig.Key, fig.ExecutionFigures] = {}
     for one in batch:
         ends = (math.inf, one.span.last + one.alerts_after)  # up to its last sample, which counts (fig.collect)
-        if (found := figures_of(cfg, one.scope(cfg), answers[one.key], known, ends).get(one.key)) is not None:
+        scope = one.scope(cfg)
+        scope.shared_ids = shared[one.key]
+        if (found := figures_of(cfg, scope, answers[one.key], known, ends).get(one.key)) is not None:
             figures[one.key] = found
     read = [one for one in batch if one.key in figures]
     await heavy_phases(cfg, prometheus, read, figures, limit)

@@ -278,7 +278,7 @@ async def execution_summary(
             f"start..end: the execution has no samples between them (it ran {when(first)} to {when(last, up=True)})",
         )
     scope = fig.Scope(cfg, execution_id, tenant, cluster=span.cluster)
-    scope.id_shared_with_other_tenants = await fig.other_tenants_hold(prometheus, scope, last - first, last)
+    scope.shared_ids = await fig.held_by_other_tenants(prometheus, scope, last - first, last)
     # Alerts about lost telemetry fire after the last sample: read them a telemetry_missing.window on.
     after = 0.0 if running else min(parse_duration_seconds(cfg.alerts.telemetry_missing.window), time.time() - end_s)
     known = await fig.intervals(cfg, prometheus)

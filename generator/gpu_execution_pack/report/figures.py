@@ -244,9 +244,9 @@ class Scope:
     ):
         self.cfg = cfg
         self.tenant_value = tenant
-        # Set where another tenant holds the same execution id (``other_tenants_hold``): the alerts that carry no
-        # tenant (execution-wide, host) are then no more this tenant's than the other's, and are left out.
-        self.id_shared_with_other_tenants = False
+        # The ids of the scope's executions that another tenant held too (``held_by_other_tenants``): an alert that
+        # carries neither the tenant nor a host is then no more this tenant's than the other's (``own_alert``).
+        self.shared_ids: frozenset[str] = frozenset()
         self.execution = [match(EXECUTION_LABEL, execution_id)] if execution_id else []
         if ids := sorted(named):
             self.execution = [any_execution(ids)]
@@ -303,14 +303,25 @@ class Scope:
         return expr.and_(hosts, on(HOST_KEY))
 
     def alerts(self) -> Expr:
-        """Firing alerts of the executions. GPU and execution-wide alerts carry the tenant (the execution rollups keep
-        it); host alerts, and execution-wide ones of rules generated before that, carry none."""
+        """Firing alerts that may be the executions': GPU and execution-wide alerts carry the tenant (the execution
+        rollups keep it); host alerts, execution-wide ones of rules generated before that, and those of GPUs without
+        the tenant label carry none. ``own_alert`` keeps those that are."""
         executions = self.execution or [labelled(EXECUTION_LABEL)]
         tenant = []
         if self.tenant_value is not None:
-            own = re.escape(self.tenant_value) + ("" if self.id_shared_with_other_tenants else "|")
-            tenant = [match(self.cfg.api.tenant_label, own, "=~")]
+            tenant = [match(self.cfg.api.tenant_label, re.escape(self.tenant_value) + "|", "=~")]
         return selector(ALERTS_METRIC, match("alertstate", "firing"), *executions, *self.cluster, *tenant)
+
+    def own_alert(self, metric: dict[str, str], hosts: set[str]) -> bool:
+        """Whether a firing alert (its labels, ``metric``) of ``alerts`` is its execution's, whose GPUs (in this
+        scope's tenant) were on ``hosts``. An alert on a host is the execution's on one of those hosts only: host
+        series carry no tenant, and another tenant's execution of the id, or GPUs without the tenant label, may be on
+        other hosts. One with neither a host nor the tenant is the execution's where no other tenant held the id."""
+        if host := metric.get(HOST_LABEL):
+            return host in hosts
+        if self.tenant_value is None or metric.get(self.cfg.api.tenant_label, "") == self.tenant_value:
+            return True
+        return metric.get(EXECUTION_LABEL, "") not in self.shared_ids
 
 
 def span_range(seconds: float) -> str:
@@ -545,9 +556,10 @@ def read_timed(
             clocks[execution] += [t for t, _ in r["values"]]
     # An alert fires once per GPU (or tenant): it fired for the execution at any instant one of its series did.
     instants: dict[tuple[Key, str, str], set[float]] = defaultdict(set)
+    hosts = {key: {g.labels.get(HOST_LABEL, "") for g in f.gpus} for key, f in executions.items()}
     for r in results["alerts"]:
         m, execution = r["metric"], scope.key(r["metric"])
-        if execution in executions:
+        if execution in executions and scope.own_alert(m, hosts[execution]):
             instants[(execution, m.get("alertname", ""), m.get("severity", ""))].update(t for t, _ in r["values"])
     for (execution, name, severity), times in sorted(instants.items()):
         f = executions[execution]
@@ -916,13 +928,19 @@ def assumed_interval_note(ranking: list[Waste], gpu_interval: float) -> str:
     )
 
 
-async def other_tenants_hold(prometheus: PrometheusClient, scope: Scope, window_seconds: float, at: float) -> bool:
-    """Whether a tenant other than the scope's held the scope's execution id within the window (one ``count``)."""
+async def held_by_other_tenants(
+    prometheus: PrometheusClient, scope: Scope, window_seconds: float, at: float
+) -> frozenset[str]:
+    """The ids of the scope's executions that a tenant other than the scope's (GPUs without the tenant label count as
+    one) held within the window, in one query; none where the scope is of every tenant."""
     if scope.tenant_value is None or not scope.execution:
-        return False
+        return frozenset()
     others = match(scope.cfg.api.tenant_label, scope.tenant_value, "!=")
     held = catalog.GPU_PRESENCE.select(*scope.execution, *scope.cluster, others).range(span_range(window_seconds))
-    return bool(await prometheus.instant(render(aggregate("count", None, call("last_over_time", held))), at=at))
+    rows = await prometheus.instant(
+        scope.query(aggregate("group", (EXECUTION_LABEL,), call("last_over_time", held))), at=at
+    )
+    return frozenset(r["metric"].get(EXECUTION_LABEL, "") for r in rows)
 
 
 async def co_holders(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,15 +156,21 @@ async def read_series(
             lines.setdefault(line_name(r["metric"]), []).extend(r["values"])
     grid = [window.start + k * window.step for k in range(window.points)]
     scope = fig.Scope(cfg, doc["executionId"], tenant, cluster=doc.get("cluster"))
-    firing = aggregate("max", ("alertname", "severity"), scope.alerts())
+    scope.shared_ids = await fig.held_by_other_tenants(prometheus, scope, window.end - window.start, window.end)
+    # By what tells whose an alert is (``Scope.own_alert``), as the report's own figures keep them.
+    telling = ("alertname", "severity", catalog.EXECUTION_LABEL, catalog.HOST_LABEL, cfg.api.tenant_label)
+    firing = aggregate("max", telling, scope.alerts())
     answer = await prometheus.range(scope.query(firing), window.start, window.end, window.step) if grid else []
+    hosts = {device["hostname"] for device in doc["gpus"]["devices"]}
+    instants: dict[tuple[str, str], set[float]] = defaultdict(set)
+    for r in answer:
+        if scope.own_alert(r["metric"], hosts):
+            instants[(r["metric"].get("alertname", ""), r["metric"].get("severity", ""))].update(
+                t for t, _ in r["values"]
+            )
     alerts = [
-        {
-            "name": r["metric"].get("alertname", ""),
-            "severity": r["metric"].get("severity", ""),
-            "intervals": intervals([t for t, _ in r["values"]], window.step),
-        }
-        for r in sorted(answer, key=lambda r: (r["metric"].get("alertname", ""), r["metric"].get("severity", "")))
+        {"name": name, "severity": severity, "intervals": intervals(sorted(times), window.step)}
+        for (name, severity), times in sorted(instants.items())
     ]
     return grid, found, alerts
 

@@ -23,7 +23,7 @@ class Node:
     )
     host_regex: str = opt(
         # An IPv4 address is a whole name (nodes named by their IP): its first number names no machine.
-        "([0-9]+(?:[.][0-9]+){3}|[^.]+).*",
+        "([0-9]+(?:[.][0-9]+){3}|[^.]+)(?:[.].*)?",
         "Regex whose first group is a host's name where the exporters spell it differently. A GPU's host is "
         "first the node whose nodename equals its host label (hostname, Hostname, or its exporter pod's "
         "Kubernetes node) exactly, and the series name it so (an FQDN both exporters give stays an FQDN); "
