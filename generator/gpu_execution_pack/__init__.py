@@ -1,3 +1,3 @@
 """gpu-execution-pack: Prometheus rules and Grafana dashboards for per-execution GPU telemetry."""
 
-__version__ = "0.3.0"
+__version__ = "0.3.1"
