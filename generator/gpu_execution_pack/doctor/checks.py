@@ -325,6 +325,11 @@ def check_evaluation(cfg: Config, d: Deployment) -> Item:
     return Item("evaluation time", "pass", found)
 
 
+def first_few(names: list[str] | tuple[str, ...], most: int = 4) -> str:
+    """``names`` joined by commas, the first ``most`` of them and ", ..." where there are more."""
+    return ", ".join(names[:most]) + (", ..." if len(names) > most else "")
+
+
 def returned(value: float) -> str:
     """A figure Prometheus answered that is no number (NaN, an infinity), as said: "unknown (Prometheus returned
     NaN)", never a bare ``nan``."""
@@ -339,12 +344,7 @@ def check_missed_iterations(cfg: Config, d: Deployment) -> Item:
     unknown = {name: pair for name, pair in counted.items() if not all(math.isfinite(v) for v in pair)}
     known = {name: pair for name, pair in counted.items() if name not in unknown}
     bad = next(v for pair in unknown.values() for v in pair if not math.isfinite(v)) if unknown else 0.0
-    told = (
-        f"; missed iterations {returned(bad)} for {', '.join(sorted(unknown)[:3])}"
-        + (", ..." if len(unknown) > 3 else "")
-        if unknown
-        else ""
-    )
+    told = f"; missed iterations {returned(bad)} for {first_few(sorted(unknown), 3)}" if unknown else ""
     missed = sorted(((m, name, scheduled) for name, (m, scheduled) in known.items() if m), reverse=True)
     if missed:
         shares = {g.name: g.evaluation_seconds / g.interval_seconds for g in d.groups if g.interval_seconds}
@@ -483,7 +483,7 @@ def check_shared_gpus(cfg: Config, d: Deployment) -> Item:
     return Item(
         "shared GPUs",
         "warn",
-        f"{shared}, and on {len(nodes)} ({', '.join(nodes[:4])}{', ...' if len(nodes) > 4 else ''}) no GPU series "
+        f"{shared}, and on {len(nodes)} ({first_few(nodes)}) no GPU series "
         f"carries {catalog.VGPU_LABEL}: dcgm-exporter then labels each GPU with one pod only, which is billed the "
         "whole GPU while the others sharing it are billed nothing",
         "set KUBERNETES_VIRTUAL_GPUS=true on dcgm-exporter, and attribution.mode: kubernetes (its pod series carry "
@@ -505,7 +505,7 @@ def check_mig_utilization(cfg: Config, d: Deployment) -> Item:
         "MIG utilisation",
         "warn",
         f"{d.unmeasured_mig_instances} of {d.mig_instances} MIG instances report without engine activity ({activity}"
-        f"; targets {', '.join(targets[:4])}{', ...' if len(targets) > 4 else ''}): a MIG instance has no GPU_UTIL, "
+        f"; targets {first_few(targets)}): a MIG instance has no GPU_UTIL, "
         "so the executions on them hold no GPU in the recorded series (no GPU-hours, report or alerts)",
         "collect DCGM_FI_PROF_GR_ENGINE_ACTIVE: dcgm-exporter's dcp-metrics-included.csv has it (its 3.x "
         "default-counters.csv does not), or add it to your -f counters file; it needs DCGM's profiling module, "

@@ -429,10 +429,9 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         label_values(client, "job", any_of([present, idle_cpus])),
         shared_gpu_nodes(client),
     )
-    instances, unmeasured, unmeasured_targets = await asyncio.gather(
-        instant_value(client, gpu_count(mig_instances())),
-        instant_value(client, aggregate("count", None, unmeasured_mig_instances())),
-        label_values(client, catalog.INSTANCE_LABEL, unmeasured_mig_instances()),
+    # One row per instance without engine activity (with its target): counted and named from the one answer.
+    instances, unmeasured = await asyncio.gather(
+        instant_value(client, gpu_count(mig_instances())), client.instant(render(unmeasured_mig_instances()))
     )
     return Deployment(
         metric_names=names,
@@ -450,6 +449,6 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         shared_gpu_nodes=shared,
         unlabelled_shared_nodes=unlabelled,
         mig_instances=count(client, instances, "the MIG instances reporting"),
-        unmeasured_mig_instances=count(client, unmeasured, "the MIG instances without engine activity"),
-        unmeasured_mig_targets=unmeasured_targets,
+        unmeasured_mig_instances=len(unmeasured),
+        unmeasured_mig_targets=tuple(sorted({t for r in unmeasured if (t := r["metric"].get(catalog.INSTANCE_LABEL))})),
     )
