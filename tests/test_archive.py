@@ -404,7 +404,8 @@ def test_an_archive_created_after_the_endpoint_started_is_read_without_a_restart
     """The endpoint started before the archiver's first pass created its SQLite file (a new install, the archiver's
     first run due later): the file was looked for at start only, so the routes never read it until a restart. It is
     looked for again every few seconds, and read once there. /readyz says ready without the file (Prometheus alone,
-    as without an archive), not ready while a file there cannot be read, ready again once the archive is read."""
+    as without an archive), not ready while a file there cannot be read, ready again once the archive is read. A file
+    moved into its place later (a restore) is read in its turn, and a file removed is read no more."""
     server, _cfg, _start = loaded
     url = str(tmp_path / "created-later.sqlite")
     execution = next(e for e in SCENARIO.executions if e.id == "train-0001")
@@ -437,6 +438,19 @@ def test_an_archive_created_after_the_endpoint_started_is_read_without_a_restart
             metrics = client.get(PATH.replace("{execution_id}", execution.id), headers=key)
             assert metrics.status_code == 200 and metrics.json()["source"] == "archive", metrics.text
             assert client.get("/readyz").status_code == 200
+
+            # A restore moved into place (here an archive without the run): the file at the path is read within
+            # seconds, not the one opened, which the store would go on reading for the process's life.
+            restored = tmp_path / "restored.sqlite"
+            store = Store.open(str(restored))
+            assert store is not None
+            store.close()
+            restored.replace(url)
+            within(20, lambda: client.get(summary, headers=key), lambda r: r.status_code == 404, "the restored file")
+            assert client.get("/readyz").status_code == 200
+            Path(url).unlink()  # and removed: Prometheus alone, as before the archive was created
+            within(20, lambda: client.get("/readyz"), lambda r: r.status_code == 200, "/readyz")
+            assert client.get(summary, headers=key).status_code == 404
     finally:
         empty.stop()
 

@@ -211,3 +211,17 @@ def stale_files(files: Mapping[Path, str], directory: Path, pattern: str) -> lis
     """Files matching ``pattern`` in ``directory`` that the generator no longer writes."""
     wanted = {p.resolve() for p in files}
     return sorted(p for p in directory.glob(pattern) if p.resolve() not in wanted)
+
+
+# How every file the pack writes with a header begins, whatever its version (HEADER).
+HEADER_START = HEADER.split("{version}", 1)[0]
+
+
+def written_by_pack(path: Path) -> bool:
+    """Whether ``path`` begins with the pack's header: a file an earlier run (or version) of the pack wrote, not
+    a user's own file that happens to sit in the same folder."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            return f.readline().startswith(HEADER_START)
+    except OSError:
+        return False

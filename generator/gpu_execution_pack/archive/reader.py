@@ -76,22 +76,33 @@ class ServedArchive:
     for again (``current``) until it is, and read from then on, without a restart. Until then the routes read
     Prometheus only, as without an archive.
 
+    A SQLite file replaced since it was opened (a restore from a backup moved into place) or removed is noticed the
+    same way: the open store, which goes on reading the file it opened, is closed, and the file at the path read.
+
     A PostgreSQL archive, and one the archive extra cannot read, are not looked for again: the first is there or
     refused at start, the second read nowhere (``open_store``)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.store = open_store(url)
         self.file: Path | None = None if not url or url.startswith(POSTGRES_URL_PREFIXES) else Path(url).expanduser()
+        self.opened = file_identity(self.file)  # before opening: a file replaced meanwhile is seen as replaced
+        self.store = open_store(url)
         self.awaited = self.store is None and self.file is not None and not self.file.exists()
         self.looked = time.monotonic()
         self.opening: asyncio.Future[None] | None = None
         self.unopened = ""  # why the file, there now, could not be opened (/readyz: not ready); "" where none
 
     async def current(self) -> Store | None:
-        """The open store, or None: the file looked for again where ARCHIVE_LOOK_AGAIN_SECONDS have passed."""
-        if not self.awaited or self.opening is not None or time.monotonic() - self.looked < ARCHIVE_LOOK_AGAIN_SECONDS:
+        """The open store, or None: the file looked at again where ARCHIVE_LOOK_AGAIN_SECONDS have passed."""
+        if self.opening is not None or time.monotonic() - self.looked < ARCHIVE_LOOK_AGAIN_SECONDS:
             return self.store
+        if not self.awaited:
+            if self.store is None or self.file is None or file_identity(self.file) == self.opened:
+                self.looked = time.monotonic()
+                return self.store
+            log.info("the archive's file (archive.url) was replaced or removed: reading the file at its path")
+            replaced, self.store, self.awaited = self.store, None, True
+            replaced.close()
         self.looked = time.monotonic()
         if self.file is None or not self.file.exists():
             self.unopened = ""  # a file that could not be opened and is gone again is no longer an archive to miss
@@ -104,6 +115,7 @@ class ServedArchive:
 
     async def open_now(self) -> None:
         try:
+            self.opened = file_identity(self.file)
             self.store = await asyncio.to_thread(open_store, self.url)
         except ConfigError as err:  # not SQLite, unreadable, or locked past the busy timeout: looked at again later
             self.unopened = str(err)
@@ -118,6 +130,16 @@ class ServedArchive:
     def close(self) -> None:
         if self.store is not None:
             self.store.close()
+
+
+def file_identity(file: Path | None) -> tuple[int, int] | None:
+    """The device and inode of ``file``: which file a path names, changed where another was moved into its place
+    (a write in place keeps it, and SQLite reads such a write itself); None where there is none."""
+    try:
+        status = file.stat() if file is not None else None
+    except OSError:
+        return None
+    return None if status is None else (status.st_dev, status.st_ino)
 
 
 async def in_archive(work: Callable[..., T], *args: Any) -> T:
