@@ -307,13 +307,16 @@ def test_write_config_pins_what_the_fleet_has_and_keeps_the_users_keys(matching,
 @pytest.fixture(scope="module")
 def mig_fleet(tmp_path_factory: pytest.TempPathFactory):
     """Two MIG hosts (the library's MIG scenario twice, under names of their own): s01's dcgm-exporter publishes
-    engine activity, s02's does not (3.x's default counters, or the profiling module not loaded)."""
+    engine activity, s02's does not (3.x's default counters, or the profiling module not loaded). Beside them, s03's
+    whole GPUs behind a dcgm-exporter run with --use-old-namespace (pod_namespace, not namespace)."""
     from dataclasses import replace
 
     from gpu_execution_pack.config import Config
 
     without_activity = replace(library.mig(), missing=frozenset({"gr_engine_active"}))
-    scenarios = library.apart([library.mig(), without_activity], Config())
+    training = library.training_in("4.8")
+    old_labels = replace(training, hosts=tuple(replace(h, old_pod_labels=True) for h in training.hosts))
+    scenarios = library.apart([library.mig(), without_activity, old_labels], Config())
     server = serve(tmp_path_factory.mktemp("mig"), {"vendors": ["nvidia"]}, scenarios, "15s", rules="")
     try:
         yield server
@@ -330,3 +333,13 @@ def test_mig_instances_without_engine_activity_are_named_with_the_fields_fix(mig
     assert item["found"].startswith("4 of 8 MIG instances report without engine activity"), item
     assert "s02-m1:9400" in item["found"] and "s01-m1" not in item["found"], item
     assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in item["fix"] and "dcp-metrics-included.csv" in item["fix"], item
+
+
+def test_dcgm_exporters_old_pod_labels_are_named_with_the_fix(mig_fleet, tmp_path: Path):
+    """dcgm-exporter under --use-old-namespace spells the workload's namespace pod_namespace: the rules read
+    namespace, so s03's executions have no tenant, and nothing else says why. The other hosts' labels are as read."""
+    item = checks_of(doctor(mig_fleet, {"vendors": ["nvidia"]}, tmp_path, "--json"))["pod labels"]
+    assert item["status"] == "warn", item
+    assert item["found"].startswith("the GPU series of 2 targets (s03-h1:9400, s03-h2:9400) carry pod_name"), item
+    assert "pod_namespace" in item["found"] and "have no tenant (namespace)" in item["found"], item
+    assert "--use-old-namespace" in item["fix"] and "pod_namespace to namespace" in item["fix"], item

@@ -39,6 +39,9 @@ DEVICE_LABELS: tuple[str, ...] = (HOST_LABEL, UUID_LABEL, MIG_INSTANCE_LABEL)
 # itself: a label is read from exported_<label> where that is present.
 EXPORTED_PREFIX = "exported_"
 KUBERNETES_JOIN_LABELS: tuple[str, ...] = ("namespace", "pod")
+# dcgm-exporter's pod mapping under --use-old-namespace (DCGM_EXPORTER_USE_OLD_NAMESPACE), kept from its 1.x labels:
+# the workload's pod, namespace and container under these names, which the rules do not read (doctor names them).
+OLD_POD_LABELS: dict[str, str] = {"pod": "pod_name", "namespace": "pod_namespace", "container": "container_name"}
 
 # ROCm device-metrics-exporter's labels of a GPU (AMD), which the AMD group (rules.amd) copies into the
 # names above. Every MI300 partition is its own gpu_id; serial_number, card_model and card_series are its

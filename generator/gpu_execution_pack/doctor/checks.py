@@ -513,6 +513,34 @@ def check_mig_utilization(cfg: Config, d: Deployment) -> Item:
     )
 
 
+def check_pod_labels(cfg: Config, d: Deployment) -> Item:
+    """dcgm-exporter under --use-old-namespace spells the workload's pod labels pod_name, pod_namespace and
+    container_name. The rules read pod and namespace: kubernetes attribution joins kube_pod_labels on them, and the
+    tenant is api.tenant_label. Such a GPU is held by no execution, or by one without its tenant, and no other
+    check says why."""
+    old = ", ".join(catalog.OLD_POD_LABELS.values())
+    if not d.old_pod_label_targets:
+        return Item("pod labels", "pass", f"no GPU series carries dcgm-exporter's old pod labels ({old})")
+    targets = d.old_pod_label_targets
+    some = f"{len(targets)} target{'s' * (len(targets) != 1)} ({first_few(targets)})"
+    if cfg.attribution.mode == "kubernetes":  # joined to kube_pod_labels on namespace and pod: no match
+        lost = "their GPUs are held by no execution (kubernetes attribution joins pod labels on namespace and pod)"
+    elif cfg.api.tenant_label in catalog.OLD_POD_LABELS:
+        lost = f"their executions have no tenant ({cfg.api.tenant_label})"
+    else:  # this config reads none of them: said, as a change of attribution or tenant label would
+        return Item("pod labels", "info", f"the GPU series of {some} carry {old} (--use-old-namespace); unread here")
+    return Item(
+        "pod labels",
+        "warn",
+        f"the GPU series of {some} carry {old}: dcgm-exporter's spelling "
+        f"under --use-old-namespace, which the rules do not read (they read {', '.join(catalog.OLD_POD_LABELS)}): "
+        + lost,
+        "run dcgm-exporter without --use-old-namespace (DCGM_EXPORTER_USE_OLD_NAMESPACE), or rename them at "
+        "scrape: a metric_relabel_configs entry per label copying "
+        + ", ".join(f"{spelt} to {label}" for label, spelt in catalog.OLD_POD_LABELS.items()),
+    )
+
+
 def check_host_names(cfg: Config, d: Deployment) -> Item:
     if unread := not_loaded(cfg, d, catalog.NODE_HOST_COLLISIONS):
         return Item("host names", "info", f"collisions cannot be told: {unread}")
@@ -567,6 +595,7 @@ CHECKS: tuple[Callable[[Config, Deployment], Item], ...] = (
     check_attributed_gpu_time,
     check_shared_gpus,
     check_mig_utilization,
+    check_pod_labels,
     check_host_names,
     check_clusters,
     check_retention,

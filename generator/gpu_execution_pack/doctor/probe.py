@@ -109,6 +109,8 @@ class Deployment:
     mig_instances: int = 0
     unmeasured_mig_targets: tuple[str, ...] = ()
     unmeasured_mig_instances: int = 0
+    # The targets whose GPU series carry dcgm-exporter's old pod labels (--use-old-namespace), which no rule reads
+    old_pod_label_targets: tuple[str, ...] = ()
 
 
 def presence(vendors: tuple[str, ...]) -> Expr:
@@ -131,6 +133,14 @@ def unmeasured_mig_instances() -> Expr:
     measured = aggregate("group", keys, any_of([raw.select(instance) for raw in activity]))
     reporting = aggregate("group", (catalog.INSTANCE_LABEL, *keys), mig_instances())
     return reporting.unless(measured, on(keys))
+
+
+def old_pod_labelled() -> Expr:
+    """dcgm-exporter's presence series that carry its old pod labels (``catalog.OLD_POD_LABELS``), as published or
+    behind a ServiceMonitor without honorLabels (exported_*)."""
+    spellings = [p + label for label in catalog.OLD_POD_LABELS.values() for p in ("", catalog.EXPORTED_PREFIX)]
+    raws = catalog.presence_raws(catalog.GENERATIONS, ("nvidia",))
+    return any_of([raw.select(labelled(label)) for raw in raws for label in spellings])
 
 
 def gpu_count(expr: Expr, labels: tuple[str, ...] = ("UUID", "GPU_I_ID")) -> Expr:
@@ -430,8 +440,10 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         shared_gpu_nodes(client),
     )
     # One row per instance without engine activity (with its target): counted and named from the one answer.
-    instances, unmeasured = await asyncio.gather(
-        instant_value(client, gpu_count(mig_instances())), client.instant(render(unmeasured_mig_instances()))
+    instances, unmeasured, old_pod_labels = await asyncio.gather(
+        instant_value(client, gpu_count(mig_instances())),
+        client.instant(render(unmeasured_mig_instances())),
+        label_values(client, catalog.INSTANCE_LABEL, old_pod_labelled()),
     )
     return Deployment(
         metric_names=names,
@@ -451,4 +463,5 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         mig_instances=count(client, instances, "the MIG instances reporting"),
         unmeasured_mig_instances=len(unmeasured),
         unmeasured_mig_targets=tuple(sorted({t for r in unmeasured if (t := r["metric"].get(catalog.INSTANCE_LABEL))})),
+        old_pod_label_targets=old_pod_labels,
     )
