@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,8 @@ from gpu_execution_pack.output import write_all
 from gpu_execution_pack.promql import Range, call, render, selector
 from gpu_execution_pack.rules.files import all_groups
 from gpu_execution_pack.scenario import library
+from gpu_execution_pack.scenario.model import Execution, Host, Scenario
+from gpu_execution_pack.scenario.phases import TRAINING
 from gpu_execution_pack.scenario.render import Renderer
 
 from harness.prometheus import Prometheus, free_port
@@ -304,19 +307,28 @@ def test_write_config_pins_what_the_fleet_has_and_keeps_the_users_keys(matching,
     assert [g.name for g in all_groups(cfg)] == [g.name for g in all_groups(config_from_mapping(MATCHING))]
 
 
+def per_gpu_job_files() -> Scenario:
+    """Two Slurm jobs on the two 3g instances of one A100, behind a dcgm-exporter whose HPC job mapping reads one file
+    per GPU index (as before it read <gpu>.<GPU_I_ID> files): the prolog wrote both jobs to file 0, and the exporter
+    gave both instances both jobs' hpc_job (its hpcMapper looked up gpuToJobMap[metric.GPU])."""
+    mig = library.mig()
+    both = tuple(g for g in mig.executions[0].gpus)  # GPU 0's two instances
+    jobs = tuple(Execution(job, both, TRAINING, namespace="") for job in ("slurm-4101", "slurm-4102"))
+    return replace(mig, name="per-GPU job files", hosts=(Host("m1", "4.8"),), executions=jobs)
+
+
 @pytest.fixture(scope="module")
 def mig_fleet(tmp_path_factory: pytest.TempPathFactory):
     """Two MIG hosts (the library's MIG scenario twice, under names of their own): s01's dcgm-exporter publishes
     engine activity, s02's does not (3.x's default counters, or the profiling module not loaded). Beside them, s03's
-    whole GPUs behind a dcgm-exporter run with --use-old-namespace (pod_namespace, not namespace)."""
-    from dataclasses import replace
-
+    whole GPUs behind a dcgm-exporter run with --use-old-namespace (pod_namespace, not namespace), and s04's MIG
+    instances behind a Slurm job mapping of one file per GPU."""
     from gpu_execution_pack.config import Config
 
     without_activity = replace(library.mig(), missing=frozenset({"gr_engine_active"}))
     training = library.training_in("4.8")
     old_labels = replace(training, hosts=tuple(replace(h, old_pod_labels=True) for h in training.hosts))
-    scenarios = library.apart([library.mig(), without_activity, old_labels], Config())
+    scenarios = library.apart([library.mig(), without_activity, old_labels, per_gpu_job_files()], Config())
     server = serve(tmp_path_factory.mktemp("mig"), {"vendors": ["nvidia"]}, scenarios, "15s", rules="")
     try:
         yield server
@@ -329,8 +341,9 @@ def test_mig_instances_without_engine_activity_are_named_with_the_fields_fix(mig
     (no GPU-hours, no report), which no other check said: the GPUs report and the others are attributed."""
     item = checks_of(doctor(mig_fleet, {"vendors": ["nvidia"]}, tmp_path, "--json"))["MIG utilisation"]
     assert item["status"] == "warn", item
-    # Each scenario has four instances (two A100s of two instances each); s02's four report no activity.
-    assert item["found"].startswith("4 of 8 MIG instances report without engine activity"), item
+    # Each MIG scenario has four instances (two A100s of two instances each), s04 three (the jobs' two, and the
+    # second A100's free 4g instance); s02's four report no activity.
+    assert item["found"].startswith("4 of 11 MIG instances report without engine activity"), item
     assert "s02-m1:9400" in item["found"] and "s01-m1" not in item["found"], item
     assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in item["fix"] and "dcp-metrics-included.csv" in item["fix"], item
 
@@ -343,3 +356,13 @@ def test_dcgm_exporters_old_pod_labels_are_named_with_the_fix(mig_fleet, tmp_pat
     assert item["found"].startswith("the GPU series of 2 targets (s03-h1:9400, s03-h2:9400) carry pod_name"), item
     assert "pod_namespace" in item["found"] and "have no tenant (namespace)" in item["found"], item
     assert "--use-old-namespace" in item["fix"] and "pod_namespace to namespace" in item["fix"], item
+
+
+def test_mig_instances_that_each_carry_every_job_of_their_gpu_are_named_with_the_fix(mig_fleet, tmp_path: Path):
+    """A job mapping file per GPU index gives every MIG instance of the GPU every job in it: each job then holds (and
+    is billed a share of) both instances, which reads as time-slicing. The other hosts' instances carry one job."""
+    item = checks_of(doctor(mig_fleet, {"vendors": ["nvidia"]}, tmp_path, "--json"))["MIG job mapping"]
+    assert item["status"] == "warn", item
+    assert item["found"].startswith("2 MIG instances carry several execution_id ids at once without vgpu"), item
+    assert "(targets s04-m1:9400)" in item["found"], item
+    assert "<gpu>.<GPU_I_ID>" in item["fix"], item

@@ -513,6 +513,26 @@ def check_mig_utilization(cfg: Config, d: Deployment) -> Item:
     )
 
 
+def check_mig_job_mapping(cfg: Config, d: Deployment) -> Item:
+    """MIG instances that each carry several jobs' ids: dcgm-exporter's HPC job mapping (Slurm) read one file per GPU
+    index before it read one per instance, so every instance of GPU N carried every job of file N. Each job is then
+    counted a holder of every instance of the GPU (billed a share of each, its work split with jobs it never ran
+    beside), which reads as time-slicing and no other check tells apart."""
+    if d.crowded_mig_instances is None:
+        return Item("MIG job mapping", "info", f"attribution.mode {cfg.attribution.mode}: no job id on the raw series")
+    if not d.crowded_mig_instances:
+        return Item("MIG job mapping", "pass", "no MIG instance carries several jobs' ids at once")
+    return Item(
+        "MIG job mapping",
+        "warn",
+        f"{d.crowded_mig_instances} MIG instances carry several {cfg.execution_label} ids at once without "
+        f"{catalog.VGPU_LABEL} (targets {first_few(d.crowded_mig_targets)}): a job mapping file per GPU gives every "
+        "instance of the GPU every job in it, so each job holds, and is billed a share of, instances it never ran on",
+        "write one job mapping file per MIG instance, named <gpu>.<GPU_I_ID> (or its MIG UUID), in "
+        "--hpc-job-mapping-dir, and run a dcgm-exporter that reads them (an older one reads one file per GPU index)",
+    )
+
+
 def check_pod_labels(cfg: Config, d: Deployment) -> Item:
     """dcgm-exporter under --use-old-namespace spells the workload's pod labels pod_name, pod_namespace and
     container_name. The rules read pod and namespace: kubernetes attribution joins kube_pod_labels on them, and the
@@ -595,6 +615,7 @@ CHECKS: tuple[Callable[[Config, Deployment], Item], ...] = (
     check_attributed_gpu_time,
     check_shared_gpus,
     check_mig_utilization,
+    check_mig_job_mapping,
     check_pod_labels,
     check_host_names,
     check_clusters,

@@ -111,6 +111,10 @@ class Deployment:
     unmeasured_mig_instances: int = 0
     # The targets whose GPU series carry dcgm-exporter's old pod labels (--use-old-namespace), which no rule reads
     old_pod_label_targets: tuple[str, ...] = ()
+    # In label attribution: MIG instances that carry several executions' ids at once with no replica label (vgpu),
+    # and their targets; None where the raw series carry no execution id (another attribution mode)
+    crowded_mig_instances: int | None = None
+    crowded_mig_targets: tuple[str, ...] = ()
 
 
 def presence(vendors: tuple[str, ...]) -> Expr:
@@ -141,6 +145,27 @@ def old_pod_labelled() -> Expr:
     spellings = [p + label for label in catalog.OLD_POD_LABELS.values() for p in ("", catalog.EXPORTED_PREFIX)]
     raws = catalog.presence_raws(catalog.GENERATIONS, ("nvidia",))
     return any_of([raw.select(labelled(label)) for raw in raws for label in spellings])
+
+
+def crowded_mig_instances(execution_label: str) -> Expr:
+    """dcgm-exporter's MIG instances that carry several executions' ids (``execution_label``) at once without the
+    replica a pod holds (catalog.VGPU_LABEL: time-slicing on MIG), by target: its HPC job mapping read a file per
+    GPU index before it read one per instance (``<gpu>.<GPU_I_ID>``), and gave each instance every job of its GPU."""
+    keys = (catalog.INSTANCE_LABEL, catalog.UUID_LABEL, catalog.MIG_INSTANCE_LABEL)
+    held = [
+        raw.select(labelled(catalog.MIG_INSTANCE_LABEL), labelled(execution_label), match(catalog.VGPU_LABEL, ""))
+        for raw in catalog.presence_raws(catalog.GENERATIONS, ("nvidia",))
+    ]
+    holders = aggregate("group", (*keys, execution_label), any_of(held))
+    return aggregate("count", keys, holders).gt(1)
+
+
+async def crowded_mig(client: PrometheusClient, cfg: Config) -> list[dict[str, Any]] | None:
+    """``crowded_mig_instances``'s rows; None where the raw series carry no execution id: only label attribution
+    puts it on dcgm-exporter's own series."""
+    if cfg.attribution.mode != "label":
+        return None
+    return await client.instant(render(crowded_mig_instances(cfg.execution_label)))
 
 
 def gpu_count(expr: Expr, labels: tuple[str, ...] = ("UUID", "GPU_I_ID")) -> Expr:
@@ -440,10 +465,11 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         shared_gpu_nodes(client),
     )
     # One row per instance without engine activity (with its target): counted and named from the one answer.
-    instances, unmeasured, old_pod_labels = await asyncio.gather(
+    instances, unmeasured, old_pod_labels, crowded = await asyncio.gather(
         instant_value(client, gpu_count(mig_instances())),
         client.instant(render(unmeasured_mig_instances())),
         label_values(client, catalog.INSTANCE_LABEL, old_pod_labelled()),
+        crowded_mig(client, cfg),
     )
     return Deployment(
         metric_names=names,
@@ -464,4 +490,6 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         unmeasured_mig_instances=len(unmeasured),
         unmeasured_mig_targets=tuple(sorted({t for r in unmeasured if (t := r["metric"].get(catalog.INSTANCE_LABEL))})),
         old_pod_label_targets=old_pod_labels,
+        crowded_mig_instances=None if crowded is None else len(crowded),
+        crowded_mig_targets=tuple(sorted({t for r in crowded or () if (t := r["metric"].get(catalog.INSTANCE_LABEL))})),
     )
