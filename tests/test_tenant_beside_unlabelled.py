@@ -10,6 +10,8 @@ PromQL's `namespace=""` selects.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import re
 import subprocess
 import sys
@@ -22,6 +24,7 @@ from gpu_execution_pack.archive import reader
 from gpu_execution_pack.archive.store import Store
 from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.query.params import RequestError
+from gpu_execution_pack.query.prometheus import PrometheusClient
 from gpu_execution_pack.rules.files import all_groups
 from gpu_execution_pack.scenario.model import Execution, Gpu, Host, Scenario
 from gpu_execution_pack.scenario.render import Renderer
@@ -166,5 +169,77 @@ def test_the_archive_keeps_each_execution_once_and_asks_which_over_every_tenant(
             reader.archived(cfg, store, SHARED_ID, None, None)
         assert refused.value.status == 409 and "held by 2 tenants" in str(refused.value)
         assert reader.archived(cfg, store, SHARED_ID, "", None) == kept[""]
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def clustered(tmp_path_factory: pytest.TempPathFactory):
+    """Two clusters in one Prometheus (``cluster_label: cluster``), ended 15 minutes ago: in cluster a, research's Job
+    on ha and the unlabelled GPUs of the same id on hb, as in ``mixed``; in cluster b, research's Job of that id on
+    three GPUs of its own hb: (server, cfg, end)."""
+    cfg = config_from_mapping({"cluster_label": "cluster"})
+    a = Scenario(
+        "cluster a: a tenant and bare metal, one id",
+        "",
+        (Host("ha"), Host("hb")),
+        (
+            Execution(SHARED_ID, (Gpu("ha", 0),), ("compute",), namespace="research"),
+            Execution(SHARED_ID, (Gpu("hb", 0), Gpu("hb", 1)), ("compute",), namespace=UNLABELLED),
+        ),
+        cluster="a",
+    )
+    b_gpus = tuple(Gpu("hb", i) for i in range(3))
+    b = Scenario(
+        "cluster b: the tenant's", "", (Host("hb"),), (Execution(SHARED_ID, b_gpus, ("compute",)),), cluster="b"
+    )
+    end = int(time.time()) // 60 * 60 - 15 * 60
+    start = end - max(s.window_minutes for s in (a, b)) * 60
+    series = [s for scenario in (a, b) for s in Renderer(scenario, cfg).all_series()]
+    text = without_namespace(openmetrics(series, start), UNLABELLED)
+    server = Prometheus(tmp_path_factory.mktemp("unlabelled-clusters"))
+    try:
+        server.load_openmetrics(text, all_groups(cfg), start, end)
+        yield server, cfg, end
+    finally:
+        server.stop()
+
+
+@pytest.mark.single_version  # which source answers is our choice, made alike over either version's answers
+def test_unnamed_the_cluster_prometheus_finds_is_the_one_whose_record_is_read(clustered, tmp_path: Path):
+    """The unlabelled GPUs' run of the id is in cluster a only, in Prometheus; the archive holds more of that run
+    (its start gone with the retention) and an earlier run of the id in cluster b. ``report ID --tenant ''`` is then
+    cluster a's run, as Prometheus finds it, and its record is the one that reaches what Prometheus holds: the
+    report came from Prometheus (the record's run cut short) while the same report naming ``--cluster a`` came from
+    the archive, because the archive was asked over every cluster (a 409, taken as no record)."""
+    server, cfg, end = clustered
+    url = str(tmp_path / "archive.sqlite")
+    cfg = dataclasses.replace(cfg, archive=dataclasses.replace(cfg.archive, url=url, ended_after="5m"))
+    store = Store.open(url)
+    assert store is not None
+    try:
+        assert one_pass(server.url, cfg, store, time.time() - end + 3 * 3600).archived == 3
+        kept = {(r.cluster, r.tenant): r for r in store.find(SHARED_ID)}
+    finally:
+        store.close()
+    assert sorted(kept) == [("a", ""), ("a", "research"), ("b", "research")], kept
+    bare = kept["a", ""]
+    assert (bare.document["gpus"]["count"], hosts(bare.document)) == (2, ["hb"])
+    store = Store.open(str(tmp_path / "moved.sqlite"))
+    assert store is not None
+    store.put(dataclasses.replace(bare, start=bare.start - 3600))  # its first hour, gone from Prometheus since
+    store.put(dataclasses.replace(bare, cluster="b", start=bare.start - 86400, end=bare.end - 86400))
+
+    async def source(cluster: str | None) -> tuple[str, str]:
+        client = PrometheusClient(server.url, 30)
+        try:
+            doc = await reader.execution_summary(cfg, client, store, SHARED_ID, tenant="", cluster=cluster)
+            return doc["source"], doc["cluster"]
+        finally:
+            await client.close()
+
+    try:
+        assert asyncio.run(source("a")) == ("archive", "a")
+        assert asyncio.run(source(None)) == ("archive", "a")
     finally:
         store.close()

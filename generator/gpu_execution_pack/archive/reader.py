@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpu_execution_pack import catalog
 from gpu_execution_pack.archive.listing import executions_in
-from gpu_execution_pack.config import Config, ConfigError, cluster_scope
+from gpu_execution_pack.config import CLUSTER, Config, ConfigError, cluster_scope
 from gpu_execution_pack.config.sections.archive import POSTGRES_URL_PREFIXES
 from gpu_execution_pack.promql import parse_duration_seconds
 from gpu_execution_pack.promql.durations import duration_text
@@ -219,7 +219,9 @@ async def execution_summary(
             raise
         return from_archive(found, start, end)
     try:
-        record = await archived_record(cfg, store, execution_id, tenant, cluster)
+        # The cluster Prometheus found the execution in (the answer names it): a record of another cluster is not
+        # this run's, and asked over every cluster the archive would refuse where it holds the id in another one.
+        record = await archived_record(cfg, store, execution_id, tenant, answer.get(CLUSTER) or cluster)
     except RequestError as err:
         if err.status != 409:
             raise
