@@ -283,6 +283,20 @@ def test_a_fleet_view_over_every_tenant_names_the_tenant_of_its_rows_however_few
     assert "· the GPUs without a tenant label ·" in page and "<th>tenant</th>" not in page
 
 
+def test_the_fleet_pages_chart_names_the_cluster_of_each_row_where_two_clusters_hold_an_id():
+    """With a cluster label, one id is an execution in each cluster that holds it, and in one cluster may be a
+    tenant's and the GPUs' without a tenant label: a row each. The table has a cluster column; the chart named each
+    bar by id and tenant alone, so two bars read "20417 (research)" (in a view of one tenant, both "20417")."""
+    top = [
+        {**ROW, "executionId": "20417", "cluster": cluster, "tenant": tenant}
+        for cluster, tenant in (("b", "research"), ("a", None), ("a", "research"))
+    ]
+    labels = page_data(html.render_fleet({**FLEET, "top": top}))["charts"][0]["labels"]
+    assert labels == ["20417 (cluster b, research)", "20417 (cluster a, -)", "20417 (cluster a, research)"]
+    one_tenant = page_data(html.render_fleet({**FLEET, "tenant": "research", "top": top[::2]}))["charts"][0]
+    assert one_tenant["labels"] == ["20417 (cluster b)", "20417 (cluster a)"]
+
+
 @pytest.mark.e2e
 def test_the_text_fleet_view_of_its_top_row_names_its_tenant_unless_it_is_one_tenants_view(loaded):
     """`report --since 1d --top 1` over the report suite (Jobs of several namespaces): one row, with its tenant;

@@ -237,6 +237,16 @@ def render_execution(
     return page("execution.html.j2", doc=doc, data=script_json(data), missing=missing, activity_rows=ACTIVITY_ROWS)
 
 
+def bar_label(row: dict[str, Any], tenanted: bool) -> str:
+    """A fleet row's bar as the chart names it: its id, with its cluster where the row names one and its tenant where
+    the view names tenants (``names_tenants``). One id may be an execution in each cluster, and in one cluster a
+    tenant's and the GPUs' without a tenant label: the table's columns tell them apart, and so must the bars."""
+    named = [f"cluster {row['cluster']}"] if "cluster" in row else []
+    if tenanted:
+        named.append(row.get("tenant") or "-")
+    return f"{row['executionId']} ({', '.join(named)})" if named else row["executionId"]
+
+
 def render_fleet(doc: dict[str, Any]) -> str:
     """The fleet view's page: the waste ranking, and GPU-hours billed against worked per execution."""
     rows = doc["top"]
@@ -245,9 +255,7 @@ def render_fleet(doc: dict[str, Any]) -> str:
         "title": "GPU-hours billed and worked",
         "note": "most wasted first",
         "unit": "GPU-hours",
-        "labels": [
-            f"{row['executionId']} ({row.get('tenant') or '-'})" if tenanted else row["executionId"] for row in rows
-        ],
+        "labels": [bar_label(row, tenanted) for row in rows],
         "lines": [{"label": "billed", "dashed": False, "colour": 0}, {"label": "worked", "dashed": False, "colour": 2}],
         "data": [
             list(range(len(rows))),
