@@ -173,19 +173,23 @@ def test_the_archive_keeps_each_execution_once_and_asks_which_over_every_tenant(
         store.close()
 
 
+TELEMETRY_ALERT = "GpuExecutionTelemetryMissing"  # fired for the unlabelled GPU beside research's on ha
+
+
 @pytest.fixture(scope="module")
 def clustered(tmp_path_factory: pytest.TempPathFactory):
     """Two clusters in one Prometheus (``cluster_label: cluster``), ended 15 minutes ago: in cluster a, research's Job
-    on ha and the unlabelled GPUs of the same id on hb, as in ``mixed``; in cluster b, research's Job of that id on
-    three GPUs of its own hb: (server, cfg, end)."""
+    on GPU 0 of ha and the unlabelled GPUs of the same id on GPU 1 of ha and on hb, the one on ha with an alert that
+    it stopped reporting (without a namespace, as the rules fire it for a GPU without one); in cluster b, research's
+    Job of that id on three GPUs of its own hb: (server, cfg, end)."""
     cfg = config_from_mapping({"cluster_label": "cluster"})
     a = Scenario(
-        "cluster a: a tenant and bare metal, one id",
+        "cluster a: a tenant and bare metal, one id, one host shared",
         "",
         (Host("ha"), Host("hb")),
         (
             Execution(SHARED_ID, (Gpu("ha", 0),), ("compute",), namespace="research"),
-            Execution(SHARED_ID, (Gpu("hb", 0), Gpu("hb", 1)), ("compute",), namespace=UNLABELLED),
+            Execution(SHARED_ID, (Gpu("ha", 1), Gpu("hb", 0)), ("compute",), namespace=UNLABELLED),
         ),
         cluster="a",
     )
@@ -197,34 +201,47 @@ def clustered(tmp_path_factory: pytest.TempPathFactory):
     start = end - max(s.window_minutes for s in (a, b)) * 60
     series = [s for scenario in (a, b) for s in Renderer(scenario, cfg).all_series()]
     text = without_namespace(openmetrics(series, start), UNLABELLED)
+    labels = f'cluster="a",execution_id="{SHARED_ID}",hostname="ha",gpu="1",UUID="{Gpu("ha", 1).uuid}"'
+    alerts = "".join(
+        f'ALERTS{{alertname="{TELEMETRY_ALERT}",alertstate="firing",severity="warning",{labels}}} 1 {start + 60 * k}\n'
+        for k in range(5, 15)
+    )
     server = Prometheus(tmp_path_factory.mktemp("unlabelled-clusters"))
     try:
-        server.load_openmetrics(text, all_groups(cfg), start, end)
+        server.load_openmetrics(text.removesuffix("# EOF\n") + alerts + "# EOF\n", all_groups(cfg), start, end)
         yield server, cfg, end
     finally:
         server.stop()
 
 
-@pytest.mark.single_version  # which source answers is our choice, made alike over either version's answers
-def test_unnamed_the_cluster_prometheus_finds_is_the_one_whose_record_is_read(clustered, tmp_path: Path):
-    """The unlabelled GPUs' run of the id is in cluster a only, in Prometheus; the archive holds more of that run
-    (its start gone with the retention) and an earlier run of the id in cluster b. ``report ID --tenant ''`` is then
-    cluster a's run, as Prometheus finds it, and its record is the one that reaches what Prometheus holds: the
-    report came from Prometheus (the record's run cut short) while the same report naming ``--cluster a`` came from
-    the archive, because the archive was asked over every cluster (a 409, taken as no record)."""
+@pytest.fixture(scope="module")
+def clustered_records(clustered, tmp_path_factory: pytest.TempPathFactory):
+    """One archive pass (batched, the default) over ``clustered``: its records by cluster and tenant."""
     server, cfg, end = clustered
-    url = str(tmp_path / "archive.sqlite")
+    url = str(tmp_path_factory.mktemp("clustered-archive") / "archive.sqlite")
     cfg = dataclasses.replace(cfg, archive=dataclasses.replace(cfg.archive, url=url, ended_after="5m"))
     store = Store.open(url)
     assert store is not None
     try:
         assert one_pass(server.url, cfg, store, time.time() - end + 3 * 3600).archived == 3
-        kept = {(r.cluster, r.tenant): r for r in store.find(SHARED_ID)}
+        return {(r.cluster, r.tenant): r for r in store.find(SHARED_ID)}
     finally:
         store.close()
-    assert sorted(kept) == [("a", ""), ("a", "research"), ("b", "research")], kept
-    bare = kept["a", ""]
-    assert (bare.document["gpus"]["count"], hosts(bare.document)) == (2, ["hb"])
+
+
+@pytest.mark.single_version  # which source answers is our choice, made alike over either version's answers
+def test_unnamed_the_cluster_prometheus_finds_is_the_one_whose_record_is_read(
+    clustered, clustered_records, tmp_path: Path
+):
+    """The unlabelled GPUs' run of the id is in cluster a only, in Prometheus; the archive holds more of that run
+    (its start gone with the retention) and an earlier run of the id in cluster b. ``report ID --tenant ''`` is then
+    cluster a's run, as Prometheus finds it, and its record is the one that reaches what Prometheus holds: the
+    report came from Prometheus (the record's run cut short) while the same report naming ``--cluster a`` came from
+    the archive, because the archive was asked over every cluster (a 409, taken as no record)."""
+    server, cfg, _ = clustered
+    assert sorted(clustered_records) == [("a", ""), ("a", "research"), ("b", "research")], clustered_records
+    bare = clustered_records["a", ""]
+    assert (bare.document["gpus"]["count"], hosts(bare.document)) == (2, ["ha", "hb"])
     store = Store.open(str(tmp_path / "moved.sqlite"))
     assert store is not None
     store.put(dataclasses.replace(bare, start=bare.start - 3600))  # its first hour, gone from Prometheus since
@@ -243,3 +260,30 @@ def test_unnamed_the_cluster_prometheus_finds_is_the_one_whose_record_is_read(cl
         assert asyncio.run(source(None)) == ("archive", "a")
     finally:
         store.close()
+
+
+@pytest.mark.single_version  # our attribution of the alerts Prometheus holds
+def test_a_gpu_alert_of_the_unlabelled_gpus_is_not_the_tenants_on_the_host_they_share(clustered, clustered_records):
+    """A GPU alert carries its GPU's tenant label, none for a GPU without it; the report of a tenant's execution reads
+    the alerts without the label too (host alerts, execution-wide ones of older rules), and kept one with a host where
+    its own GPUs were on that host. The unlabelled GPU on research's host ha stopped reporting: research's report, its
+    page, its fleet row and its record listed that alert and judged its telemetry incomplete."""
+    server, cfg, _ = clustered
+    served = dataclasses.replace(cfg, api=dataclasses.replace(cfg.api, prometheus_url=server.url))
+    with TestClient(create_app(served, KEYS)) as client:
+        own = summary(client, RESEARCH, cluster="a")
+        bare = summary(client, ADMIN, cluster="a", tenant="")
+        page = summary(client, RESEARCH, headers={"Accept": "text/html"}, cluster="a")
+        fleet = client.get(FLEET_PATH, params={"since": "1d"}, headers={"Authorization": f"Bearer {ADMIN}"})
+    for response in (own, bare, page, fleet):
+        assert response.status_code == 200, response.text
+    assert (own.json()["gpus"]["count"], hosts(own.json())) == (1, ["ha"])
+    kept = {tenant: clustered_records["a", tenant].document for tenant in ("", "research")}
+    for doc in (own.json(), kept["research"]):
+        assert doc["alerts"] == [] and "telemetry_incomplete" not in [v["code"] for v in doc["verdicts"]], doc
+    assert page_data(page.text)["alerts"] == []
+    for doc in (bare.json(), kept[""]):
+        assert [a["alertname"] for a in doc["alerts"]] == [TELEMETRY_ALERT], doc["alerts"]
+        assert "telemetry_incomplete" in [v["code"] for v in doc["verdicts"]], doc["verdicts"]
+    rows = {(row["cluster"], row["tenant"]): row["verdicts"] for row in fleet.json()["top"]}
+    assert "telemetry_incomplete" in rows["a", None] and "telemetry_incomplete" not in rows["a", "research"], rows

@@ -316,10 +316,15 @@ class Scope:
         """Whether a firing alert (its labels, ``metric``) of ``alerts`` is its execution's, whose GPUs (in this
         scope's tenant) were on ``hosts``. An alert on a host is the execution's on one of those hosts only: host
         series carry no tenant, and another tenant's execution of the id, or GPUs without the tenant label, may be on
-        other hosts. One with neither a host nor the tenant is the execution's where no other tenant held the id."""
+        other hosts. A GPU's alert (it names the GPU's UUID) carries the GPU's tenant label as its series do: within a
+        tenant it is the execution's in that tenant only, not where GPUs without the label share a host with the
+        tenant's. One with neither a host nor the tenant is the execution's where no other tenant held the id."""
+        tenant = metric.get(self.cfg.api.tenant_label, "")
+        if self.tenant_value is not None and UUID_LABEL in metric and tenant != self.tenant_value:
+            return False
         if host := metric.get(HOST_LABEL):
             return host in hosts
-        if self.tenant_value is None or metric.get(self.cfg.api.tenant_label, "") == self.tenant_value:
+        if self.tenant_value is None or tenant == self.tenant_value:
             return True
         return metric.get(EXECUTION_LABEL, "") not in self.shared_ids
 

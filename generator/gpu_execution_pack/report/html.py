@@ -158,7 +158,14 @@ async def read_series(
     scope = fig.Scope(cfg, doc["executionId"], tenant, cluster=doc.get("cluster"))
     scope.shared_ids = await fig.held_by_other_tenants(prometheus, scope, window.end - window.start, window.end)
     # By what tells whose an alert is (``Scope.own_alert``), as the report's own figures keep them.
-    telling = ("alertname", "severity", catalog.EXECUTION_LABEL, catalog.HOST_LABEL, cfg.api.tenant_label)
+    telling = (
+        "alertname",
+        "severity",
+        catalog.EXECUTION_LABEL,
+        catalog.HOST_LABEL,
+        catalog.UUID_LABEL,
+        cfg.api.tenant_label,
+    )
     firing = aggregate("max", telling, scope.alerts())
     answer = await prometheus.range(scope.query(firing), window.start, window.end, window.step) if grid else []
     hosts = {device["hostname"] for device in doc["gpus"]["devices"]}
