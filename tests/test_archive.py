@@ -278,6 +278,20 @@ def test_with_prometheus_data_gone_the_report_answers_the_same_from_the_archive(
     store = Store.open(url, create=False)
     before = summaries(cfg, server.url, store)
     fleet_before = report_json(server.url, config, "--since", "1d", "--top", "100")
+    # An earlier run of a reused id (Kubernetes Job names repeat), archived three weeks ago: train-0001's record
+    # moved back. Prometheus holds the later run under the same key; the month's fleet counts both (the earlier
+    # one was dropped as Prometheus' row).
+    (latest,) = store.find("train-0001")
+    earlier = dataclasses.replace(latest, start=latest.start - 21 * 86400, end=latest.end - 21 * 86400)
+    store.put(earlier)
+    fleet_month = report_json(server.url, config, "--since", "30d", "--top", "100")
+    assert fleet_month["executions"] == fleet_before["executions"] + 1, fleet_month
+    reused = {r["source"]: r for r in fleet_month["top"] if r["executionId"] == "train-0001"}
+    assert sorted(reused) == ["archive", "prometheus"], reused
+    assert reused["archive"]["gpuHoursBilled"] == latest.document["cost"]["gpuHoursBilled"]
+    assert fleet_month["gpuHoursBilled"] == pytest.approx(
+        fleet_before["gpuHoursBilled"] + reused["archive"]["gpuHoursBilled"], abs=1e-3
+    )
     text_before = report_text(server.url, config, "train-0001")
     empty = Prometheus(tmp_path / "empty")  # Prometheus past its retention: none of the suite's samples
     empty.start()
@@ -298,7 +312,8 @@ def test_with_prometheus_data_gone_the_report_answers_the_same_from_the_archive(
             k: v for k, v in before[i].items() if k != "source"
         }, i
     assert fleet_after["executions"] == fleet_before["executions"] == len(SCENARIO.executions)
-    assert fleet_quarter["executions"] == len(SCENARIO.executions) and fleet_quarter["since"] == "90d"
+    # The quarter holds train-0001's earlier run too.
+    assert fleet_quarter["executions"] == len(SCENARIO.executions) + 1 and fleet_quarter["since"] == "90d"
     # From the archive the fleet's rows are the archived reports' (Prometheus ranks on its own, cheaper sums).
     billed = sum(doc["cost"]["gpuHoursBilled"] for doc in before.values())
     assert fleet_after["gpuHoursBilled"] == pytest.approx(billed, abs=1e-3)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from gpu_execution_pack import catalog
-from gpu_execution_pack.archive.listing import executions_in
+from gpu_execution_pack.archive.listing import Found, executions_in, still_held
 from gpu_execution_pack.config import CLUSTER, Config, ConfigError, cluster_scope
 from gpu_execution_pack.config.sections.archive import POSTGRES_URL_PREFIXES
 from gpu_execution_pack.promql import parse_duration_seconds
@@ -354,11 +354,17 @@ async def fleet_summary(
     now = time.time()
     recent = since if window <= lookback else cfg.api.lookback
     answer = await document.fleet_summary(cfg, prometheus, recent, top, tenant, now, cluster)
-    held = {
-        (f.cluster, f.tenant, f.execution_id) for f in await executions_in(cfg, prometheus, min(window, lookback), now)
-    }
+    ranked_from = now - min(window, lookback)  # Prometheus' rows count the samples from here on
+    held = set(await executions_in(cfg, prometheus, now - ranked_from, now))
     kept = await in_archive(store.ended_between, now - window, now, tenant, cluster)
-    added = [fleet_row(cfg, r.document, r.tenant) for r in kept if (r.cluster, r.tenant, r.execution_id) not in held]
+    # An archived run is in Prometheus' row of its execution where Prometheus holds the execution in the window and
+    # still holds that run; an earlier run of a reused id (Kubernetes Job names repeat), ended before what Prometheus
+    # counts or past its retention, is a row of its own.
+    runs = [(Found(r.cluster, r.tenant, r.execution_id), r.end) for r in kept]
+    asked = [i for i, (found, end) in enumerate(runs) if found in held and end >= ranked_from]
+    answers = await still_held(cfg, prometheus, [runs[i] for i in asked])
+    counted = {i for i, yes in zip(asked, answers, strict=True) if yes}
+    added = [fleet_row(cfg, r.document, r.tenant) for i, r in enumerate(kept) if i not in counted]
     rows = [{**row, "source": PROMETHEUS} for row in answer["top"]] + added
     rows.sort(key=lambda r: (-(r["gpuHoursWasted"] or 0), r["executionId"], r.get("cluster", ""), r["tenant"] or ""))
     billed = sum(r["gpuHoursBilled"] or 0 for r in added)
