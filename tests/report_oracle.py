@@ -177,8 +177,15 @@ def report(scenario: Scenario, cfg: Config, execution: Execution, reads_on: floa
     span_samples = len(minutes)
 
     samples = {g: sum(1 for m in minutes if any(x is g for x, _ in reporting[m])) for g in execution.gpus}
-    billed = sum(shares.of(g, m) for m in minutes for g, _ in reporting[m]) * STEP_SECONDS / 3600
-    worked = sum(shares.worked(execution, g, m, t[catalog.GPU_UTILIZATION]) for m in minutes for g, t in reporting[m])
+    # GPU-hours: a MIG instance's in its share of the GPU (its slices over those of all the GPU's instances), as a
+    # GPU cloud prices a slice; a 3g beside a free 4g of an A100 bills 3/7 of its hours.
+    billed = sum(shares.of(g, m) * slice_share(scenario, g) for m in minutes for g, _ in reporting[m])
+    billed *= STEP_SECONDS / 3600
+    worked = sum(
+        shares.worked(execution, g, m, t[catalog.GPU_UTILIZATION]) * slice_share(scenario, g)
+        for m in minutes
+        for g, t in reporting[m]
+    )
     worked *= STEP_SECONDS / 3600
 
     # Energy: the GPU's power held for each sample it reported (none is known while it does not), a shared

@@ -136,7 +136,7 @@ def test_formulas_name_known_signals_of_the_right_exporter():
 
 
 def test_recorded_names_follow_level_metric_operations():
-    levels = "execution_gpu|execution_node|execution_model|execution|gpu_model|gpu_exporter|node_exporter"
+    levels = "execution_gpu|execution_node|execution_model|execution|gpu_instance|gpu_model|gpu_exporter|node_exporter"
     pattern = re.compile(rf"^({levels}):[a-z_]+(:[a-z_]+)?$")
     records = [s.name for s in catalog.ALL_SERIES]
     assert len(records) == len(set(records))

@@ -78,8 +78,7 @@ def _unprefixed(check: dict, prefix: str) -> str:
 
 def _unscoped(expr: str, prefix: str) -> str:
     """``expr`` without the matcher that selects one scenario's names in a store (``recording.own_names``)."""
-    for label in ("execution_id", "hostname"):
-        scope = f'{label}=~"{prefix}.+"'
+    for scope in (f'execution_id=~"{prefix}.+"', f'hostname=~"{prefix}.+"', f'UUID=~"GPU-{prefix}.+"'):
         expr = expr.replace("{" + scope + "}", "").replace(scope + ", ", "")
     return expr
 
@@ -183,6 +182,7 @@ def test_a_recording_store_holds_every_check_of_each_scenarios_own_test():
         scope = (
             f'execution_id=~"{prefix}.+"',
             f'hostname=~"{prefix}.+"',
+            f'UUID=~"GPU-{prefix}.+"',  # the GPU instances' shares, which name no execution or host
             f'execution_id="{prefix}',
             f'UUID="GPU-{prefix}',
         )
@@ -336,6 +336,21 @@ def test_sharing_a_gpus_power_equally_between_its_mig_instances_fails_the_tests(
     monkeypatch.setattr(catalog, "MIG_SLICES", ())
     out = _run_default_suite(tmp_path, "mig-0004")
     assert f'expr: "{catalog.GPU_POWER_ATTRIBUTED.name}"' in out and "mig-0004" in out
+
+
+@pytest.mark.single_version
+@pytest.mark.e2e
+def test_billing_a_mig_instance_as_a_whole_gpu_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # Each instance's share and work summed as they are, an instance-hour a GPU-hour: mig-0004's 3g instance
+    # beside a free 4g would be billed a whole A100, not 3/7 of one, and its work counted so too.
+    as_whole_gpus = tuple(
+        dataclasses.replace(s, formulas=(Formula(aggregate("sum", catalog.MODEL_LABELS, per_gpu.select())),))
+        for s, per_gpu in zip(catalog.COST_SERIES, (catalog.GPU_SHARE, catalog.GPU_WORKED), strict=True)
+    )
+    monkeypatch.setattr(catalog, "COST_SERIES", as_whole_gpus)
+    out = _run_default_suite(tmp_path, "mig-0004")
+    for series in catalog.COST_SERIES:
+        assert series.name in out and "mig-0004" in out, series.name
 
 
 @pytest.mark.single_version

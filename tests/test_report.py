@@ -619,6 +619,37 @@ def test_the_fleet_view_counts_a_shared_gpu_once(loaded, ids, tail_kwh):
     assert all("gpu_shared" in rows[i]["verdicts"] for i in ids)
 
 
+# The report suite's executions on MIG instances: two 3g instances of one A100; a 3g beside a free 4g of another;
+# each of an H100's two 3g instances.
+MIG_IDS = ("mig-0003", "mig-0004", "migact-0027", "migact-0028")
+
+
+@pytest.mark.parametrize("execution_id", MIG_IDS)
+def test_the_fleet_view_bills_a_gpu_instance_its_share_of_the_gpu(loaded, execution_id):
+    """The ranking and its rows count a MIG instance's GPU-hours in its share of the GPU, as the report does:
+    mig-0003's two instances bill one A100, mig-0004's 3g instance 3/7 of one (report_oracle.slice_share)."""
+    server, cfg, start = loaded
+    # Asked at the execution's last sample: backfilled, its series would read on past it (READS_ON_MINUTES).
+    at = last_sample_at(start, execution_id)
+    row = fleet_at(server, cfg, at)[execution_id]
+
+    async def ranking() -> list[fig.Waste]:
+        client = PrometheusClient(server.url, 30)
+        try:
+            deployed = await fig.intervals(cfg, client)
+            return await fig.waste_by_execution(cfg, client, fig.Scope(cfg, None, None), 86400, at, deployed.gpu)
+        finally:
+            await client.close()
+
+    ranked = next(w for w in asyncio.run(ranking()) if w.execution_id == execution_id)
+    execution = execution_named(execution_id)
+    want = report_oracle.report(SCENARIO, cfg, execution)
+    lag_hours = len(execution.gpus) * LAG_STEPS * STEP_SECONDS / 3600 + 1e-4
+    expected = pytest.approx((want.gpu_hours_billed, want.gpu_hours_worked), abs=lag_hours)
+    assert (row["gpuHoursBilled"], row["gpuHoursWorked"]) == expected
+    assert (ranked.billed_seconds / 3600, ranked.worked_seconds / 3600) == expected
+
+
 def test_the_readme_sample_is_what_the_report_prints(loaded, tmp_path):
     """README.md's text sample is this suite's I/O-bound job as `report` prints it: the same lines and words, and
     each figure within 1 %, all but the span's clock times (the data ends shortly before the test runs). A change

@@ -10,8 +10,9 @@ execution keeps the samples its own range holds: the samples up to its last, as 
 ``count_over_time`` over its own range counts (asked in the batch like the figures), so the range's open or
 closed start is Prometheus' own. The heavy phase's start is found per execution (a range query on the
 execution's own grid, as the report finds it), and every GPU's mean utilisation in it is asked once for the
-batch, pinned like the figures; the co-holders of a shared GPU are asked per execution. The figures then go
-through the report's own readers and document. The spans come from ``archive.spans``.
+batch, pinned like the figures; the co-holders of a shared GPU and the shares of a GPU instance are asked per
+execution. The figures then go through the report's own readers and document. The spans come from
+``archive.spans``.
 ``tests/test_archive.py`` compares the records of both paths on the scenario library.
 """
 
@@ -223,6 +224,7 @@ async def summaries(
         first, last, f = one.span.first, one.span.last, figures[one.key]
         async with limit:
             await fig.co_holders(prometheus, one.scope(cfg), last - first, last, f)
+            await fig.instance_shares(prometheus, one.scope(cfg), last - first, last, [f])
         notes = (known.note,) if known.note else ()
         return document.summary(cfg, f, first, last, one.span.running, last - first, notes)
 

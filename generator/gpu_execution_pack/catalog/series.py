@@ -15,6 +15,7 @@ from gpu_execution_pack.promql import (
     Placeholder,
     Selector,
     aggregate,
+    any_of,
     call,
     join,
     labelled,
@@ -31,6 +32,7 @@ from .labels import (
     HOST_LABEL,
     KUBERNETES_JOIN_LABELS,
     MIG_INSTANCE_LABEL,
+    MIG_PROFILE_LABEL,
     MODEL_LABEL,
     NODE_TARGET_LABELS,
     SHARD_LABEL,
@@ -96,15 +98,20 @@ INSTANCE_SHARE_SIGNAL = "power_usage"
 
 
 def instance_share() -> InstanceShare:
-    """Each GPU instance's share of its physical GPU, one series per (UUID, GPU_I_ID): its compute slices
-    (MIG_SLICES, from the profile; one for any other profile, so MI300 partitions share equally) over those
-    of every instance the exporter publishes for that GPU, held or free.
+    """Each GPU instance's share of its physical GPU, one series per instance (``INSTANCE_KEY``): its compute
+    slices (MIG_SLICES, from the profile; one for any other profile, so MI300 partitions share equally) over
+    those of every instance the exporter publishes for that GPU, held or free.
 
     Device-wide fields (power, energy) repeat on every instance: an instance is given its share of them, so
     an execution on a 1g of seven slices is not charged the whole GPU's power, and a sum over executions
     counts a GPU once at most. A free instance's share is nobody's, as a free whole GPU's power is.
     ``rules.recording`` reads the instances from the exporters' own series, not from the executions'."""
     return InstanceShare("instance_share")
+
+
+# What one GPU instance (a MIG instance, an MI300 partition) is joined on: its GPU, its id on it, and its profile.
+# The profile too: an id freed and created again with another profile is another instance, never two matches.
+INSTANCE_KEY: tuple[str, ...] = (UUID_LABEL, MIG_INSTANCE_LABEL, MIG_PROFILE_LABEL)
 
 
 @dataclass(frozen=True)
@@ -178,6 +185,38 @@ def _gpu(
     api_optional: bool = False,
 ) -> Series:
     return Series(name, unit, GPU_LABELS, formulas, doc, api[0], api[1], row, api_optional)
+
+
+# Each GPU instance's share of its GPU, recorded once per instance (not per execution's row): its power and
+# its bill are counted in it. A fleet without MIG instances or MI300 partitions records none. rules.recording
+# puts it in the host-map group: a GPU's instances change rarely, and its readers join its newest sample
+# within Prometheus' lookback, as they do the host maps'.
+GPU_INSTANCE_SHARE = Series(
+    "gpu_instance:gpu_share_ratio",
+    "ratio",
+    INSTANCE_KEY,
+    (Formula(instance_share()),),
+    "Each MIG instance's (or MI300 partition's) share of its GPU, 0-1: its compute slices (`<n>g` of its "
+    "profile, else one) over those of every instance the exporter publishes for the GPU, held or free. Recorded "
+    "at `node.host_map_interval`; none for a whole GPU.",
+)
+GPU_INSTANCE_SERIES: tuple[Series, ...] = (GPU_INSTANCE_SHARE,)
+
+
+def of_instance_share(per_instance: Expr, share: Expr) -> Expr:
+    """``per_instance`` (rows of GPU instances) times ``share`` (one per instance, by ``INSTANCE_KEY``): each
+    instance's figure in its share of the GPU. A row whose instance has no share is left out."""
+    return join(per_instance, "*", on(INSTANCE_KEY, group_left=()), share)
+
+
+def in_gpus(series: Series) -> Expr:
+    """A per-GPU series counted in GPUs: a whole GPU's rows as they are, a MIG instance's or MI300 partition's
+    times the instance's share of its GPU (GPU_INSTANCE_SHARE), so an instance-hour bills its share of a
+    GPU-hour. Selected apart, one product per instance row: a fleet without instances has an empty side,
+    which ``or`` passes over at no cost."""
+    whole = series.select(match(MIG_INSTANCE_LABEL, ""))
+    instances = of_instance_share(series.select(labelled(MIG_INSTANCE_LABEL)), GPU_INSTANCE_SHARE.select())
+    return any_of([whole, instances])
 
 
 # Per-GPU series, in evaluation order: a formula may read series recorded above it.
@@ -468,11 +507,9 @@ GPU_POWER_ATTRIBUTED = _gpu(
         note="whole GPUs",
     ),
     Formula(
-        join(
+        of_instance_share(
             GPU_POWER.select(labelled(MIG_INSTANCE_LABEL)) * GPU_WORK_SHARE.select(labelled(MIG_INSTANCE_LABEL)),
-            "*",
-            on((UUID_LABEL, MIG_INSTANCE_LABEL), group_left=()),
-            instance_share(),
+            GPU_INSTANCE_SHARE.select(),
         ),
         note="GPU instances",
     ),
@@ -731,22 +768,23 @@ EXECUTION_CONDITION_SERIES: tuple[Series, ...] = (EXECUTION_UNDERUTILIZED, EXECU
 
 # What cost attribution needs, per execution and GPU model: GPU-hours are the allocated count
 # integrated over time, GPU-hours of work the summed utilisation integrated over time; a GPU
-# several executions hold at once counts in each one's share (GPU_SHARE).
+# several executions hold at once counts in each one's share (GPU_SHARE), a MIG instance or MI300
+# partition in its share of the GPU (in_gpus): GPU clouds price a slice by its share of the GPU.
 MODEL_GPU_COUNT = Series(
     "execution_model:gpu_count",
     "count",
     MODEL_LABELS,
-    (Formula(aggregate("sum", MODEL_LABELS, GPU_SHARE.select())),),
-    "GPUs or MIG instances of each model the execution holds, a shared one in its share: integrated over "
-    "time, the GPU-hours billed.",
+    (Formula(aggregate("sum", MODEL_LABELS, in_gpus(GPU_SHARE))),),
+    "GPUs of each model the execution holds, a shared one in its share, a MIG instance or MI300 partition in "
+    "its share of the GPU (a 3g of seven slices: 3/7): integrated over time, the GPU-hours billed.",
 )
 MODEL_GPU_UTILIZATION_SUM = Series(
     "execution_model:gpu_utilization_ratio:sum",
     "ratio",
     MODEL_LABELS,
-    (Formula(aggregate("sum", MODEL_LABELS, GPU_WORKED.select())),),
-    "Busy GPU-equivalents of each model, a shared GPU in its share: integrated over time, the GPU-hours of "
-    "actual work.",
+    (Formula(aggregate("sum", MODEL_LABELS, in_gpus(GPU_WORKED))),),
+    "Busy GPU-equivalents of each model, a shared GPU in its share, a MIG instance or MI300 partition in its "
+    "share of the GPU: integrated over time, the GPU-hours of actual work.",
 )
 COST_SERIES: tuple[Series, ...] = (MODEL_GPU_COUNT, MODEL_GPU_UTILIZATION_SUM)
 # The price of a GPU-hour per model, recorded from the config (dashboards.price_per_gpu_hour);
@@ -868,6 +906,7 @@ PACK_RULES_INFO = Series(
 # Every series the rules record on one Prometheus (SHARDING_SERIES only where scraping is sharded).
 ALL_SERIES: tuple[Series, ...] = (
     *HOST_SERIES,
+    *GPU_INSTANCE_SERIES,
     *GPU_SERIES,
     *GPU_SHARE_SERIES,
     *GPU_TIME_SERIES,

@@ -27,7 +27,8 @@ SHARED_SPLIT = (
     "A GPU (or MIG instance) N executions hold at once, by time-slicing or MPS, is split 1/N to each at every "
     "moment: its GPU-hours billed, its work and its energy. NVML cannot tell the holders' work apart, and "
     "dcgm-exporter publishes the GPU's values once per holder, so an even split is the one that adds up: "
-    "the rows sum to the GPUs' own totals, each GPU counted once."
+    "the rows sum to the GPUs' own totals, each GPU counted once. A MIG instance (or MI300 partition) counts its "
+    "share of the GPU: its compute slices over those of the GPU's instances, held or free."
 )
 
 

@@ -199,7 +199,7 @@ def usage_stats() -> list[core.Stat]:
             "none",
             gpu_hours(selected(catalog.MODEL_GPU_COUNT)),
             "GPUs held, integrated over time; a GPU held with N-1 other executions at once (time-slicing, MPS) "
-            "counts 1/N.",
+            "counts 1/N, a MIG instance its share of the GPU (its compute slices over those of the GPU's instances).",
         ),
         figure(
             "GPU-hours of work",

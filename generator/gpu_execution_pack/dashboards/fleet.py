@@ -191,11 +191,13 @@ def shared(cfg: Config) -> Section:
     share = catalog.GPU_SHARE.select()
     lowest = over_range("min_over_time", share).lt(1)
     minutes = call("count_over_time", queries.per_minute(share.lt(1)))
-    billed = Paren(queries.gpu_minutes(share) / 60).and_(lowest)  # per series: the tenant label stays
+    # Per series, the tenant label kept; a MIG instance in its share of the GPU, as the cost rules bill it.
+    billed = Paren(queries.gpu_minutes(catalog.in_gpus(catalog.GPU_SHARE)) / 60).and_(lowest)
     devices = or_zero(aggregate("count", None, aggregate("count", catalog.DEVICE_LABELS, lowest)))
     split = (
         "A GPU N executions hold at once is split 1/N to each at every moment (NVML cannot tell their work "
-        "apart under time-slicing or MPS), so GPU-hours, work and energy add up to the GPU's own."
+        "apart under time-slicing or MPS), so GPU-hours, work and energy add up to the GPU's own; a MIG "
+        "instance's GPU-hours are its share of the GPU's."
     )
     return (
         Section("Shared GPUs")

@@ -62,12 +62,15 @@ power ({_name(catalog.EXECUTION_GPU_POWER_SUM)}, from {_name(catalog.GPU_POWER_A
 energy and cost: a sum over executions counts the GPU once. The other per-GPU series the endpoint
 serves stay the GPU's own readings: every holder sees what the GPU did.
 
-A GPU's power is also split between its MIG instances (and an MI300's partitions), which repeat it:
-`instance_share()` in {_name(catalog.GPU_POWER_ATTRIBUTED)}'s formula is each instance's compute
+A GPU's power and its GPU-hours are also split between its MIG instances (and an MI300's partitions):
+`instance_share()`, {_name(catalog.GPU_INSTANCE_SHARE)}'s formula, is each instance's compute
 slices (`<n>g` of `{catalog.MIG_PROFILE_LABEL}`, else one) over those of every instance the exporter
 publishes for the GPU (same `{catalog.UUID_LABEL}`), held or free, read from the exporter's own
 series ({", ".join(f"`{r.name}`" for r in catalog.SIGNALS[catalog.INSTANCE_SHARE_SIGNAL].raws)}, and the
-AMD group's). A free instance's share is nobody's ([report.md](report.md#shared-gpus)).
+AMD group's), recorded once per instance. {_name(catalog.GPU_POWER_ATTRIBUTED)} is given that share of the
+power, which the exporter repeats on every instance; {_name(catalog.MODEL_GPU_COUNT)} and
+{_name(catalog.MODEL_GPU_UTILIZATION_SUM)} count an instance-hour as that share of a GPU-hour, so a slice is
+billed its share of the GPU. A free instance's share is nobody's ([report.md](report.md#shared-gpus)).
 
 """
 

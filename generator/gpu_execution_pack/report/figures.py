@@ -22,11 +22,19 @@ from typing import Any
 import yaml
 
 from gpu_execution_pack import catalog
-from gpu_execution_pack.catalog import ALERTS_METRIC, EXECUTION_LABEL, HOST_LABEL, UUID_LABEL, Series
+from gpu_execution_pack.catalog import (
+    ALERTS_METRIC,
+    EXECUTION_LABEL,
+    HOST_LABEL,
+    MIG_INSTANCE_LABEL,
+    UUID_LABEL,
+    Series,
+)
 from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import (
     Expr,
     Matcher,
+    Paren,
     Range,
     aggregate,
     any_of,
@@ -108,6 +116,9 @@ class GpuFigures:
     worked_shared_seconds: float | None = None  # utilisation times share, integrated over time
     power_attributed_joules: float | None = None  # board power in the execution's share, integrated over time
     co_holders: list[str] | None = None  # the executions it was shared with (None: not looked up)
+    # A MIG instance's (or MI300 partition's) share of its GPU, its mean over the span (``instance_shares``): its
+    # time and work are billed in it. None: a whole GPU, or rules that record no share (older than the series).
+    instance_share: float | None = None
 
     @property
     def shared(self) -> bool:
@@ -128,16 +139,25 @@ class GpuFigures:
         return self.mem_last_ratio if self.device_mem_last_ratio is None else self.device_mem_last_ratio
 
     @property
+    def gpu_fraction(self) -> float:
+        """The fraction of a GPU this is, what each of its seconds counts in GPU-seconds: a GPU instance's share
+        of its GPU, else 1."""
+        return 1.0 if self.instance_share is None else self.instance_share
+
+    @property
     def billed_seconds(self) -> float:
-        """Time held, a shared GPU's counted in the execution's share at each sample."""
-        return self.share_seconds if self.shared and self.share_seconds is not None else self.held_seconds
+        """Time held in GPU-seconds, a shared GPU's counted in the execution's share at each sample, a GPU
+        instance's in its share of the GPU."""
+        held = self.share_seconds if self.shared and self.share_seconds is not None else self.held_seconds
+        return held * self.gpu_fraction
 
     @property
     def worked(self) -> float:
-        """Utilisation integrated over time (seconds), a shared GPU's in the execution's share at each sample."""
+        """Utilisation integrated over time (GPU-seconds), a shared GPU's in the execution's share at each sample, a
+        GPU instance's in its share of the GPU."""
         if self.shared and self.worked_shared_seconds is not None:
-            return self.worked_shared_seconds
-        return self.worked_seconds
+            return self.worked_shared_seconds * self.gpu_fraction
+        return self.worked_seconds * self.gpu_fraction
 
     @property
     def power_share(self) -> float:
@@ -283,8 +303,9 @@ class Scope:
         """``expr`` as PromQL, computed apart for each cluster where a cluster label is configured."""
         return render(self.clusters.partitioned(expr))
 
-    def gpu(self, series: Series) -> Expr:
-        return series.select(*self.execution, *self.cluster, *self.tenant)
+    def gpu(self, series: Series, *matchers: Matcher) -> Expr:
+        """The scope's rows of a per-GPU series, those ``matchers`` select."""
+        return series.select(*matchers, *self.execution, *self.cluster, *self.tenant)
 
     def host(self, series: Series) -> Expr:
         """Host series carry no tenant: they are kept for the hosts the tenant's GPUs are on."""
@@ -719,7 +740,28 @@ async def collect(
     read_timed(results, executions, scope, cfg, (at if counted_to is None else counted_to, at + alerts_after))
     read_hosts(results, host, executions, scope)
     read_executions(results, executions, scope)
+    await instance_shares(prometheus, scope, window_seconds, at, executions.values())
     return dict(sorted(executions.items()))
+
+
+async def instance_shares(
+    prometheus: PrometheusClient, scope: Scope, window_seconds: float, at: float, executions: Iterable[ExecutionFigures]
+) -> None:
+    """Each GPU instance's (MIG, MI300 partition) share of its GPU among ``executions``' GPUs, its mean over the
+    window (``GpuFigures.instance_share``), in one query of their GPUs' instances; none asked without instances.
+    The mean: a GPU's instances change rarely, and an execution holds its instance throughout. Left None where the
+    rules record no share (rules older than ``catalog.GPU_INSTANCE_SHARE``): billed as a whole GPU, as before."""
+    instances = [g for f in executions for g in f.gpus if g.labels.get(MIG_INSTANCE_LABEL)]
+    if not instances:
+        return
+    uuids = sorted({g.labels.get(UUID_LABEL, "") for g in instances})
+    devices = match(UUID_LABEL, "|".join(re.escape(uuid) for uuid in uuids), "=~")
+    share = catalog.GPU_INSTANCE_SHARE.select(devices, *scope.cluster)
+    rows = await prometheus.instant(scope.query(over("avg_over_time", share, span_range(window_seconds))), at=at)
+    key = (*scope.clusters.partition, *catalog.INSTANCE_KEY)
+    means = {key_of(r["metric"], key): value_of(r) for r in rows}
+    for g in instances:
+        g.instance_share = means.get(key_of(g.labels, key))
 
 
 @dataclass(frozen=True)
@@ -790,6 +832,27 @@ def shared_gpus(scope: Scope, window: str) -> Expr:
     return over("min_over_time", scope.gpu(catalog.GPU_SHARE), window).lt(1)
 
 
+def shared_or_instances(scope: Scope, window: str) -> Expr:
+    """The GPUs of ``scope`` in ``window`` that count less than a whole GPU each: those held by several executions
+    (``shared_gpus``), and the GPU instances (MIG, MI300 partitions), which count in their share of the GPU."""
+    instances = over("count_over_time", scope.gpu(catalog.GPU_UTILIZATION, labelled(MIG_INSTANCE_LABEL)), window)
+    return any_of([shared_gpus(scope, window), instances], stacked=False)
+
+
+def counted_in_gpus(per_gpu: Callable[[Matcher], Expr], instance_share: Expr) -> Expr:
+    """A figure of each GPU row (``per_gpu`` of the rows a matcher selects) counted in GPUs: a whole GPU's as it is,
+    a GPU instance's times ``instance_share`` (its share of its GPU over the same span), or as it is where the rules
+    record no share (rules older than it). Whole GPUs and instances selected apart: no whole GPU's figure is
+    computed twice."""
+    whole, instances = per_gpu(match(MIG_INSTANCE_LABEL, "")), per_gpu(labelled(MIG_INSTANCE_LABEL))
+    return Paren(any_of([whole, catalog.of_instance_share(instances, instance_share), instances], stacked=False))
+
+
+def instance_share_mean(scope: Scope, window: str) -> Expr:
+    """Each GPU instance's mean share of its GPU over ``window`` (every instance of the scope's clusters)."""
+    return over("avg_over_time", catalog.GPU_INSTANCE_SHARE.select(*scope.cluster), window)
+
+
 def measured_throughout(scope: Scope, window: str) -> Expr:
     """The GPUs whose utilisation samples over ``window`` all carry the seconds the rules measured them to stand
     for (``catalog.GPU_SAMPLE_SECONDS``), all but possibly the first (none where the rules know no interval)."""
@@ -810,8 +873,9 @@ async def waste_by_execution(
     worked, the utilisation's mean over each five minutes times their sum over them (``piecewise``; a mean weighs
     each sample alike, exact at a constant interval: so a change of interval moves the weights within five
     minutes, not across the window). A GPU held by several executions at some moment counts its share's mean and
-    its worked series' instead, the same way; only those GPUs read the share series for their sums (reading it for
-    every GPU would double the cost of the ranking).
+    its worked series' instead, the same way, and a GPU instance (MIG, MI300 partition) those times its share of
+    the GPU's mean; only those GPUs read the share series for their sums (reading it for every GPU would double the
+    cost of the ranking).
 
     An execution some of whose GPUs' samples lack the measured seconds (rules older than that series, for all or
     part of the window) is counted as the ranking did before: its samples at ``gpu_interval``, the deployed
@@ -829,7 +893,7 @@ async def waste_by_execution(
     asked = (
         by_execution(over("sum_over_time", seconds, window)),
         by_execution(piecewise(util_mean, seconds, window_seconds, at)),
-        aggregate("group", scope.by_execution, shared_gpus(scope, window)),
+        aggregate("group", scope.by_execution, shared_or_instances(scope, window)),
         aggregate(
             "group",
             scope.by_execution,
@@ -837,12 +901,12 @@ async def waste_by_execution(
         ),
     )
     answers = await asyncio.gather(*(prometheus.instant(scope.query(expr), at=at) for expr in asked))
-    billed, worked, sharing, assumed = ({scope.tenant_key(r["metric"]): value_of(r) for r in a} for a in answers)
-    if sharing:
+    billed, worked, corrected, assumed = ({scope.tenant_key(r["metric"]): value_of(r) for r in a} for a in answers)
+    if corrected:
         for sums, answer in zip(
             (billed, worked),
             await shared_corrections(
-                prometheus, scope, scope.narrowed(eid for _, eid, _ in sharing), window_seconds, at
+                prometheus, scope, scope.narrowed(eid for _, eid, _ in corrected), window_seconds, at
             ),
             strict=True,
         ):
@@ -871,26 +935,29 @@ async def waste_by_execution(
 async def shared_corrections(
     prometheus: PrometheusClient, scope: Scope, named: Scope, window_seconds: float, at: float
 ) -> list[list[dict[str, Any]]]:
-    """By execution, what its shared GPUs (of ``named``) add to the billed and the worked seconds the ranking
-    counted at a whole GPU and at the utilisation: their share's mean's difference from 1, and their worked
-    series' mean's from the utilisation's, each times the measured seconds, piece by piece (``piecewise``)."""
-    on_shared = shared_gpus(named, span_range(window_seconds))
+    """By execution, what its shared GPUs and GPU instances (of ``named``: ``shared_or_instances``) add to the billed
+    and the worked seconds the ranking counted at a whole GPU and at the utilisation: their share's mean's
+    difference from 1, and their worked series' mean's from the utilisation's, each times the measured seconds,
+    piece by piece (``piecewise``); an instance's means times its share of the GPU's over the piece
+    (``counted_in_gpus``)."""
+    on_corrected = shared_or_instances(named, span_range(window_seconds))
 
-    def mean(series: Series, span: str) -> Expr:
-        return over("avg_over_time", named.gpu(series), span)
+    def mean(series: Series, span: str) -> Callable[[Matcher], Expr]:
+        return lambda rows: over("avg_over_time", named.gpu(series, rows), span)
 
     def share_less_one(span: str) -> Expr:
-        return mean(catalog.GPU_SHARE, span) - 1
+        return counted_in_gpus(mean(catalog.GPU_SHARE, span), instance_share_mean(named, span)) - 1
 
     def worked_less_util(span: str) -> Expr:
-        return mean(catalog.GPU_WORKED, span) - mean(catalog.GPU_UTILIZATION, span)
+        worked = counted_in_gpus(mean(catalog.GPU_WORKED, span), instance_share_mean(named, span))
+        return worked - over("avg_over_time", named.gpu(catalog.GPU_UTILIZATION), span)
 
     seconds = named.gpu(catalog.GPU_SAMPLE_SECONDS)
     corrections = (
         aggregate(
             "sum",
             scope.by_execution,
-            piecewise(m, seconds, window_seconds, at).and_(on_shared, ignoring((PIECE_LABEL,))),
+            piecewise(m, seconds, window_seconds, at).and_(on_corrected, ignoring((PIECE_LABEL,))),
         )
         for m in (share_less_one, worked_less_util)
     )
@@ -902,17 +969,24 @@ async def counted_as_before(
 ) -> list[list[dict[str, Any]]]:
     """By execution of ``named``, the billed and the worked seconds as the ranking counted them before the rules
     measured them: each GPU's utilisation samples and their sum at the deployed interval, a shared GPU's share
-    and worked series instead."""
-    on_shared = shared_gpus(named, window)
+    and worked series instead, a GPU instance's those times its share of the GPU's mean over the window."""
+    on_corrected = shared_or_instances(named, window)
     counted = (
         (catalog.GPU_SHARE, over("count_over_time", named.gpu(catalog.GPU_UTILIZATION), window)),
         (catalog.GPU_WORKED, over("sum_over_time", named.gpu(catalog.GPU_UTILIZATION), window)),
     )
+
+    def summed(series: Series) -> Callable[[Matcher], Expr]:
+        return lambda rows: over("sum_over_time", named.gpu(series, rows), window)
+
     queries = (
         aggregate(
             "sum",
             scope.by_execution,
-            any_of([over("sum_over_time", named.gpu(s), window).and_(on_shared), alone], stacked=False),
+            any_of(
+                [counted_in_gpus(summed(s), instance_share_mean(named, window)).and_(on_corrected), alone],
+                stacked=False,
+            ),
         )
         * gpu_interval
         for s, alone in counted

@@ -56,7 +56,7 @@ from gpu_execution_pack.rules.hosts import HostIdentity, from_exported, with_hos
 # The recording groups' names, in the order they are evaluated (``RuleBuilder.groups`` says what each holds).
 GROUP_PREFIX = "gpu-execution-pack"
 AMD_GROUP = f"{GROUP_PREFIX}.amd"  # only where vendors has amd
-HOSTS_GROUP = f"{GROUP_PREFIX}.hosts"  # the host maps, at node.host_map_interval
+HOSTS_GROUP = f"{GROUP_PREFIX}.hosts"  # the host maps and the GPU instances' shares, at node.host_map_interval
 HOST_RATES_GROUP = f"{GROUP_PREFIX}.host_rates"  # the host CPU rate, at node.cpu_rate_interval or rule_interval
 EXECUTION_GPU_GROUP = f"{GROUP_PREFIX}.execution_gpu"
 ACTIVITY_GROUP = f"{GROUP_PREFIX}.execution_gpu_activity"
@@ -305,12 +305,14 @@ class RuleBuilder:
         return transform(formula.expr, expand)
 
     def expand_instance_share(self, node: Expr) -> Expr | None:
-        """``catalog.instance_share()``: each GPU instance's compute slices over those of every instance its GPU
-        publishes, read from the exporters' own series (a free instance's carry no execution's labels). ``group``
-        counts an instance whatever its value, NaN included; its profile gives its slices, else it weighs one."""
+        """``catalog.instance_share()`` (``catalog.GPU_INSTANCE_SHARE``'s formula): each GPU instance's compute
+        slices over those of every instance its GPU publishes, by ``catalog.INSTANCE_KEY``, read from the exporters'
+        own series (a free instance's carry no execution's labels). ``group`` counts an instance whatever its value,
+        NaN included; its profile gives its slices, else it weighs one."""
         if not isinstance(node, catalog.InstanceShare):
             return None
         instance, profile, uuid = catalog.MIG_INSTANCE_LABEL, catalog.MIG_PROFILE_LABEL, catalog.UUID_LABEL
+        key = catalog.INSTANCE_KEY
         raws = self.raws(catalog.SIGNALS[catalog.INSTANCE_SHARE_SIGNAL])
         nvidia = [r.name for r in raws if r.vendor == "nvidia" and not r.matchers]
         weights: list[Expr] = []
@@ -318,12 +320,19 @@ class RuleBuilder:
             named = (match("__name__", "|".join(nvidia), "=~"), *self.cfg.selectors.dcgm_matchers)
             for slices in catalog.MIG_SLICES:
                 of_profile = match(profile, catalog.MIG_SLICE_PROFILE.format(slices=slices), "=~")
-                weights.append(aggregate("group", (uuid, instance), selector("", *named, of_profile)) * slices)
-            weights.append(aggregate("group", (uuid, instance), selector("", *named, labelled(instance))))
+                weights.append(aggregate("group", key, selector("", *named, of_profile)) * slices)
+            weights.append(aggregate("group", key, selector("", *named, labelled(instance))))
         for raw in (r for r in raws if r.vendor != "nvidia"):  # AMD's partitions are equal: one slice each
-            weights.append(aggregate("group", (uuid, instance), raw.select(labelled(instance))))
+            weights.append(aggregate("group", key, raw.select(labelled(instance))))
         per_instance = Paren(any_of(weights))
         return join(per_instance, "/", on((uuid,), group_left=()), aggregate("sum", (uuid,), per_instance))
+
+    def instance_share_rule(self) -> RecordingRule:
+        """``catalog.GPU_INSTANCE_SHARE``: each GPU instance's share of its GPU, once per instance, whoever holds it."""
+        series = catalog.GPU_INSTANCE_SHARE
+        expr = self.recorded_formula(series.formulas[0])
+        assert expr is not None  # the share reads the exporters' own series, no signal a generation may lack
+        return RecordingRule(series.name, expr)
 
     def gpu_rules(self, series: tuple[Series, ...]) -> tuple[RecordingRule, ...]:
         """The rules of ``series`` that the configured generations can compute."""
@@ -474,12 +483,13 @@ class RuleBuilder:
         return [
             # AMD's exporter in the names and units the rest reads: before everything that reads them.
             *([RuleGroup(AMD_GROUP, "execution-gpu", self.amd.rules(), interval)] if "amd" in self.cfg.vendors else []),
-            # Read by every per-GPU and per-host rule: first. A target's host rarely changes, and the rules join
-            # its newest entry within the lookback, so the maps may run less often (node.host_map_interval).
+            # Read by every per-GPU and per-host rule: first. A target's host rarely changes, nor do a GPU's MIG
+            # instances, and the rules join their newest entry within the lookback, so the maps and the instances'
+            # shares may run less often (node.host_map_interval).
             RuleGroup(
                 HOSTS_GROUP,
                 "execution-gpu",
-                self.hosts.rules(),
+                (*self.hosts.rules(), self.instance_share_rule()),
                 self.cfg.node.host_map_interval or interval,
             ),
             # The host CPU rate: at the served interval (irate), or less often (node.cpu_rate_interval).

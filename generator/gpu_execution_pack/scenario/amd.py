@@ -404,6 +404,8 @@ class Served:
     gpu: AmdGpu
     labels: dict[str, str]
     values: dict[Series, float]
+    # Its share of its physical GPU: a partition's, partitions of one mode being equal, held or free; else 1.
+    gpu_share: float = 1.0
 
 
 def served(fleet: AmdFleet, execution: AmdExecution, cfg: Config, minute: float) -> list[Served]:
@@ -446,15 +448,15 @@ def served(fleet: AmdFleet, execution: AmdExecution, cfg: Config, minute: float)
         }
         if gpu.primary:
             values[catalog.GPU_DRAM_ACTIVE] = own.umc_percent / PERCENT_PER_RATIO
+        # A partition's share of its GPU: partitions of one mode are equal, held or free.
+        share = 1 / sum(1 for g in host.gpus if g.serial == gpu.serial) if gpu.partitioned else 1.0
         if gpu.publishes_power:
             values[catalog.GPU_POWER] = device.power_watts
-            # A partition's share of its GPU's power: partitions of one mode are equal, held or free.
-            partitions = sum(1 for g in host.gpus if g.serial == gpu.serial) if gpu.partitioned else 1
-            values[catalog.GPU_POWER_ATTRIBUTED] = device.power_watts / partitions
+            values[catalog.GPU_POWER_ATTRIBUTED] = device.power_watts * share
         if gpu.card == "MI300X":  # the socket residency accumulators
             values[catalog.GPU_POWER_VIOLATION] = device.ppt_share
             values[catalog.GPU_THERMAL_VIOLATION] = device.thermal_share
-        out.append(Served(gpu, labels, values))
+        out.append(Served(gpu, labels, values, share))
     return out
 
 
@@ -464,6 +466,16 @@ def unpublished(fleet: AmdFleet, cfg: Config, minute: float) -> tuple[Series, ..
     catalog's AMD sources, so that a test can hold the two against each other."""
     held = {s for e in fleet.executions for row in served(fleet, e, cfg, minute) for s in row.values}
     return tuple(s for s in catalog.SERVABLE_SERIES if s.labels == catalog.GPU_LABELS and s not in held)
+
+
+def billed_gpus(fleet: AmdFleet, execution: AmdExecution, cfg: Config, minute: float) -> dict[str, float]:
+    """What ``catalog.MODEL_GPU_COUNT`` must hold for ``execution`` at ``minute``, by model: a whole GPU (or GCD)
+    counts one, an MI300 partition its share of the GPU."""
+    out: dict[str, float] = {}
+    for row in served(fleet, execution, cfg, minute):
+        model = row.labels[catalog.MODEL_LABEL]
+        out[model] = out.get(model, 0.0) + row.gpu_share
+    return out
 
 
 def execution_served(fleet: AmdFleet, execution: AmdExecution, cfg: Config, minute: float) -> dict[Series, float]:

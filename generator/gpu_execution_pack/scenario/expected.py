@@ -107,6 +107,12 @@ def expected(
         if any(g.host == host.name for g in scenario.all_gpus()) and not (outage and outage[0] <= minute < outage[1]):
             dcgm = {"job": "dcgm-exporter", "instance": host.dcgm_instance, HOST_LABEL: host.name}
             out[catalog.GPU_EXPORTER_HOST.name].append(Sample(dcgm, 1.0))
+    # Each MIG instance the exporter publishes, held or free, has its share of its GPU (no execution's labels).
+    for gpu in scenario.all_gpus():
+        outage = scenario.host(gpu.host).dcgm_outage
+        if gpu.mig_instance and not (outage and outage[0] <= minute < outage[1]):
+            instance = {"UUID": gpu.uuid, "GPU_I_ID": gpu.mig_instance, "GPU_I_PROFILE": gpu.mig_profile}
+            out[catalog.GPU_INSTANCE_SHARE.name].append(Sample(instance, oracle.instance_share(scenario, gpu)))
     for collision in scenario.host_name_collisions:
         if collision.at(minute):
             out[catalog.NODE_HOST_COLLISIONS.name].append(Sample({HOST_LABEL: collision.name}, collision.machines))
@@ -153,13 +159,15 @@ def expected(
             Sample(ex, max(t[catalog.GPU_TEMPERATURE] for t in truths))
         )
         for gpu_model in sorted({g.model for g in e.gpus}):
-            of_model = [t for g, t in per_gpu if g.model == gpu_model and t]
+            of_model = [(g, t) for g, t in per_gpu if g.model == gpu_model and t]
             labels = {EXECUTION_LABEL: e.id, TENANT_LABEL: e.namespace, "modelName": gpu_model}
-            # A GPU held by N executions at once is billed 1/N to each.
-            shares = [1 / len(model.holders(scenario, g, minute)) for g in e.gpus if g.model == gpu_model]
+            # A GPU held by N executions at once is billed 1/N to each; a MIG instance in its share of the GPU
+            # (its slices over those of every instance of the GPU: a 3g beside a free 4g bills 3/7 of a GPU).
+            of_gpu = {g: oracle.instance_share(scenario, g) for g in e.gpus if g.model == gpu_model}
+            shares = [instance / len(model.holders(scenario, g, minute)) for g, instance in of_gpu.items()]
             out[catalog.MODEL_GPU_COUNT.name].append(Sample(labels, float(sum(shares))))
             out[catalog.MODEL_GPU_UTILIZATION_SUM.name].append(
-                Sample(labels, sum(t[catalog.GPU_WORKED] for t in of_model))
+                Sample(labels, sum(t[catalog.GPU_WORKED] * of_gpu[g] for g, t in of_model))
             )
     return out
 

@@ -18,7 +18,7 @@ from gpu_execution_pack.scenario.amd import (
     AmdHost,
     AmdLoad,
 )
-from gpu_execution_pack.scenario.model import Execution, Gpu, Host, NameCollision, Scenario, XidEvent
+from gpu_execution_pack.scenario.model import UUID_PREFIX, Execution, Gpu, Host, NameCollision, Scenario, XidEvent
 from gpu_execution_pack.scenario.oracle import FRAMEBUFFER_SIGNALS
 from gpu_execution_pack.scenario.phases import TRAINING
 
@@ -233,11 +233,13 @@ def apart(scenarios: list[Scenario], cfg: Config) -> list[Scenario]:
 
 
 def own_name(scenario: Scenario, label: str) -> Matcher:
-    """The matcher of the series whose ``label`` (a host's or an execution's name) is ``scenario``'s own in a
-    store of scenarios ``apart``: its prefix, letters, digits and a dash, then the name."""
+    """The matcher of the series whose ``label`` (a host's or an execution's name, or a GPU's UUID, which names its
+    host) is ``scenario``'s own in a store of scenarios ``apart``: its prefix, letters, digits and a dash, then the
+    name."""
     if not scenario.name_prefix:
         raise ValueError(f"{scenario.name}: a scenario alone in its store has no prefix to select its names by")
-    return match(label, scenario.name_prefix + ".+", "=~")
+    before = UUID_PREFIX if label == catalog.UUID_LABEL else ""
+    return match(label, before + scenario.name_prefix + ".+", "=~")
 
 
 def store_name(scenarios: list[Scenario]) -> str:

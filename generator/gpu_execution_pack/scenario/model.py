@@ -15,6 +15,7 @@ from gpu_execution_pack.scenario.phases import PHASES, TRAINING, Phase
 
 STEP_SECONDS = 15  # dcgm-exporter's and node_exporter's usual scrape interval
 CLUSTER = "eu-1"  # a scenario's cluster, where the config names a cluster label
+UUID_PREFIX = "GPU-"  # a GPU's UUID is this, then its host's name and its index
 
 
 @hashed_once
@@ -31,7 +32,7 @@ class Gpu:
 
     @property
     def uuid(self) -> str:
-        return f"GPU-{self.host}-{self.index:04d}"
+        return f"{UUID_PREFIX}{self.host}-{self.index:04d}"
 
     @property
     def device_key(self) -> tuple[str, int]:

@@ -75,6 +75,10 @@ def amd_suite(cfg: Config) -> list[dict[str, Any]]:
             checks.append(check(s, owner, samples, at))
         for s, value in amd.execution_served(fleet, e, cfg, minute).items():  # the rollups keep the tenant
             checks.append(check(s, execution, [(owner, value)], at))
+        # Billed per model: an MI300 partition in its share of the GPU, as a MIG instance is.
+        for model_name, gpus in amd.billed_gpus(fleet, e, cfg, minute).items():
+            of_model = {catalog.MODEL_LABEL: model_name}
+            checks.append(check(catalog.MODEL_GPU_COUNT, execution | of_model, [(owner | of_model, gpus)], at))
     # A GPU or partition nobody holds (mi300b's partitions 2 to 7) reports, and has no per-GPU series.
     held = {g for e in fleet.executions for g in e.gpus}
     for host in fleet.hosts:

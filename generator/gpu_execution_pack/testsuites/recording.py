@@ -76,12 +76,13 @@ def unowned(gpu: model.Gpu, cluster: tuple[Matcher, ...]) -> str:
 
 def own_names(series: catalog.Series, scenario: Scenario) -> tuple[Matcher, ...]:
     """The matcher that selects ``scenario``'s own ``series`` where it shares a store without a cluster label
-    (``library.apart``): by its execution, else its host, whose names carry its prefix. None where it is alone."""
+    (``library.apart``): by its execution, else its host, else its GPU, whose names carry its prefix. None where it
+    is alone."""
     if not scenario.name_prefix:
         return ()
-    label = next((k for k in (EXECUTION_LABEL, catalog.HOST_LABEL) if k in series.labels), None)
+    label = next((k for k in (EXECUTION_LABEL, catalog.HOST_LABEL, catalog.UUID_LABEL) if k in series.labels), None)
     if label is None:
-        raise ValueError(f"{series.name} names neither an execution nor a host: a shared store cannot part it")
+        raise ValueError(f"{series.name} names no execution, host or GPU: a shared store cannot part it")
     return (library.own_name(scenario, label),)
 
 

@@ -42,7 +42,8 @@ class Dashboards:
     currency: str = opt("USD", "Currency of the prices, shown in the cost panels.", "You bill in another currency.")
     default_price_per_gpu_hour: float = opt(
         2.0,
-        "Price of one GPU-hour (or MIG-instance-hour) of a model not listed in price_per_gpu_hour.",
+        "Price of one GPU-hour of a model not listed in price_per_gpu_hour; an hour of a MIG instance or MI300 "
+        "partition is billed its share of a GPU-hour (its compute slices over those of the GPU's instances).",
         "Set your list price for models you do not list.",
         kind="positive",
     )
@@ -50,7 +51,8 @@ class Dashboards:
         (("NVIDIA A100-SXM4-80GB", 1.8), ("NVIDIA H100 80GB HBM3", 3.0)),
         "Price of one GPU-hour per GPU model, keyed by DCGM's modelName label. A model is priced under "
         "either spelling dcgm-exporter gives it: as listed, and with its blanks replaced by `-` "
-        "(`--replace-blanks-in-model-name`), unless that spelling is listed too.",
+        "(`--replace-blanks-in-model-name`), unless that spelling is listed too. An hour of a MIG instance or "
+        "MI300 partition is billed its share of a GPU-hour (a 3g.40gb of an A100's seven slices: 3/7).",
         "These are examples: set your own prices per model.",
         kind="prices",
     )
