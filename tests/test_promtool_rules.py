@@ -342,15 +342,18 @@ def test_sharing_a_gpus_power_equally_between_its_mig_instances_fails_the_tests(
 @pytest.mark.e2e
 def test_billing_a_mig_instance_as_a_whole_gpu_fails_the_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # Each instance's share and work summed as they are, an instance-hour a GPU-hour: mig-0004's 3g instance
-    # beside a free 4g would be billed a whole A100, not 3/7 of one, and its work counted so too.
+    # beside a free 4g would be billed a whole A100, not 3/7 of one, and its work counted so too; amd-oom's two
+    # CPX partitions of an MI300X two MI300Xs, not a quarter of one.
     as_whole_gpus = tuple(
         dataclasses.replace(s, formulas=(Formula(aggregate("sum", catalog.MODEL_LABELS, per_gpu.select())),))
         for s, per_gpu in zip(catalog.COST_SERIES, (catalog.GPU_SHARE, catalog.GPU_WORKED), strict=True)
     )
     monkeypatch.setattr(catalog, "COST_SERIES", as_whole_gpus)
-    out = _run_default_suite(tmp_path, "mig-0004")
+    out = _run_default_suite(tmp_path / "nvidia", "mig-0004")
     for series in catalog.COST_SERIES:
         assert series.name in out and "mig-0004" in out, series.name
+    out = suite_failures(testsuites.default_variants()[:1], tmp_path / "amd", only="default-amd")
+    assert catalog.MODEL_GPU_COUNT.name in out and "amd-oom" in out, out
 
 
 @pytest.mark.single_version
