@@ -221,10 +221,12 @@ async def summaries(
     await heavy_phases(cfg, prometheus, read, figures, limit)
 
     async def one_document(one: Item) -> dict[str, Any]:
-        first, last, f = one.span.first, one.span.last, figures[one.key]
-        async with limit:
-            await fig.co_holders(prometheus, one.scope(cfg), last - first, last, f)
-            await fig.instance_shares(prometheus, one.scope(cfg), last - first, last, [f])
+        first, last, f, scope = one.span.first, one.span.last, figures[one.key], one.scope(cfg)
+        async with limit:  # two small queries, each filling its own fields of f's GPUs
+            await asyncio.gather(
+                fig.co_holders(prometheus, scope, last - first, last, f),
+                fig.instance_shares(prometheus, scope, last - first, last, [f]),
+            )
         notes = (known.note,) if known.note else ()
         return document.summary(cfg, f, first, last, one.span.running, last - first, notes)
 

@@ -96,14 +96,13 @@ class ServedArchive:
         """The open store, or None: the file looked at again where ARCHIVE_LOOK_AGAIN_SECONDS have passed."""
         if self.opening is not None or time.monotonic() - self.looked < ARCHIVE_LOOK_AGAIN_SECONDS:
             return self.store
+        self.looked = time.monotonic()
         if not self.awaited:
             if self.store is None or self.file is None or file_identity(self.file) == self.opened:
-                self.looked = time.monotonic()
                 return self.store
             log.info("the archive's file (archive.url) was replaced or removed: reading the file at its path")
             replaced, self.store, self.awaited = self.store, None, True
             replaced.close()
-        self.looked = time.monotonic()
         if self.file is None or not self.file.exists():
             self.unopened = ""  # a file that could not be opened and is gone again is no longer an archive to miss
             return None
@@ -354,14 +353,14 @@ async def fleet_summary(
     now = time.time()
     recent = since if window <= lookback else cfg.api.lookback
     answer = await document.fleet_summary(cfg, prometheus, recent, top, tenant, now, cluster)
-    ranked_from = now - min(window, lookback)  # Prometheus' rows count the samples from here on
-    held = set(await executions_in(cfg, prometheus, now - ranked_from, now))
+    ranked = min(window, lookback)  # Prometheus' rows count the samples of this span before now
+    held = set(await executions_in(cfg, prometheus, ranked, now))
     kept = await in_archive(store.ended_between, now - window, now, tenant, cluster)
     # An archived run is in Prometheus' row of its execution where Prometheus holds the execution in the window and
     # still holds that run; an earlier run of a reused id (Kubernetes Job names repeat), ended before what Prometheus
     # counts or past its retention, is a row of its own.
     runs = [(Found(r.cluster, r.tenant, r.execution_id), r.end) for r in kept]
-    asked = [i for i, (found, end) in enumerate(runs) if found in held and end >= ranked_from]
+    asked = [i for i, (found, end) in enumerate(runs) if found in held and end >= now - ranked]
     answers = await still_held(cfg, prometheus, [runs[i] for i in asked])
     counted = {i for i, yes in zip(asked, answers, strict=True) if yes}
     added = [fleet_row(cfg, r.document, r.tenant) for i, r in enumerate(kept) if i not in counted]

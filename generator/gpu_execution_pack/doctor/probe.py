@@ -19,6 +19,7 @@ from gpu_execution_pack import catalog
 from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.promql import (
     Expr,
+    Matcher,
     Range,
     aggregate,
     any_of,
@@ -123,10 +124,11 @@ def presence(vendors: tuple[str, ...]) -> Expr:
     return any_of([raw.select() for raw in raws])
 
 
-def mig_instances() -> Expr:
-    """dcgm-exporter's MIG instances that report (any generation's presence series with an instance id)."""
+def mig_instances(*matchers: Matcher) -> Expr:
+    """dcgm-exporter's MIG instances that report (any generation's presence series with an instance id), those
+    ``matchers`` select."""
     instance = labelled(catalog.MIG_INSTANCE_LABEL)
-    return any_of([raw.select(instance) for raw in catalog.presence_raws(catalog.GENERATIONS, ("nvidia",))])
+    return any_of([raw.select(instance, *matchers) for raw in catalog.presence_raws(catalog.GENERATIONS, ("nvidia",))])
 
 
 def unmeasured_mig_instances() -> Expr:
@@ -152,11 +154,8 @@ def crowded_mig_instances(execution_label: str) -> Expr:
     replica a pod holds (catalog.VGPU_LABEL: time-slicing on MIG), by target: its HPC job mapping read a file per
     GPU index before it read one per instance (``<gpu>.<GPU_I_ID>``), and gave each instance every job of its GPU."""
     keys = (catalog.INSTANCE_LABEL, catalog.UUID_LABEL, catalog.MIG_INSTANCE_LABEL)
-    held = [
-        raw.select(labelled(catalog.MIG_INSTANCE_LABEL), labelled(execution_label), match(catalog.VGPU_LABEL, ""))
-        for raw in catalog.presence_raws(catalog.GENERATIONS, ("nvidia",))
-    ]
-    holders = aggregate("group", (*keys, execution_label), any_of(held))
+    held = mig_instances(labelled(execution_label), match(catalog.VGPU_LABEL, ""))
+    holders = aggregate("group", (*keys, execution_label), held)
     return aggregate("count", keys, holders).gt(1)
 
 
