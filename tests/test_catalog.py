@@ -181,3 +181,66 @@ def test_the_catalog_exports_its_own_names_only():
     for leaked in ("match", "selector", "dataclass", "Expr", "Literal", "math", "annotations"):
         assert leaked not in catalog.__all__ and not hasattr(catalog, leaked), leaked
     assert all(hasattr(catalog, name) for name in catalog.__all__)
+
+
+# The fields of dcgm-exporter's etc/default-counters.csv (its uncommented lines) that the catalog names, at
+# real tags of NVIDIA/dcgm-exporter (the exporter's release after the hyphen). The profiling fields became
+# default counters in 4.0.0 (commit 5f9250c), FB_RESERVED in 4.4.0 (commit 6949141), GPU_UTIL in 2.6.0 (commit
+# b54068a); PCIe moved from NVML's THROUGHPUT to the PROF bytes in 3.5.0 (commit 219eb08).
+_DCGM3_DEFAULTS = {
+    "DCGM_FI_DEV_SM_CLOCK",
+    "DCGM_FI_DEV_MEM_CLOCK",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+    "DCGM_FI_DEV_XID_ERRORS",
+    "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_DEV_FB_USED",
+}
+_PROFILING_DEFAULTS = {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE"}
+_PROF_PCIE = {"DCGM_FI_PROF_PCIE_RX_BYTES", "DCGM_FI_PROF_PCIE_TX_BYTES"}
+DEFAULT_COUNTERS_AT_TAG = {
+    "2.2.9-2.5.0": _DCGM3_DEFAULTS | {"DCGM_FI_DEV_PCIE_RX_THROUGHPUT", "DCGM_FI_DEV_PCIE_TX_THROUGHPUT"},
+    "2.3.1-2.6.0": _DCGM3_DEFAULTS
+    | {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_PCIE_RX_THROUGHPUT", "DCGM_FI_DEV_PCIE_TX_THROUGHPUT"},
+    "3.3.6-3.4.2": _DCGM3_DEFAULTS
+    | {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_PCIE_RX_THROUGHPUT", "DCGM_FI_DEV_PCIE_TX_THROUGHPUT"},
+    "3.3.7-3.5.0": _DCGM3_DEFAULTS | {"DCGM_FI_DEV_GPU_UTIL"} | _PROF_PCIE,
+    "3.3.9-3.6.1": _DCGM3_DEFAULTS | {"DCGM_FI_DEV_GPU_UTIL"} | _PROF_PCIE,
+    "4.0.0-4.0.1": _DCGM3_DEFAULTS | {"DCGM_FI_DEV_GPU_UTIL"} | _PROF_PCIE | _PROFILING_DEFAULTS,
+    "4.2.3-4.2.0": _DCGM3_DEFAULTS | {"DCGM_FI_DEV_GPU_UTIL"} | _PROF_PCIE | _PROFILING_DEFAULTS,
+    "4.3.1-4.4.0": _DCGM3_DEFAULTS
+    | {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_RESERVED"}
+    | _PROF_PCIE
+    | _PROFILING_DEFAULTS,
+    "4.5.3-4.8.2": _DCGM3_DEFAULTS
+    | {"DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_RESERVED"}
+    | _PROF_PCIE
+    | _PROFILING_DEFAULTS,
+}
+
+
+@pytest.mark.parametrize("tag", DEFAULT_COUNTERS_AT_TAG)
+def test_the_catalog_says_which_fields_each_release_collects_by_default(tag):
+    """Every raw metric a release names (of its generation) is a default counter there exactly when its
+    default-counters.csv collects it: GR_ENGINE_ACTIVE was claimed default in every release of 3.3 and 4.8."""
+    release = tag.split("-")[1]
+    generation = catalog.generation_of_release(release)
+    raws = {
+        r.name: r
+        for s in catalog.SIGNALS.values()
+        if s.exporter == "dcgm"
+        for r in s.raws
+        if generation in r.generations
+    }
+    assert {name for name, r in raws.items() if r.default_in_release(release)} == DEFAULT_COUNTERS_AT_TAG[tag]
+
+
+def test_a_field_is_default_in_a_generation_only_where_every_release_of_it_collects_it():
+    """Generation 4.8 runs from 3.5.0, which has no profiling field among its default counters; its newest
+    releases have them. Generation 3.3's newest (3.4.2) has none."""
+    engine = catalog.SIGNALS["gr_engine_active"].raws_for(("4.8",))[0]
+    assert engine.name == "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+    assert not engine.default_in("4.8") and engine.default_in("4.8", newest=True)
+    assert not engine.default_in("3.3") and not engine.default_in("3.3", newest=True)
+    assert catalog.SIGNALS["gr_engine_active"].raws_for(("4.9",))[0].default_in("4.9")

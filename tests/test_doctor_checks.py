@@ -234,3 +234,37 @@ def test_gpu_time_prometheus_answers_as_nan_is_unknown_not_nan_percent():
         "info",
         "over the last day, GPU-time held by an execution: the store unknown (Prometheus returned NaN)",
     )
+
+
+def test_a_fleet_before_4_0_is_told_its_exporters_do_not_collect_the_engine_activity():
+    """dcgm-exporter 3.3.6-3.4.2's default counters (its etc/default-counters.csv, the fields the pack reads): no
+    profiling field and no reserved memory, which became default counters in 4.0.0 and 4.4.0. The catalog called
+    DCGM_FI_PROF_GR_ENGINE_ACTIVE a default counter of every release, so doctor never named it missing there."""
+    names = frozenset(
+        {
+            "DCGM_FI_DEV_SM_CLOCK",
+            "DCGM_FI_DEV_MEM_CLOCK",
+            "DCGM_FI_DEV_GPU_TEMP",
+            "DCGM_FI_DEV_POWER_USAGE",
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+            "DCGM_FI_DEV_PCIE_TX_THROUGHPUT",
+            "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",
+            "DCGM_FI_DEV_GPU_UTIL",
+            "DCGM_FI_DEV_XID_ERRORS",
+            "DCGM_FI_DEV_FB_FREE",
+            "DCGM_FI_DEV_FB_USED",
+            "node_uname_info",
+        }
+    )
+    found = item("optional fields", Config(), deployment(Config(), names=names))
+    for field in (
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "DCGM_FI_DEV_FB_RESERVED",
+    ):
+        assert f"{field} (feeds" in found.found, (field, found.found)
+    # A 4.8.x fleet that publishes them is not told so.
+    newer = names | {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE"}
+    found = item("optional fields", Config(), deployment(Config(), names=newer | {"DCGM_FI_PROF_PCIE_RX_BYTES"}))
+    assert "GR_ENGINE" not in found.found and "TENSOR_ACTIVE" not in found.found, found.found

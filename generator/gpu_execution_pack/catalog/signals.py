@@ -27,6 +27,20 @@ GENERATION_NOTES: dict[str, str] = {
     "4.9": "4.9.x: DCGM 4.7 names, utilisation as ratio 0-1, clocks in Hz, memory in bytes",
     "4.10": "4.10 and later: as 4.9, and DCGM_FI_PROF_PCIE_{RX,TX}_BYTES become *_BYTES_PER_SECOND",
 }
+# The first dcgm-exporter release of each generation (the exporter's version, the part of a tag such as
+# 3.3.7-3.5.0 after DCGM's). A field's default collection can start within a generation (RawMetric.default_from).
+GENERATION_FIRST_RELEASE: dict[str, str] = {"3.3": "2.0.0", "4.8": "3.5.0", "4.9": "4.9.0", "4.10": "4.10.0"}
+
+
+def release_key(release: str) -> tuple[int, ...]:
+    """A dcgm-exporter release ("4.0.0", "3.5.0") as a key that orders releases."""
+    return tuple(int(part) for part in release.split("."))
+
+
+def generation_of_release(release: str) -> str:
+    """The generation whose names a dcgm-exporter release publishes."""
+    return [g for g in GENERATIONS if release_key(GENERATION_FIRST_RELEASE[g]) <= release_key(release)][-1]
+
 
 # --- Vendors ----------------------------------------------------------------------------------
 # NVIDIA GPUs through dcgm-exporter (the generations above); AMD Instinct GPUs through ROCm's
@@ -48,13 +62,34 @@ class RawMetric:
     unit: str
     type: Literal["gauge", "counter"] = "gauge"
     generations: tuple[str, ...] = GENERATIONS
+    # In the newest release's etc/default-counters.csv of (one of) its generations; collected by default from
+    # release ``default_from`` on, where that is later than its generations' first release.
     default_collected: bool = True
+    default_from: str = ""
     matchers: tuple[Matcher, ...] = ()  # fixed label matchers, e.g. the idle mode of a CPU counter
     vendor: str = "nvidia"  # "amd": the AMD group's recorded series (Signal.amd_series), in the base unit
 
     def select(self, *matchers: Matcher) -> Selector:
         """A selector of this metric: its fixed matchers, then ``matchers``."""
         return selector(self.name, *self.matchers, *matchers)
+
+    def default_in_release(self, release: str) -> bool:
+        """Whether dcgm-exporter ``release`` publishes this metric with its default counters."""
+        return (
+            self.default_collected
+            and generation_of_release(release) in self.generations
+            and release_key(release) >= release_key(self.default_from or "0")
+        )
+
+    def default_in(self, generation: str, *, newest: bool = False) -> bool:
+        """Whether every release of ``generation`` publishes this metric with its default counters (``newest``:
+        its newest release does, as the scenarios' exporters of that generation are)."""
+        if not newest:
+            return self.default_in_release(GENERATION_FIRST_RELEASE[generation])
+        later = GENERATIONS[GENERATIONS.index(generation) + 1 :]
+        if not self.default_collected or generation not in self.generations:
+            return False
+        return not later or release_key(self.default_from or "0") < release_key(GENERATION_FIRST_RELEASE[later[0]])
 
 
 @dataclass(frozen=True)
@@ -178,7 +213,8 @@ SIGNALS: dict[str, Signal] = {
             "gpu_util",
             "ratio",
             "Share of time a kernel ran on the GPU; 0 or absent on MIG instances.",
-            RawMetric("DCGM_FI_DEV_GPU_UTIL", "percent", generations=_OLD),
+            # Not in 2.4.x and 2.5.0's default counters (added for 2.6.0, dcgm-exporter commit b54068a).
+            RawMetric("DCGM_FI_DEV_GPU_UTIL", "percent", generations=_OLD, default_from="2.6.0"),
             RawMetric("DCGM_FI_DEV_GPU_UTIL_RATIO", "ratio", generations=_NEW),
             amd=_AMD_GFX,
         ),
@@ -187,26 +223,27 @@ SIGNALS: dict[str, Signal] = {
             "ratio",
             "Share of time the graphics/compute engine was active (work, where GPU_UTIL counts any resident "
             "kernel); the utilisation of a MIG instance.",
-            RawMetric("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "ratio", generations=_OLD),
+            RawMetric("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "ratio", generations=_OLD, default_from="4.0.0"),
             RawMetric("DCGM_FI_PROF_GR_ENGINE_UTIL_RATIO", "ratio", generations=_NEW),
             amd=_AMD_GFX,
         ),
         # The profiling (DCP) activity fields, ratios 0-1 in every release. DCGM 4.7 renamed them
         # *_UTIL_RATIO (same field ids); dcgm-exporter 4.9 publishes the new names. GR_ENGINE,
-        # TENSOR and DRAM are default counters since dcgm-exporter 4.0; SM activity and occupancy
-        # come with the DCP counters file. On MIG instances they are the instance's own.
+        # TENSOR and DRAM are default counters since dcgm-exporter 4.0.0 (its commit 5f9250c; 2.x, 3.x and
+        # 3.5.0-3.6.1 of generation 4.8 collect them with dcp-metrics-included.csv only); SM activity and
+        # occupancy come with the DCP counters file. On MIG instances they are the instance's own.
         _dcgm(
             "tensor_active",
             "ratio",
             "Share of cycles any tensor pipe was active; 0 on a job that never uses tensor cores.",
-            RawMetric("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "ratio", generations=_OLD),
+            RawMetric("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "ratio", generations=_OLD, default_from="4.0.0"),
             RawMetric("DCGM_FI_PROF_TENSOR_UTIL_RATIO", "ratio", generations=_NEW),
         ),
         _dcgm(
             "dram_active",
             "ratio",
             "Share of cycles the device memory interface was sending or receiving data.",
-            RawMetric("DCGM_FI_PROF_DRAM_ACTIVE", "ratio", generations=_OLD),
+            RawMetric("DCGM_FI_PROF_DRAM_ACTIVE", "ratio", generations=_OLD, default_from="4.0.0"),
             RawMetric("DCGM_FI_PROF_DRAM_UTIL_RATIO", "ratio", generations=_NEW),
             amd=AmdSource((AmdMetric("gpu_umc_activity", "percent", "v1.0.0"),), note="MI300 partition 0 only"),
         ),
@@ -244,7 +281,8 @@ SIGNALS: dict[str, Signal] = {
             "fb_reserved",
             "bytes",
             "Framebuffer memory the driver reserves.",
-            RawMetric("DCGM_FI_DEV_FB_RESERVED", "MiB", generations=_OLD),
+            # A default counter from 4.3.1-4.4.0 (dcgm-exporter commit 6949141).
+            RawMetric("DCGM_FI_DEV_FB_RESERVED", "MiB", generations=_OLD, default_from="4.4.0"),
             RawMetric("DCGM_FI_DEV_FB_RESERVED_BYTES", "bytes", generations=_NEW),
         ),
         _dcgm(

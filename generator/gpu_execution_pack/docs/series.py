@@ -180,7 +180,7 @@ def render() -> str:
     for sig in catalog.SIGNALS.values():
         for raw in sig.raws:
             gens = ", ".join(raw.generations) if sig.exporter == "dcgm" else "any"
-            default = "yes" if raw.default_collected else "no"
+            default = "no" if not raw.default_collected else f"from {raw.default_from}" if raw.default_from else "yes"
             out.append(
                 f"| {sig.key} | {sig.exporter} | {sig.base_unit} | `{promql.render(raw.select())}` | {raw.unit} | "
                 f"{raw.type} | {gens} | {default} |\n"

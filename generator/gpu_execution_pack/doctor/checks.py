@@ -141,7 +141,10 @@ def check_optional_fields(cfg: Config, d: Deployment) -> Item:
     found = tuple(g for g in generations_found(d.metric_names) if g in cfg.dcgm.generations) or cfg.dcgm.generations
     for signal in catalog.SIGNALS.values():
         raws = [r for r in signal.raws_for(cfg.dcgm.generations) if r.vendor == "nvidia"]
-        if raws and not any(r.default_collected for r in raws) and not any(r.name in d.metric_names for r in raws):
+        # Collected by default only where every release of a generation found collects it: an exporter before
+        # the release that made it a default counter (RawMetric.default_from) publishes it with a counters file only.
+        default = any(r.default_in(g) for r in raws for g in found if g in r.generations)
+        if raws and not default and not any(r.name in d.metric_names for r in raws):
             readers = [s.name for s in catalog.ALL_SERIES if any(signal.key in f.signals for f in s.formulas)]
             names = " or ".join(r.name for r in signal.raws_for(found) if r.vendor == "nvidia") or raws[0].name
             missing.append(f"{names} (feeds {', '.join(readers[:2]) or 'no served series'})")
@@ -501,14 +504,15 @@ def check_mig_utilization(cfg: Config, d: Deployment) -> Item:
         return Item("MIG utilisation", "pass", f"all {d.mig_instances} MIG instances publish engine activity")
     targets = d.unmeasured_mig_targets
     activity = " or ".join(r.name for r in catalog.SIGNALS["gr_engine_active"].raws if r.vendor == "nvidia")
+    engine = next(r for r in catalog.SIGNALS["gr_engine_active"].raws if r.default_from)  # the DCGM 3 name
     return Item(
         "MIG utilisation",
         "warn",
         f"{d.unmeasured_mig_instances} of {d.mig_instances} MIG instances report without engine activity ({activity}"
         f"; targets {first_few(targets)}): a MIG instance has no GPU_UTIL, "
         "so the executions on them hold no GPU in the recorded series (no GPU-hours, report or alerts)",
-        "collect DCGM_FI_PROF_GR_ENGINE_ACTIVE: dcgm-exporter's dcp-metrics-included.csv has it (its 3.x "
-        "default-counters.csv does not), or add it to your -f counters file; it needs DCGM's profiling module, "
+        f"collect {engine.name}: dcgm-exporter's dcp-metrics-included.csv has it (its default-counters.csv only from "
+        f"{engine.default_from} on), or add it to your -f counters file; it needs DCGM's profiling module, "
         "which a profiler holding the GPU (Nsight, CUPTI) blocks",
     )
 

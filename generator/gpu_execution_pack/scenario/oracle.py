@@ -126,11 +126,15 @@ def raw_for(signal_key: str, generation: str) -> catalog.RawMetric | None:
 
 def published(key: str, raw: catalog.RawMetric, scenario: Scenario, host: str) -> bool:
     """Whether the exporter on ``host`` in ``scenario`` publishes ``raw`` for signal ``key``: each raw metric an
-    exporter collects by default, and the custom counters, unless the scenario says the field is missing
+    exporter collects by default (a host's dcgm-exporter is the newest release of its generation), and the custom
+    counters, unless the scenario says the field is missing
     (Scenario.missing, Host.missing); the rest only where it says it exports them (Scenario.exported)."""
     if key in scenario.missing_on(host):
         return False
-    return raw.default_collected or key in CUSTOM_COUNTERS or key in scenario.exported
+    default = (
+        raw.default_collected if raw.vendor != "nvidia" else raw.default_in(scenario.host(host).generation, newest=True)
+    )
+    return default or key in CUSTOM_COUNTERS or key in scenario.exported
 
 
 def load_values(own: GpuLoad, device: GpuLoad) -> dict[str, float]:
