@@ -353,9 +353,11 @@ def test_dcgm_exporters_old_pod_labels_are_named_with_the_fix(mig_fleet, tmp_pat
     namespace, so s03's executions have no tenant, and nothing else says why. The other hosts' labels are as read."""
     item = checks_of(doctor(mig_fleet, {"vendors": ["nvidia"]}, tmp_path, "--json"))["pod labels"]
     assert item["status"] == "warn", item
-    assert item["found"].startswith("the GPU series of 2 targets (s03-h1:9400, s03-h2:9400) carry pod_name"), item
+    assert item["found"].startswith("the GPU series of 2 targets (s03-h1:9400, s03-h2:9400) carry uuid, pod_name"), item
     assert "pod_namespace" in item["found"] and "have no tenant (namespace)" in item["found"], item
+    assert "have no UUID, so every GPU of a host reads as one device" in item["found"], item
     assert "--use-old-namespace" in item["fix"] and "pod_namespace to namespace" in item["fix"], item
+    assert "uuid to UUID" in item["fix"], item
 
 
 def test_mig_instances_that_each_carry_every_job_of_their_gpu_are_named_with_the_fix(mig_fleet, tmp_path: Path):

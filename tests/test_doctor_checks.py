@@ -268,3 +268,14 @@ def test_a_fleet_before_4_0_is_told_its_exporters_do_not_collect_the_engine_acti
     newer = names | {"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE"}
     found = item("optional fields", Config(), deployment(Config(), names=newer | {"DCGM_FI_PROF_PCIE_RX_BYTES"}))
     assert "GR_ENGINE" not in found.found and "TENSOR_ACTIVE" not in found.found, found.found
+
+
+def test_dcgm_exporters_old_uuid_label_is_a_warning_whatever_the_config_reads():
+    """dcgm-exporter under --use-old-namespace spells every GPU's UUID label uuid (its gpu_collector.go), pod
+    mapping or none: the rules tell GPUs apart by UUID, so a config that reads no pod label was told "info,
+    unread here" while every GPU of the host read as one device."""
+    cfg = config_from_mapping({"attribution": {"mode": "label"}, "api": {"tenant_label": "team"}})
+    found = item("pod labels", cfg, deployment(cfg, old_pod_label_targets=("gpu-01:9400",)))
+    assert found.status == "warn", found
+    assert "carry uuid, pod_name" in found.found and "have no UUID" in found.found, found
+    assert "uuid to UUID" in found.fix, found

@@ -42,6 +42,9 @@ KUBERNETES_JOIN_LABELS: tuple[str, ...] = ("namespace", "pod")
 # dcgm-exporter's pod mapping under --use-old-namespace (DCGM_EXPORTER_USE_OLD_NAMESPACE), kept from its 1.x labels:
 # the workload's pod, namespace and container under these names, which the rules do not read (doctor names them).
 OLD_POD_LABELS: dict[str, str] = {"pod": "pod_name", "namespace": "pod_namespace", "container": "container_name"}
+# The same flag spells every GPU's UUID label `uuid` (internal/pkg/collector/gpu_collector.go: uuid := "UUID"; if
+# useOld { uuid = "uuid" }), on every series and with or without the pod mapping: the rules read UUID_LABEL.
+OLD_UUID_LABEL = "uuid"
 
 # ROCm device-metrics-exporter's labels of a GPU (AMD), which the AMD group (rules.amd) copies into the
 # names above. Every MI300 partition is its own gpu_id; serial_number, card_model and card_series are its

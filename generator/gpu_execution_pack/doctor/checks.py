@@ -538,30 +538,33 @@ def check_mig_job_mapping(cfg: Config, d: Deployment) -> Item:
 
 
 def check_pod_labels(cfg: Config, d: Deployment) -> Item:
-    """dcgm-exporter under --use-old-namespace spells the workload's pod labels pod_name, pod_namespace and
-    container_name. The rules read pod and namespace: kubernetes attribution joins kube_pod_labels on them, and the
-    tenant is api.tenant_label. Such a GPU is held by no execution, or by one without its tenant, and no other
-    check says why."""
-    old = ", ".join(catalog.OLD_POD_LABELS.values())
+    """dcgm-exporter under --use-old-namespace spells each GPU's UUID label uuid, and the workload's pod labels
+    pod_name, pod_namespace and container_name. The rules tell GPUs apart by UUID (a GPU shared by executions, a MIG
+    instance's GPU), and read pod and namespace: kubernetes attribution joins kube_pod_labels on them, and the tenant
+    is api.tenant_label. Without UUID every GPU of a host reads as one device, held by every execution on the host;
+    without the pod labels a GPU is held by no execution, or by one without its tenant; no other check says why."""
+    old = ", ".join((catalog.OLD_UUID_LABEL, *catalog.OLD_POD_LABELS.values()))
     if not d.old_pod_label_targets:
-        return Item("pod labels", "pass", f"no GPU series carries dcgm-exporter's old pod labels ({old})")
+        return Item("pod labels", "pass", f"no GPU series carries dcgm-exporter's old labels ({old})")
     targets = d.old_pod_label_targets
     some = f"{len(targets)} target{'s' * (len(targets) != 1)} ({first_few(targets)})"
+    lost = (
+        f"their GPUs have no {catalog.UUID_LABEL}, so every GPU of a host reads as one device, shared by every "
+        "execution on the host"
+    )
     if cfg.attribution.mode == "kubernetes":  # joined to kube_pod_labels on namespace and pod: no match
-        lost = "their GPUs are held by no execution (kubernetes attribution joins pod labels on namespace and pod)"
+        lost += ", and are held by no execution (kubernetes attribution joins pod labels on namespace and pod)"
     elif cfg.api.tenant_label in catalog.OLD_POD_LABELS:
-        lost = f"their executions have no tenant ({cfg.api.tenant_label})"
-    else:  # this config reads none of them: said, as a change of attribution or tenant label would
-        return Item("pod labels", "info", f"the GPU series of {some} carry {old} (--use-old-namespace); unread here")
+        lost += f", and their executions have no tenant ({cfg.api.tenant_label})"
+    renamed = {catalog.UUID_LABEL: catalog.OLD_UUID_LABEL, **catalog.OLD_POD_LABELS}
     return Item(
         "pod labels",
         "warn",
-        f"the GPU series of {some} carry {old}: dcgm-exporter's spelling "
-        f"under --use-old-namespace, which the rules do not read (they read {', '.join(catalog.OLD_POD_LABELS)}): "
-        + lost,
+        f"the GPU series of {some} carry {old}: dcgm-exporter's spelling under --use-old-namespace, which the "
+        f"rules do not read (they read {', '.join(renamed)}): " + lost,
         "run dcgm-exporter without --use-old-namespace (DCGM_EXPORTER_USE_OLD_NAMESPACE), or rename them at "
         "scrape: a metric_relabel_configs entry per label copying "
-        + ", ".join(f"{spelt} to {label}" for label, spelt in catalog.OLD_POD_LABELS.items()),
+        + ", ".join(f"{spelt} to {label}" for label, spelt in renamed.items()),
     )
 
 

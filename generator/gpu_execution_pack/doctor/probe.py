@@ -143,8 +143,9 @@ def unmeasured_mig_instances() -> Expr:
 
 def old_pod_labelled() -> Expr:
     """dcgm-exporter's presence series that carry its old pod labels (``catalog.OLD_POD_LABELS``), as published or
-    behind a ServiceMonitor without honorLabels (exported_*)."""
+    behind a ServiceMonitor without honorLabels (exported_*), or its old UUID label (``catalog.OLD_UUID_LABEL``)."""
     spellings = [p + label for label in catalog.OLD_POD_LABELS.values() for p in ("", catalog.EXPORTED_PREFIX)]
+    spellings.append(catalog.OLD_UUID_LABEL)  # the exporter's own label, never exported_: on every series
     raws = catalog.presence_raws(catalog.GENERATIONS, ("nvidia",))
     return any_of([raw.select(labelled(label)) for raw in raws for label in spellings])
 

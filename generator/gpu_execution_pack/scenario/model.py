@@ -134,7 +134,8 @@ class Host:
     # processes, with pod_uid and the device plugin's replica as vgpu, beside the device's own series; every other
     # field the device's, copied to each pod (with vgpu).
     virtual_gpus: bool = False
-    # dcgm-exporter with --use-old-namespace: the workload's pod labels spelt pod_name, pod_namespace, container_name.
+    # dcgm-exporter with --use-old-namespace: the workload's pod labels spelt pod_name, pod_namespace, container_name,
+    # and the GPU's UUID label uuid.
     old_pod_labels: bool = False
     pod_info: bool = False  # kube-state-metrics publishes kube_pod_info (with the node) for the exporter pod
     # kube-state-metrics scraped without honor_labels (a ServiceMonitor without honorLabels, kubernetes-mixin

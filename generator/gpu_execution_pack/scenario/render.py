@@ -157,8 +157,9 @@ class Renderer:
             if container:
                 workload["container"] = container
                 labels |= dra_labels(host, gpu, owner)
-        if host.old_pod_labels:
+        if host.old_pod_labels:  # --use-old-namespace: the GPU's UUID label too
             workload = {catalog.OLD_POD_LABELS.get(k, k): v for k, v in workload.items()}
+            labels[catalog.OLD_UUID_LABEL] = labels.pop(catalog.UUID_LABEL)
         if owner is not None and host.virtual_gpus and self.mode != "mapping":
             # The device plugin's time-slicing replica the pod holds (device id <UUID>::<replica>).
             labels["vgpu"] = str(self.owners(gpu).index(owner))
