@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from gpu_execution_pack.rules.files import all_groups
 from gpu_execution_pack.scenario import library
 from gpu_execution_pack.scenario.model import Execution, Host, Scenario
 from gpu_execution_pack.scenario.phases import TRAINING
-from gpu_execution_pack.scenario.render import Renderer
+from gpu_execution_pack.scenario.render import RenderedSeries, Renderer
 
 from harness.prometheus import Prometheus, free_port
 from harness.upstreams import Proxy, Seen
@@ -49,18 +50,22 @@ def serve(
     evaluation: str = "15s",
     version: str = "",
     render_as: dict[str, dict] | None = None,
+    relabel: Callable[[RenderedSeries], RenderedSeries] = lambda series: series,
 ) -> Prometheus:
     """A Prometheus holding ``scenarios`` up to a minute ago (so their GPUs report now), scraping itself every
     ``scrape`` with the target label hostname, with ``cfg_data``'s rule files matching the glob ``rules`` loaded
     (none where empty) and evaluated every ``evaluation`` where their group sets no interval, their version
     label rewritten to ``version`` where given; a scenario of a cluster named in ``render_as`` is published as
-    that config (its attribution, say) has it, not as ``cfg_data``'s rules read it."""
+    that config (its attribution, say) has it, not as ``cfg_data``'s rules read it; every series as ``relabel``
+    stores it (another scrape config's target labels)."""
     cfg = config_from_mapping({**cfg_data, "output": {"rules_dir": str(workdir / "rules")}})
     end = int(time.time()) - 60
     start = end - max(s.window_minutes for s in scenarios) * 60
     published = {c: config_from_mapping({**cfg_data, **extra}) for c, extra in (render_as or {}).items()}
     series = [
-        s for scenario in scenarios for s in Renderer(scenario, published.get(scenario.cluster, cfg)).all_series()
+        relabel(s)
+        for scenario in scenarios
+        for s in Renderer(scenario, published.get(scenario.cluster, cfg)).all_series()
     ]
     server = Prometheus(workdir, port=free_port())
     server.load(series, all_groups(cfg), start, end)
@@ -317,19 +322,36 @@ def per_gpu_job_files() -> Scenario:
     return replace(mig, name="per-GPU job files", hosts=(Host("m1", "4.8"),), executions=jobs)
 
 
+# prometheus-community/prometheus's values.yaml: its job for annotated services (honor_labels: true, target labels
+# namespace, service and node), which scrapes dcgm-exporter, node_exporter and kube-state-metrics alike.
+ANNOTATION_JOB = "kubernetes-service-endpoints"
+
+
+def by_annotation(series: RenderedSeries) -> RenderedSeries:
+    """s05's dcgm-exporter series as that job stores them (the others as rendered)."""
+    labels = dict(series.labels)
+    if labels.get("job") != "dcgm-exporter" or not labels.get("instance", "").startswith("s05-"):
+        return series
+    return replace(series, labels=tuple(sorted((labels | {"job": ANNOTATION_JOB, "service": "dcgm-exporter"}).items())))
+
+
 @pytest.fixture(scope="module")
 def mig_fleet(tmp_path_factory: pytest.TempPathFactory):
     """Two MIG hosts (the library's MIG scenario twice, under names of their own): s01's dcgm-exporter publishes
     engine activity, s02's does not (3.x's default counters, or the profiling module not loaded). Beside them, s03's
-    whole GPUs behind a dcgm-exporter run with --use-old-namespace (pod_namespace, not namespace), and s04's MIG
-    instances behind a Slurm job mapping of one file per GPU."""
+    whole GPUs behind a dcgm-exporter run with --use-old-namespace (pod_namespace, not namespace), s04's MIG
+    instances behind a Slurm job mapping of one file per GPU, and s05's upstream Helm chart install scraped by the
+    prometheus-community chart's annotation job (``kubernetes_service_endpoints``), not one named after dcgm."""
     from gpu_execution_pack.config import Config
 
     without_activity = replace(library.mig(), missing=frozenset({"gr_engine_active"}))
     training = library.training_in("4.8")
     old_labels = replace(training, hosts=tuple(replace(h, old_pod_labels=True) for h in training.hosts))
-    scenarios = library.apart([library.mig(), without_activity, old_labels, per_gpu_job_files()], Config())
-    server = serve(tmp_path_factory.mktemp("mig"), {"vendors": ["nvidia"]}, scenarios, "15s", rules="")
+    helm = replace(library.real_install("helm1"), minutes=library.mig().window_minutes)  # reporting to the end
+    scenarios = library.apart([library.mig(), without_activity, old_labels, per_gpu_job_files(), helm], Config())
+    server = serve(
+        tmp_path_factory.mktemp("mig"), {"vendors": ["nvidia"]}, scenarios, "15s", rules="", relabel=by_annotation
+    )
     try:
         yield server
     finally:
@@ -368,3 +390,18 @@ def test_mig_instances_that_each_carry_every_job_of_their_gpu_are_named_with_the
     assert item["found"].startswith("2 MIG instances carry several execution_id ids at once without vgpu"), item
     assert "(targets s04-m1:9400)" in item["found"], item
     assert "<gpu>.<GPU_I_ID>" in item["fix"], item
+
+
+def test_a_dcgm_exporter_job_the_exporter_down_alert_does_not_watch_is_named_with_the_fix(mig_fleet, tmp_path: Path):
+    """selectors.dcgm_targets' default (job=~".*dcgm.*") selects no target of the prometheus-community chart's
+    annotation job: s05's dcgm-exporter could go down without GpuExecutionDcgmExporterDown firing. The others' job
+    is watched; a selector for the job passes."""
+    checks = checks_of(doctor(mig_fleet, {"vendors": ["nvidia"]}, tmp_path, "--json"))
+    item = checks["exporter targets"]
+    assert item["status"] == "warn", item
+    assert item["found"].startswith(f"no up series of job {ANNOTATION_JOB}, which publishes dcgm-exporter's"), item
+    assert "GpuExecutionDcgmExporterDown cannot fire" in item["found"] and "dcgm-exporter," not in item["found"], item
+    assert item["fix"].startswith(f'set selectors.dcgm_targets to select them, e.g. job="{ANNOTATION_JOB}"'), item
+    watched = {"vendors": ["nvidia"], "selectors": {"dcgm_targets": f'job=~"dcgm-exporter|{ANNOTATION_JOB}"'}}
+    item = checks_of(doctor(mig_fleet, watched, tmp_path, "--json"))["exporter targets"]
+    assert item["status"] == "pass", item

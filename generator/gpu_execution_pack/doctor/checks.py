@@ -16,6 +16,7 @@ from gpu_execution_pack.config import Config, cluster_scope
 from gpu_execution_pack.config.loader import MAX_DURATION_SECONDS
 from gpu_execution_pack.promql import render
 from gpu_execution_pack.promql.durations import duration_text, parse_duration_seconds
+from gpu_execution_pack.rules.alerts import DCGM_EXPORTER_DOWN
 from gpu_execution_pack.rules.files import all_groups, rule_document, rules_digest
 from gpu_execution_pack.rules.groups import AlertRule
 
@@ -568,6 +569,33 @@ def check_pod_labels(cfg: Config, d: Deployment) -> Item:
     )
 
 
+def check_exporter_targets(cfg: Config, d: Deployment) -> Item:
+    """The dcgm-exporter targets the exporter-down alert watches: selectors.dcgm_targets picks their `up` series. A
+    job that publishes dcgm-exporter's series and none of whose `up` series it selects (the prometheus-community
+    chart's kubernetes-service-endpoints or kubernetes-pods job, a static job named after the hosts) holds exporters
+    that can go down without the alert firing, and no other check says so."""
+    name, selected = "exporter targets", cfg.selectors.dcgm_targets
+    if d.dcgm_target_jobs is None or "nvidia" not in cfg.vendors:
+        return Item(name, "info", "dcgm-exporter's targets not asked (vendors without nvidia)")
+    if not d.dcgm_jobs:
+        return Item(name, "info", "no dcgm-exporter series reports now")
+    unwatched = [job for job in d.dcgm_jobs if job not in d.dcgm_target_jobs]
+    if not unwatched:
+        return Item(
+            name, "pass", f"selectors.dcgm_targets ({selected}) selects the targets of {first_few(d.dcgm_jobs)}"
+        )
+    jobs = f"job{'s' * (len(unwatched) != 1)} {first_few(unwatched)}"
+    return Item(
+        name,
+        "warn",
+        f"no up series of {jobs}, which publish{'es' * (len(unwatched) == 1)} dcgm-exporter's series, matches "
+        f"selectors.dcgm_targets ({selected}): {DCGM_EXPORTER_DOWN.name} cannot fire when one of its targets "
+        "goes down",
+        f'set selectors.dcgm_targets to select them, e.g. job="{unwatched[0]}"; where other exporters share the job, '
+        "add a label only dcgm-exporter's targets carry (its service or app label)",
+    )
+
+
 def check_host_names(cfg: Config, d: Deployment) -> Item:
     if unread := not_loaded(cfg, d, catalog.NODE_HOST_COLLISIONS):
         return Item("host names", "info", f"collisions cannot be told: {unread}")
@@ -624,6 +652,7 @@ CHECKS: tuple[Callable[[Config, Deployment], Item], ...] = (
     check_mig_utilization,
     check_mig_job_mapping,
     check_pod_labels,
+    check_exporter_targets,
     check_host_names,
     check_clusters,
     check_retention,

@@ -34,6 +34,7 @@ from gpu_execution_pack.promql import (
 )
 from gpu_execution_pack.promql.durations import parse_duration_seconds
 from gpu_execution_pack.query.prometheus import PrometheusClient, PrometheusError
+from gpu_execution_pack.rules.alerts import UP
 
 T = TypeVar("T")
 # Labels that name a cluster on real installs: kube-prometheus' and Thanos' external labels, the
@@ -116,6 +117,10 @@ class Deployment:
     # and their targets; None where the raw series carry no execution id (another attribution mode)
     crowded_mig_instances: int | None = None
     crowded_mig_targets: tuple[str, ...] = ()
+    # The jobs of the targets that publish dcgm-exporter's series now, and the jobs of the `up` series
+    # selectors.dcgm_targets selects (what the exporter-down alert reads); None: not asked
+    dcgm_jobs: tuple[str, ...] = ()
+    dcgm_target_jobs: tuple[str, ...] | None = None
 
 
 def presence(vendors: tuple[str, ...]) -> Expr:
@@ -465,11 +470,13 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         shared_gpu_nodes(client),
     )
     # One row per instance without engine activity (with its target): counted and named from the one answer.
-    instances, unmeasured, old_pod_labels, crowded = await asyncio.gather(
+    instances, unmeasured, old_pod_labels, crowded, dcgm_jobs, dcgm_target_jobs = await asyncio.gather(
         instant_value(client, gpu_count(mig_instances())),
         client.instant(render(unmeasured_mig_instances())),
         label_values(client, catalog.INSTANCE_LABEL, old_pod_labelled()),
         crowded_mig(client, cfg),
+        label_values(client, catalog.JOB_LABEL, presence(("nvidia",))),
+        label_values(client, catalog.JOB_LABEL, selector(UP, *cfg.selectors.dcgm_targets_matchers)),
     )
     return Deployment(
         metric_names=names,
@@ -492,4 +499,6 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         old_pod_label_targets=old_pod_labels,
         crowded_mig_instances=None if crowded is None else len(crowded),
         crowded_mig_targets=tuple(sorted({t for r in crowded or () if (t := r["metric"].get(catalog.INSTANCE_LABEL))})),
+        dcgm_jobs=dcgm_jobs,
+        dcgm_target_jobs=dcgm_target_jobs,
     )
