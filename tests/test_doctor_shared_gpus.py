@@ -5,8 +5,9 @@ each GPU with one pod (dcgm-exporter's ``toDeviceToPod``): the other holders go 
 
 kube-state-metrics' capacity series is written as it publishes it (``kube_node_status_capacity{node, resource,
 unit}``, the resource name sanitised), beside the scenario library's GPUs: a time-sliced pair (h21, one pod's
-series per holder and no replica label), a virtual-GPU pair (h24, with ``vgpu``) and a training job's hosts
-(h1, h2), whose capacity is their GPU count.
+series per holder and no replica label), a virtual-GPU pair (h24, with ``vgpu``), a training job's hosts (h1, h2),
+whose capacity is their GPU count, and the upstream Helm chart's node helm1.cluster.internal, whose dcgm-exporter
+names its host by its own pod (no NODE_NAME: ``hostname="dcgm-exporter-wwwjh"``), sharing its GPUs without ``vgpu``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("promtool_available")]
 
 TIME_SLICED, VIRTUAL = "a time-sliced pair", "a virtual-GPU pair with per-process values"
 REPLICAS = 4  # the device plugin's time-slicing replicas per GPU on h21 and h24
+HELM = "helm1"  # the upstream Helm chart's install: its node is helm1.cluster.internal
 KUBE_STATE_TARGET = (("instance", "10.0.9.1:8080"), ("job", "kube-state-metrics"))
 
 
@@ -42,7 +44,7 @@ def capacity(node: str, gpus: int, steps: int) -> RenderedSeries:
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory):
     by_name = {s.name: s for s in library.default_suite()}
-    scenarios = [by_name[TIME_SLICED], by_name[VIRTUAL], library.training_in("4.8")]
+    scenarios = [by_name[TIME_SLICED], by_name[VIRTUAL], library.training_in("4.8"), library.real_install(HELM)]
     cfg = config_from_mapping({"vendors": ["nvidia"]})
     end = int(time.time()) - 60
     placed = []  # each scenario's series, and kube-state-metrics' capacity of its hosts, up to a minute ago
@@ -50,8 +52,9 @@ def shared(tmp_path_factory: pytest.TempPathFactory):
         series = Renderer(scenario, cfg).all_series()
         for host in scenario.hosts:
             gpus = sum(g.host == host.name for g in scenario.all_gpus())
-            shares = scenario.name in (TIME_SLICED, VIRTUAL)
-            series.append(capacity(host.name, gpus * REPLICAS if shares else gpus, scenario.steps + 1))
+            shares = scenario.name in (TIME_SLICED, VIRTUAL) or host.name == HELM
+            node = host.kube_node or host.name  # kube-state-metrics names the Kubernetes node
+            series.append(capacity(node, gpus * REPLICAS if shares else gpus, scenario.steps + 1))
         placed.append((series, end - scenario.steps * STEP_SECONDS))
     server = Prometheus(tmp_path_factory.mktemp("shared-gpus"), port=free_port())
     server.load_openmetrics(placed_openmetrics(placed), [], min(start for _, start in placed), end)
@@ -71,13 +74,15 @@ def shared_check(server: Prometheus, cfg: dict, tmp_path: Path) -> dict:
 def test_shared_gpus_without_the_replica_label_are_named_with_the_fix(shared, tmp_path: Path):
     item = shared_check(shared, {"vendors": ["nvidia"]}, tmp_path)
     assert item["status"] == "warn", item
-    # Two nodes share (h21 and h24, advertising 4 per GPU); only h21's series never carry vgpu.
-    assert item["found"].startswith("2 nodes share their GPUs"), item
-    assert "on 1 (h21)" in item["found"] and "h24" not in item["found"], item
+    # Three nodes share (h21, h24 and helm1's, advertising 4 per GPU); h21's and helm1's series never carry vgpu.
+    # helm1's GPUs are placed on their node through their exporter pod's (kube_pod_info): its host label names
+    # no node, and that node was not compared (the check passed it by).
+    assert item["found"].startswith("3 nodes share their GPUs"), item
+    assert "on 2 (h21, helm1.cluster.internal)" in item["found"] and "h24" not in item["found"], item
     assert "KUBERNETES_VIRTUAL_GPUS=true" in item["fix"] and "attribution.mode: kubernetes" in item["fix"], item
 
 
 def test_with_a_mapping_metric_every_holder_is_named_and_it_passes(shared, tmp_path: Path):
     item = shared_check(shared, {"vendors": ["nvidia"], "attribution": {"mode": "mapping"}}, tmp_path)
     assert item["status"] == "pass", item
-    assert "2 nodes share" in item["found"] and "a mapping metric" in item["found"], item
+    assert "3 nodes share" in item["found"] and "a mapping metric" in item["found"], item

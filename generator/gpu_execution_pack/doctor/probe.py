@@ -35,6 +35,7 @@ from gpu_execution_pack.promql import (
 from gpu_execution_pack.promql.durations import parse_duration_seconds
 from gpu_execution_pack.query.prometheus import PrometheusClient, PrometheusError
 from gpu_execution_pack.rules.alerts import UP
+from gpu_execution_pack.rules.hosts import from_exported
 
 T = TypeVar("T")
 # Labels that name a cluster on real installs: kube-prometheus' and Thanos' external labels, the
@@ -401,6 +402,21 @@ def by_node(expr: Expr) -> Expr:
     return expr
 
 
+def gpu_nodes(cfg: Config, expr: Expr) -> Expr:
+    """Each GPU entry of ``expr`` (by UUID and MIG instance) with its Kubernetes ``node``: the node kube-state-metrics
+    names for the pod on its series (dcgm-exporter's own pod behind a ServiceMonitor, else the workload's: either
+    runs on the GPU's node), else its host label (``by_node``). The upstream Helm chart sets no NODE_NAME, and its
+    exporter's host label is then its own pod's name, no node's."""
+    node, keys, pods = catalog.POD_NODE_LABEL, ("UUID", "GPU_I_ID"), catalog.KUBERNETES_JOIN_LABELS
+    a = cfg.attribution
+    pod_info = from_exported(selector(a.pod_info_metric, *a.kubernetes_matchers), (*pods, node))
+    # One node per pod, even where a pod of one name ran on two nodes within the lookback (or two clusters share it).
+    nodes = aggregate("topk", pods, aggregate("group", (*pods, node), pod_info), param=1)
+    on_pods = join(aggregate("group", (*pods, *keys), expr), "*", on(pods, group_left=(node,)), nodes)
+    by_pod = aggregate("group", (node, *keys), on_pods)
+    return any_of([by_pod, aggregate("group", (node, *keys), by_node(expr))], matching=on(keys))
+
+
 def advertised_gpus() -> Expr:
     """Each node's nvidia.com/gpu capacity as kube-state-metrics publishes it."""
     return selector(
@@ -408,16 +424,16 @@ def advertised_gpus() -> Expr:
     )
 
 
-async def shared_gpu_nodes(client: PrometheusClient) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
-    """The nodes whose advertised nvidia.com/gpu exceed the GPU entries dcgm-exporter reports under their name
-    (shared GPUs: the device plugin advertises each GPU once per replica), and those of them whose GPU series
-    carry no replica label. A node whose name dcgm-exporter does not give is not compared. (None, ()) without
+async def shared_gpu_nodes(client: PrometheusClient, cfg: Config) -> tuple[tuple[str, ...] | None, tuple[str, ...]]:
+    """The nodes whose advertised nvidia.com/gpu exceed the GPU entries dcgm-exporter reports on them (``gpu_nodes``;
+    shared GPUs: the device plugin advertises each GPU once per replica), and those of them whose GPU series
+    carry no replica label. A node none of whose GPUs can be placed is not compared. (None, ()) without
     kube-state-metrics' capacity series."""
     node = catalog.POD_NODE_LABEL
     advertised = aggregate("sum", (node,), advertised_gpus())
     raws = catalog.presence_raws(catalog.GENERATIONS, ("nvidia",))
     nvidia = any_of([raw.select() for raw in raws])
-    reported = aggregate("count", (node,), aggregate("group", (node, "UUID", "GPU_I_ID"), by_node(nvidia)))
+    reported = aggregate("count", (node,), gpu_nodes(cfg, nvidia))
     shared = join(advertised, ">", on((node,)), reported)
     # Over the last day: a node whose GPUs no pod holds right now publishes no pod series, replica or not.
     replicas = any_of(
@@ -426,7 +442,7 @@ async def shared_gpu_nodes(client: PrometheusClient) -> tuple[tuple[str, ...] | 
     capacity, nodes, with_replicas = await asyncio.gather(
         client.instant(render(aggregate("count", None, advertised))),
         label_values(client, node, shared),
-        label_values(client, node, by_node(replicas)),
+        label_values(client, node, gpu_nodes(cfg, replicas)),
     )
     if not capacity:
         return None, ()
@@ -467,7 +483,7 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         iterations(client),
         gpu_time(client, cfg, present),
         label_values(client, "job", any_of([present, idle_cpus])),
-        shared_gpu_nodes(client),
+        shared_gpu_nodes(client, cfg),
     )
     # One row per instance without engine activity (with its target): counted and named from the one answer.
     instances, unmeasured, old_pod_labels, crowded, dcgm_jobs, dcgm_target_jobs = await asyncio.gather(
