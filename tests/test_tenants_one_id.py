@@ -11,14 +11,15 @@ from pathlib import Path
 import pytest
 import yaml
 from gpu_execution_pack import catalog, promtool
-from gpu_execution_pack.config import Config
+from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.rules.files import all_groups
 from gpu_execution_pack.scenario import oracle
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Host, Scenario
 from gpu_execution_pack.scenario.render import Renderer, expand_notation
+from gpu_execution_pack.testsuites import config_variants
 from gpu_execution_pack.testsuites.alerts import alert_suite
 
-from .conftest import run_promtool_test
+from .conftest import run_promtool_test, suite_failures
 
 pytestmark = [pytest.mark.e2e, pytest.mark.single_version, pytest.mark.usefixtures("promtool_available")]
 REPO = Path(__file__).resolve().parent.parent
@@ -156,6 +157,19 @@ def test_a_gpu_shared_where_no_series_carries_a_tenant_names_the_other_holders_b
         "alert_rule_test": [{"eval_time": "5m", "alertname": "GpuExecutionGpuMemoryHigh", "exp_alerts": alerts}],
     }
     run_promtool_test(tmp_path, {tmp_path / "alerts.rules.yml": (REPO / "rules/alerts.rules.yml").read_text()}, [test])
+
+
+@pytest.mark.parametrize("mode", ["label", "kubernetes"])
+def test_the_test_command_s_suites_pass_for_a_config_whose_tenant_is_another_label(tmp_path: Path, mode: str):
+    """``gpu-execution-pack test --config`` with ``api.tenant_label: team``: the scenarios carry each workload's
+    tenant in that label (in kubernetes mode beside the pod's ``namespace``, which the pod join reads), and the
+    oracle expects it there, on the per-GPU series, the rollups, the alerts and their descriptions. The oracle
+    named ``namespace`` whatever the config said, so every such config's suites failed."""
+    cfg = config_from_mapping({"api": {"tenant_label": "team"}, "attribution": {"mode": mode}}, "test")
+    # A training job, two tenants' Jobs time-slicing one GPU (their memory alerts name each other's tenant),
+    # and the AMD fleet (its pods' tenant).
+    held = frozenset({"train-0001", "vgpufull-0037"})
+    assert suite_failures(config_variants(cfg), tmp_path, executions=held) == ""
 
 
 def run_suite(tmp_path: Path, cfg: Config, test: dict) -> None:

@@ -137,7 +137,11 @@ def bit_set(value: float, bit: int) -> bool:
 
 
 def gpu_entities(world: World) -> list[Entity]:
-    return [Entity(tuple(sorted(expected.gpu_labels(e, g).items())), e, g) for e in world.s.executions for g in e.gpus]
+    return [
+        Entity(tuple(sorted(expected.gpu_labels(e, g, world.cfg.api.tenant_label).items())), e, g)
+        for e in world.s.executions
+        for g in e.gpus
+    ]
 
 
 def host_entities(world: World) -> list[Entity]:
@@ -151,7 +155,7 @@ def host_entities(world: World) -> list[Entity]:
 def execution_entities(world: World) -> list[Entity]:
     """An execution's alerts carry its tenant beside its id: the rollups they read keep it."""
     return [
-        Entity(tuple(sorted({EXECUTION_LABEL: e.id, expected.TENANT_LABEL: e.namespace}.items())), e)
+        Entity(tuple(sorted({EXECUTION_LABEL: e.id, world.cfg.api.tenant_label: e.namespace}.items())), e)
         for e in world.s.executions
     ]
 
@@ -244,7 +248,7 @@ def gpu_memory_specs(a: Alerts) -> list[AlertSpec]:
             # An execution is its id and its tenant: a Job of the same name in another namespace is another holder.
             own = (e.execution.id, e.execution.namespace)
             others = sorted({(x.id, x.namespace) for x in model.holders(w.s, e.gpu, m)} - {own})
-            names = [f"{i} ({expected.TENANT_LABEL} {t})" if t else i for i, t in others]
+            names = [f"{i} ({w.cfg.api.tenant_label} {t})" if t else i for i, t in others]
             shared = f" Every execution holding the GPU counts: it is shared with {', '.join(names)}." if names else ""
             return (
                 f"Execution {e.execution.id}{w.in_cluster} has used {humanize_percentage(ratio(w, e, m))} "

@@ -160,6 +160,7 @@ class AmdFleet:
     job: str = "exporter-amdgpu-metrics-exporter"  # the Helm chart's job (jobLabel: app)
     job_label: str = SLURM_JOB_LABEL  # what a Slurm job's id is stored as (a scrape config may rename job_id)
     extra_labels: tuple[tuple[str, str], ...] = ()  # on every series, e.g. the cluster as a central store sees it
+    tenant_label: str = "namespace"  # api.tenant_label: the pod's namespace itself by default
     _accumulated: dict = field(default_factory=dict)
 
     @property
@@ -208,6 +209,7 @@ class AmdFleet:
         holder = self.holder(gpu, step)
         if holder is not None and holder.pod:
             labels |= {"pod": holder.pod, "namespace": holder.namespace, "container": "trainer"}
+            labels[self.tenant_label] = holder.namespace
         elif holder is not None:
             labels |= {self.job_label: holder.id, "job_user": holder.user, "job_partition": "gpu"}
         return labels | dict(self.extra_labels)
@@ -363,7 +365,8 @@ def as_configured(fleet: AmdFleet, cfg: Config, cluster: str = "") -> AmdFleet:
     """``fleet`` as ``cfg``'s Prometheus stores it: each exporter's name prefix one ``amd.metric_prefixes``
     reads, the Slurm job id under the label the rules read it from (``amd.execution_label``, else the
     execution label a scrape config renamed it to), ``amd.selector``'s equality matchers on every series,
-    the cluster label where ``cluster_label`` is set, and in kubernetes mode each execution in a pod."""
+    the cluster label where ``cluster_label`` is set, a pod's tenant in ``api.tenant_label``, and in kubernetes mode
+    each execution in a pod."""
     prefixes = cfg.amd.metric_prefixes
     hosts = tuple(
         h if h.exporter.prefix in prefixes else replace(h, exporter=replace(h.exporter, prefix=prefixes[0]))
@@ -381,7 +384,14 @@ def as_configured(fleet: AmdFleet, cfg: Config, cluster: str = "") -> AmdFleet:
             e if e.pod else replace(e, pod=f"{e.id}-worker-0", namespace=POD_NAMESPACE) for e in executions
         )
     return replace(
-        fleet, hosts=hosts, executions=executions, job=job, job_label=job_label, extra_labels=extra, _accumulated={}
+        fleet,
+        hosts=hosts,
+        executions=executions,
+        job=job,
+        job_label=job_label,
+        extra_labels=extra,
+        tenant_label=cfg.api.tenant_label,
+        _accumulated={},
     )
 
 

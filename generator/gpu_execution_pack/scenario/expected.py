@@ -16,7 +16,7 @@ from gpu_execution_pack.promql.durations import parse_duration_seconds
 from gpu_execution_pack.scenario import model, oracle, phases
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Host, Scenario
 
-TENANT_LABEL = "namespace"  # the default api.tenant_label, which every test variant keeps
+TENANT_LABEL = "namespace"  # the default api.tenant_label
 
 
 @dataclass(frozen=True)
@@ -25,10 +25,11 @@ class Sample:
     value: float
 
 
-def gpu_labels(execution: Execution, gpu: Gpu) -> dict[str, str]:
+def gpu_labels(execution: Execution, gpu: Gpu, tenant: str = TENANT_LABEL) -> dict[str, str]:
+    """A GPU's labels on the recorded per-GPU series; ``tenant`` is the config's ``api.tenant_label``."""
     labels = {
         EXECUTION_LABEL: execution.id,
-        TENANT_LABEL: execution.namespace,  # every attribution mode carries the tenant (api.tenant_label)
+        tenant: execution.namespace,  # every attribution mode carries the tenant (api.tenant_label)
         HOST_LABEL: gpu.host,
         "gpu": str(gpu.index),
         "UUID": gpu.uuid,
@@ -116,15 +117,17 @@ def expected(
     for collision in scenario.host_name_collisions:
         if collision.at(minute):
             out[catalog.NODE_HOST_COLLISIONS.name].append(Sample({HOST_LABEL: collision.name}, collision.machines))
-    seconds = sample_seconds(scenario, minute, cfg or Config(), store)  # the same for every execution sampled now
+    cfg = cfg or Config()
+    tenant = cfg.api.tenant_label
+    seconds = sample_seconds(scenario, minute, cfg, store)  # the same for every execution sampled now
     for e in running(scenario, minute):
         per_gpu = [(g, oracle.gpu_truth(scenario, e, g, minute)) for g in e.gpus]
         for gpu, truth in per_gpu:
             assert truth is not None
             for key, value in truth.items():
-                out[key.name].append(Sample(gpu_labels(e, gpu), value))
+                out[key.name].append(Sample(gpu_labels(e, gpu, tenant), value))
             if seconds is not None:
-                out[catalog.GPU_SAMPLE_SECONDS.name].append(Sample(gpu_labels(e, gpu), seconds))
+                out[catalog.GPU_SAMPLE_SECONDS.name].append(Sample(gpu_labels(e, gpu, tenant), seconds))
         hosts = sorted({g.host for g in e.gpus})
         for host in hosts:
             labels = {EXECUTION_LABEL: e.id, HOST_LABEL: host}
@@ -134,7 +137,7 @@ def expected(
                     continue
                 out[key.name].append(Sample(labels, value))
         truths = [t for _, t in per_gpu if t]
-        ex = {EXECUTION_LABEL: e.id, TENANT_LABEL: e.namespace}  # the rollups keep the tenant beside the id
+        ex = {EXECUTION_LABEL: e.id, tenant: e.namespace}  # the rollups keep the tenant beside the id
         utils = [t[catalog.GPU_UTILIZATION] for t in truths]
         out[catalog.EXECUTION_GPU_COUNT.name].append(Sample(ex, float(len(e.gpus))))
         out[catalog.EXECUTION_HOST_COUNT.name].append(Sample(ex, float(len(hosts))))
@@ -160,7 +163,7 @@ def expected(
         )
         for gpu_model in sorted({g.model for g in e.gpus}):
             of_model = [(g, t) for g, t in per_gpu if g.model == gpu_model and t]
-            labels = {EXECUTION_LABEL: e.id, TENANT_LABEL: e.namespace, "modelName": gpu_model}
+            labels = {EXECUTION_LABEL: e.id, tenant: e.namespace, "modelName": gpu_model}
             # A GPU held by N executions at once is billed 1/N to each; a MIG instance in its share of the GPU
             # (its slices over those of every instance of the GPU: a 3g beside a free 4g bills 3/7 of a GPU).
             of_gpu = {g: oracle.instance_share(scenario, g) for g in e.gpus if g.model == gpu_model}
@@ -178,6 +181,7 @@ def conditions(scenario: Scenario, cfg: Config, minute: float) -> dict[str, list
     and meanwhile the busiest host CPU of the execution (where a host has one)."""
     out: dict[str, list[Sample]] = defaultdict(list)
     memory_high, underutilized = cfg.alerts.gpu_memory_high.threshold, cfg.alerts.gpu_underutilized.threshold
+    tenant = cfg.api.tenant_label
     for e in running(scenario, minute):
         utils = []
         for gpu in e.gpus:
@@ -187,8 +191,8 @@ def conditions(scenario: Scenario, cfg: Config, minute: float) -> dict[str, list
             # The device's fill, every holder's use counted; a GPU without memory fields is never high.
             memory = truth.get(catalog.GPU_DEVICE_MEMORY_UTILIZATION)
             high = memory is not None and memory >= memory_high
-            out[catalog.GPU_MEMORY_HIGH.name].append(Sample(gpu_labels(e, gpu), float(high)))
-        ex = {EXECUTION_LABEL: e.id, TENANT_LABEL: e.namespace}
+            out[catalog.GPU_MEMORY_HIGH.name].append(Sample(gpu_labels(e, gpu, tenant), float(high)))
+        ex = {EXECUTION_LABEL: e.id, tenant: e.namespace}
         low = sum(utils) / len(utils) < underutilized
         out[catalog.EXECUTION_UNDERUTILIZED.name].append(Sample(ex, float(low)))
         cpus = [

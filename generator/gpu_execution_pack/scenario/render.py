@@ -153,7 +153,10 @@ class Renderer:
             labels[self.cfg.execution_label] = owner.id
             workload = {self.cfg.api.tenant_label: owner.namespace}
         if owner is not None and self.mode == "kubernetes":
+            # The pod's namespace, which the pod join reads, and the tenant (api.tenant_label: the namespace
+            # itself by default, else a label the scrape config puts on the workload's series).
             workload = {"namespace": owner.namespace, "pod": self.pod_name(owner, host)}
+            workload[self.cfg.api.tenant_label] = owner.namespace
             if container:
                 workload["container"] = container
                 labels |= dra_labels(host, gpu, owner)
