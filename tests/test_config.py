@@ -50,6 +50,18 @@ BAD = [
         "colour: unknown key; accepted keys: alertmanager, alerts, amd, api, archive, attribution, cluster_",
     ),
     ({"vendor": ["amd"]}, "vendor: unknown key; did you mean 'vendors'? accepted keys: alertmanager, alerts, amd"),
+    # A key of a section written at the wrong level is named where it belongs, not as a look-alike of this level.
+    ({"tenant_label": "team"}, "tenant_label: unknown key; did you mean 'api.tenant_label'? accepted keys: alertm"),
+    ({"runbook_url": "https://x/r.md"}, "runbook_url: unknown key; did you mean 'alerts.runbook_url'? accepted keys"),
+    (
+        {"alerts": {"threshold": 0.9}},
+        "alerts.threshold: unknown key; did you mean one of 'alerts.gpu_memory_high.threshold', "
+        "'alerts.host_memory_high.threshold', 'alerts.power_throttling.threshold', 'alerts.gpu_underutilized.thr",
+    ),
+    (
+        {"dashboards": {"host_identity": "scrape"}},
+        "dashboards.host_identity: unknown key; did you mean 'node.host_identity'? accepted keys in dashboards:",
+    ),
     (
         {"attribution": {"mod": "label"}},
         "attribution.mod: unknown key; did you mean 'mode'? accepted keys in attribution: kubernetes_metric",

@@ -265,9 +265,33 @@ def _compiles(value: str) -> bool:
         return False
 
 
-def build(cls: type, data: Any, where: str = "", base: Any = None) -> Any:
-    """Instantiate dataclass ``cls`` from ``data``, starting from ``base`` (its defaults)."""
+def key_paths(cls: type, where: str = "") -> list[str]:
+    """The dotted path of every key of dataclass ``cls`` and of its sections, in the order they are declared."""
+    paths = []
+    for f in dataclasses.fields(cls):
+        path = _join(where, yaml_key(f))
+        paths.append(path)
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        if dataclasses.is_dataclass(default):
+            paths += key_paths(type(default), path)
+    return paths
+
+
+def _misplaced_hint(root: type, key: str) -> str:
+    """Where ``key``, unknown where it was written, is a key of the config: 'did you mean ...? ', or ''."""
+    places = [p for p in key_paths(root) if p.rsplit(".", 1)[-1] == key]
+    if len(places) == 1:
+        return f"did you mean {places[0]!r}? "
+    if places:
+        return f"did you mean one of {', '.join(repr(p) for p in places)}? "
+    return ""
+
+
+def build(cls: type, data: Any, where: str = "", base: Any = None, root: type | None = None) -> Any:
+    """Instantiate dataclass ``cls`` from ``data``, starting from ``base`` (its defaults); ``root`` is the
+    config's own class (``cls`` at the top), where an unknown key is looked for in the other sections."""
     base = base if base is not None else cls()
+    root = root or cls
     if data is None:
         return base
     if not isinstance(data, Mapping):
@@ -275,8 +299,10 @@ def build(cls: type, data: Any, where: str = "", base: Any = None) -> Any:
     fields = {yaml_key(f): f for f in dataclasses.fields(cls)}
     unknown = sorted({k if isinstance(k, str) else yaml_text(k) for k in data} - set(fields))
     if unknown:
+        # A key of another section (tenant_label at the top, not under api:) is named where it belongs; else a
+        # look-alike of this level's keys (a typo).
         close = difflib.get_close_matches(unknown[0], fields, n=1)
-        hint = f"did you mean {close[0]!r}? " if close else ""
+        hint = _misplaced_hint(root, unknown[0]) or (f"did you mean {close[0]!r}? " if close else "")
         raise ConfigError(
             f"{_join(where, unknown[0])}: unknown key; {hint}accepted keys{' in ' + where if where else ''}: "
             + ", ".join(sorted(fields))
@@ -289,7 +315,7 @@ def build(cls: type, data: Any, where: str = "", base: Any = None) -> Any:
             continue
         path = _join(where, key)
         if dataclasses.is_dataclass(current):
-            values[f.name] = build(type(current), data[key], path, current)
+            values[f.name] = build(type(current), data[key], path, current, root)
         elif f.metadata.get("kind") in MAPPING_KINDS:
             values[f.name] = _mapping(data[key], f, path)
         elif isinstance(current, tuple):
