@@ -6,6 +6,7 @@ the pitch, the picture and the quick start."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 from pathlib import Path
 
@@ -104,3 +105,34 @@ def test_the_commands_table_names_every_make_target_and_every_subcommand():
     make, named_cli = commands_named()
     assert set(phony.split()) - make == set()
     assert set(subcommands) - named_cli == set()
+
+
+def test_the_ops_repo_steps_name_the_paths_read_from_the_config_s_folder():
+    """README said every relative path in the config is read from its folder; archive.url is read from the folder
+    each command runs in (docs/configuration.md), so a user's archive landed elsewhere than the README said. The
+    sentence names the keys ``relative_to`` reads from the config's folder, and archive.url apart."""
+    from gpu_execution_pack.config import relative_to
+
+    text = " ".join(README.read_text().split())
+    start = text.index("Relative paths in it")
+    sentence = text[start : text.index(" 3. ", start)]  # to the next step
+    claimed, _, exception = sentence.partition("archive.url")
+    named = set(re.findall(r"`([a-z_.*]+)`", claimed))
+    sections = {"output": "rules_dir", "api": "keys_file", "archive": "url"}
+    cfg = Config()
+    cfg = dataclasses.replace(
+        cfg,
+        output=dataclasses.replace(cfg.output, rules_dir="r", dashboards_dir="d", docs_dir="o"),
+        api=dataclasses.replace(cfg.api, keys_file="k"),
+        archive=dataclasses.replace(cfg.archive, url="a.sqlite"),
+    )
+    moved = relative_to(cfg, Path("/elsewhere"))
+    resolved = {
+        f"{section}.{f.name}"
+        for section in sections
+        for f in dataclasses.fields(getattr(cfg, section))
+        if getattr(getattr(moved, section), f.name) != getattr(getattr(cfg, section), f.name)
+    }
+    covered = {key for key in resolved if key in named or f"{key.split('.')[0]}.*" in named}
+    assert covered == resolved and resolved, (sentence, resolved)
+    assert "archive.url" not in resolved and exception, sentence
