@@ -51,6 +51,11 @@ BAD = [
     ),
     ({"vendor": ["amd"]}, "vendor: unknown key; did you mean 'vendors'? accepted keys: alertmanager, alerts, amd"),
     # A key of a section written at the wrong level is named where it belongs, not as a look-alike of this level.
+    # The archiver refused it, while validate, generate (the Deployment's SQLite volume) and serve took it.
+    (
+        {"archive": {"url": "mysql://db/gpu"}},
+        "archive.url: 'mysql://db/gpu' is not accepted; accepted: a SQLite file pa",
+    ),
     ({"tenant_label": "team"}, "tenant_label: unknown key; did you mean 'api.tenant_label'? accepted keys: alertm"),
     ({"runbook_url": "https://x/r.md"}, "runbook_url: unknown key; did you mean 'alerts.runbook_url'? accepted keys"),
     (

@@ -49,6 +49,13 @@ class Archive:
     )
 
     def __post_init__(self) -> None:
+        # Anything else with a scheme would be taken for a SQLite file's path by generate and serve, and refused by
+        # the archiver: refused here, where validate names it.
+        if "://" in self.url and not self.url.startswith(POSTGRES_URL_PREFIXES):
+            raise ConfigError(
+                f"archive.url: {self.url!r} is not accepted; accepted: a SQLite file path or a postgresql:// URL "
+                "(or empty: no archive)"
+            )
         # The endpoint answers an archived execution at this step: one it would refuse is no archive to keep.
         if parse_duration_seconds(self.step) > parse_duration_seconds(MAX_STEP):
             raise ConfigError(f"archive.step: {self.step!r} is not accepted; expected a duration of at most {MAX_STEP}")
