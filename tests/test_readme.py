@@ -136,3 +136,16 @@ def test_the_ops_repo_steps_name_the_paths_read_from_the_config_s_folder():
     covered = {key for key in resolved if key in named or f"{key.split('.')[0]}.*" in named}
     assert covered == resolved and resolved, (sentence, resolved)
     assert "archive.url" not in resolved and exception, sentence
+
+
+def test_the_commands_table_says_what_make_docs_writes_with_and_without_a_config():
+    """The row said ``make docs [CONFIG=pack.yml]`` writes the four docs; with a config it writes the runbook and
+    the report's reference only (the configuration and series references are the pack's own)."""
+    from gpu_execution_pack.build import docs_outputs
+
+    row = next(line for line in README.read_text().splitlines() if line.startswith("| `make docs"))
+    with_config, _, without = row.partition("without")
+    named = set(re.findall(r"`docs/([a-z]+\.md)`", with_config))
+    assert named == {p.name for p in docs_outputs(Config(), "pack.yml")}, row
+    extra = {p.name for p in docs_outputs(Config())} - named
+    assert extra and extra == set(re.findall(r"`docs/([a-z]+\.md)`", without)), row
