@@ -275,7 +275,13 @@ def test_a_model_is_priced_under_the_spelling_replace_blanks_in_model_name_gives
         {
             "dashboards": {
                 "default_price_per_gpu_hour": 2.0,
-                "price_per_gpu_hour": {"NVIDIA H100 80GB HBM3": 3.0, "NVIDIA  L40S": 1.0, "NVIDIA-L40S": 1.1},
+                "price_per_gpu_hour": {
+                    "NVIDIA H100 80GB HBM3": 3.0,
+                    "NVIDIA  L40S": 1.0,
+                    "NVIDIA-L40S": 1.1,
+                    # label_replace would expand $1 in the name (to nothing): the model is priced as written.
+                    "NVIDIA-Lab-$1-GPU": 0.5,
+                },
             }
         }
     )
@@ -284,6 +290,7 @@ def test_a_model_is_priced_under_the_spelling_replace_blanks_in_model_name_gives
         "NVIDIA H100 80GB HBM3": 3.0,
         "NVIDIA-H100-80GB-HBM3": 3.0,
         "NVIDIA-L40S": 1.1,
+        "NVIDIA-Lab-$1-GPU": 0.5,
     }
     paths = {p.name: p for p in write_rules(cfg, tmp_path)}
     held = catalog.MODEL_GPU_COUNT.name + '{execution_id="a", modelName="%s"}'
@@ -305,6 +312,7 @@ def test_a_model_is_priced_under_the_spelling_replace_blanks_in_model_name_gives
                             {"labels": f'{catalog.PRICE.name}{{modelName="NVIDIA-A10G"}}', "value": 2.0},
                             {"labels": f'{catalog.PRICE.name}{{modelName="NVIDIA-H100-80GB-HBM3"}}', "value": 3.0},
                             {"labels": f'{catalog.PRICE.name}{{modelName="NVIDIA-L40S"}}', "value": 1.1},
+                            {"labels": f'{catalog.PRICE.name}{{modelName="NVIDIA-Lab-$1-GPU"}}', "value": 0.5},
                         ],
                     }
                 ],

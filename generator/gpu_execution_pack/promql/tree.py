@@ -361,8 +361,9 @@ def label_copy(expr: Expr, target: str, source: str, regex: str = "(.+)") -> Cal
 
 
 def label_set(expr: Expr, label: str, value: str) -> Call:
-    """``expr`` with ``label`` set to ``value``."""
-    return call("label_replace", expr, label, value, "", "")
+    """``expr`` with ``label`` set to ``value``, as written: label_replace expands ``$`` in its replacement (``$1``,
+    ``${name}``), so a literal ``$`` is doubled."""
+    return call("label_replace", expr, label, value.replace("$", "$$"), "", "")
 
 
 def on(labels: Iterable[str], group_left: Iterable[str] | None = None, shared: bool = False) -> Matching:
