@@ -305,11 +305,24 @@ def test_write_config_pins_what_the_fleet_has_and_keeps_the_users_keys(matching,
     text = written.read_text()
     data = yaml.safe_load(text)
     assert data["vendors"] == ["nvidia"] and data["dcgm"]["generations"] == ["4.8"]
-    assert data["node"]["host_identity"] == "scrape"  # the self-scrape target carries hostname
+    # The self-scrape target carries hostname, but the exporters' backfilled series do not: not named at scrape.
+    assert "host_identity" not in data.get("node", {})
     assert data["alerts"]["gpu_memory_high"]["threshold"] == 0.8
     assert "misses" in text or "goes unrecorded" in text  # the warning a pinned config needs
     cfg = config_from_mapping(data)
     assert [g.name for g in all_groups(cfg)] == [g.name for g in all_groups(config_from_mapping(MATCHING))]
+
+
+def test_hosts_named_at_scrape_in_the_config_but_not_in_the_series_fail_with_the_fix(matching, tmp_path: Path):
+    """The config says the scrape config names each target's host; the fleet's exporters were scraped without the
+    target label hostname (node_exporter publishes none of its own): recorded with an empty host, named here."""
+    run = doctor(matching, {**MATCHING, "node": {"host_identity": "scrape"}}, tmp_path, "--json")
+    assert run.returncode == 1, run.stdout + run.stderr
+    check = checks_of(run)["host identity"]
+    assert check["status"] == "fail" and "carry no hostname" in check["found"], check
+    assert re.search(r"\(([\w.-]+:9100)(, [\w.-]+:9\d00)*\)", check["found"]), check  # node_exporter's targets named
+    assert "node.host_identity: join" in check["fix"], check
+    assert checks_of(doctor(matching, MATCHING, tmp_path, "--json"))["host identity"]["status"] == "pass"
 
 
 def per_gpu_job_files() -> Scenario:

@@ -279,3 +279,21 @@ def test_dcgm_exporters_old_uuid_label_is_a_warning_whatever_the_config_reads():
     assert found.status == "warn", found
     assert "carry uuid, pod_name" in found.found and "have no UUID" in found.found, found
     assert "uuid to UUID" in found.fix, found
+
+
+def test_hosts_named_at_scrape_fail_where_a_targets_series_carry_no_host_name():
+    """Under node.host_identity: scrape the rules read the target label hostname as is: a target whose GPU or host
+    CPU series lack it is recorded with an empty host (its GPUs joined to no host). Named, with the fix; under join
+    nothing is asked of the targets. doctor suggests scrape only where every target and series carries the label."""
+    scrape = config_from_mapping({"node": {"host_identity": "scrape"}})
+    named = (Target("node", {"job": "node", "instance": "gpu-01:9100", "hostname": "gpu-01"}, 15.0),)
+    unnamed = deployment(scrape, targets=named, unnamed_host_targets=("gpu-02:9100", "gpu-02:9400"))
+    found = item("host identity", scrape, unnamed)
+    assert found.status == "fail", found
+    assert "2 targets (gpu-02:9100, gpu-02:9400) carry no hostname" in found.found
+    assert "node.host_identity: join" in found.fix and "target label hostname" in found.fix
+    assert item("host identity", scrape, deployment(scrape, targets=named)).status == "pass"
+    assert item("host identity", Config(), unnamed).status == "pass"  # join: the rules find the host
+    assert "node.host_identity" in advice.changes(Config(), deployment(Config(), targets=named))
+    told = advice.changes(Config(), deployment(Config(), targets=named, unnamed_host_targets=("gpu-02:9100",)))
+    assert "node.host_identity" not in told

@@ -596,6 +596,27 @@ def check_exporter_targets(cfg: Config, d: Deployment) -> Item:
     )
 
 
+def check_host_identity(cfg: Config, d: Deployment) -> Item:
+    """Under node.host_identity: scrape the rules take a GPU's and a host's name from the target label hostname, as
+    is: a target without it is recorded with an empty host, so its GPUs are joined to no host's RAM and CPU (and
+    the GPUs of every such target share one host name), and nothing else says so."""
+    name, label = "host identity", HOST_TARGET_LABEL
+    if not cfg.node.at_scrape:
+        return Item(name, "pass", "node.host_identity: join: the rules find each target's host from what it publishes")
+    if not d.unnamed_host_targets:
+        return Item(name, "pass", f"every GPU and host CPU series reporting carries the target label {label}")
+    some = len(d.unnamed_host_targets)
+    return Item(
+        name,
+        "fail",
+        f"node.host_identity is scrape, but the GPU or host CPU series of {some} target{'s' * (some != 1)} "
+        f"({first_few(d.unnamed_host_targets)}) carry no {label}: the rules record them with an empty host, "
+        "joined to no host's RAM and CPU",
+        f"set the target label {label} on every dcgm-exporter and node_exporter target in your scrape config (from "
+        "the node's name, as the generated scrape snippets do), or set node.host_identity: join",
+    )
+
+
 def check_host_names(cfg: Config, d: Deployment) -> Item:
     if unread := not_loaded(cfg, d, catalog.NODE_HOST_COLLISIONS):
         return Item("host names", "info", f"collisions cannot be told: {unread}")
@@ -653,6 +674,7 @@ CHECKS: tuple[Callable[[Config, Deployment], Item], ...] = (
     check_mig_job_mapping,
     check_pod_labels,
     check_exporter_targets,
+    check_host_identity,
     check_host_names,
     check_clusters,
     check_retention,
@@ -675,5 +697,7 @@ def slowest_read_target(d: Deployment) -> Target | None:
 
 
 def hosts_named_at_scrape(d: Deployment) -> bool:
-    """Whether every target carries a host target label (what node.host_identity: scrape reads)."""
-    return bool(d.targets) and all(HOST_TARGET_LABEL in t.labels for t in d.targets)
+    """Whether every target carries a host target label (what node.host_identity: scrape reads), and so does every
+    GPU and host CPU series reporting (the targets listed are this server's own: remote-written or federated
+    series, or another shard's, are named by theirs)."""
+    return bool(d.targets) and all(HOST_TARGET_LABEL in t.labels for t in d.targets) and not d.unnamed_host_targets

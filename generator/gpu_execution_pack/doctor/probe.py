@@ -122,12 +122,23 @@ class Deployment:
     # selectors.dcgm_targets selects (what the exporter-down alert reads); None: not asked
     dcgm_jobs: tuple[str, ...] = ()
     dcgm_target_jobs: tuple[str, ...] | None = None
+    # The targets (instance) whose GPU presence or host CPU series report now without a hostname label: under
+    # node.host_identity: scrape the rules record them with an empty host
+    unnamed_host_targets: tuple[str, ...] = ()
 
 
 def presence(vendors: tuple[str, ...]) -> Expr:
     """Every GPU entry's presence series, as any exporter generation the catalog knows publishes it."""
     raws = catalog.presence_raws(catalog.GENERATIONS, vendors)
     return any_of([raw.select() for raw in raws])
+
+
+def without_host_name() -> Expr:
+    """The GPU presence and host CPU series (the inputs of the per-GPU and host rules) that carry no
+    ``HOST_TARGET_LABEL``: what node.host_identity: scrape records with an empty host."""
+    unnamed = Matcher(HOST_TARGET_LABEL, "=", "")
+    raws = catalog.presence_raws(catalog.GENERATIONS, catalog.VENDORS)
+    return any_of([*(raw.select(unnamed) for raw in raws), catalog.SIGNALS["cpu_idle_seconds"].raws[0].select(unnamed)])
 
 
 def mig_instances(*matchers: Matcher) -> Expr:
@@ -486,13 +497,14 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         shared_gpu_nodes(client, cfg),
     )
     # One row per instance without engine activity (with its target): counted and named from the one answer.
-    instances, unmeasured, old_pod_labels, crowded, dcgm_jobs, dcgm_target_jobs = await asyncio.gather(
+    instances, unmeasured, old_pod_labels, crowded, dcgm_jobs, dcgm_target_jobs, unnamed = await asyncio.gather(
         instant_value(client, gpu_count(mig_instances())),
         client.instant(render(unmeasured_mig_instances())),
         label_values(client, catalog.INSTANCE_LABEL, old_pod_labelled()),
         crowded_mig(client, cfg),
         label_values(client, catalog.JOB_LABEL, presence(("nvidia",))),
         label_values(client, catalog.JOB_LABEL, selector(UP, *cfg.selectors.dcgm_targets_matchers)),
+        label_values(client, catalog.INSTANCE_LABEL, without_host_name()),
     )
     return Deployment(
         metric_names=names,
@@ -517,4 +529,5 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         crowded_mig_targets=tuple(sorted({t for r in crowded or () if (t := r["metric"].get(catalog.INSTANCE_LABEL))})),
         dcgm_jobs=dcgm_jobs,
         dcgm_target_jobs=dcgm_target_jobs,
+        unnamed_host_targets=unnamed,
     )
