@@ -297,3 +297,26 @@ def test_hosts_named_at_scrape_fail_where_a_targets_series_carry_no_host_name():
     assert "node.host_identity" in advice.changes(Config(), deployment(Config(), targets=named))
     told = advice.changes(Config(), deployment(Config(), targets=named, unnamed_host_targets=("gpu-02:9100",)))
     assert "node.host_identity" not in told
+
+
+def test_a_device_metrics_exporter_job_the_exporter_down_alert_does_not_watch_is_named_with_the_fix():
+    """amd.targets' default (job=~".*(amd|rocm|device-metrics).*") selects no target of AMD's example job
+    gpu_metrics: its exporters could go down without GpuExecutionDcgmExporterDown firing. The dcgm-exporter job beside
+    it is watched, and is not named; a selector for the job passes, and a fleet without amd is not asked."""
+    fleet = config_from_mapping({"vendors": ["nvidia", "amd"]})
+    facts = {
+        "dcgm_jobs": ("dcgm-exporter",),
+        "dcgm_target_jobs": ("dcgm-exporter",),
+        "amd_jobs": ("gpu_metrics",),
+        "amd_target_jobs": (),
+    }
+    found = item("exporter targets", fleet, deployment(fleet, **facts))
+    assert found.status == "warn", found
+    assert found.found.startswith("no up series of job gpu_metrics, which publishes device-metrics-exporter's"), found
+    assert "dcgm-exporter's" not in found.found and "cannot fire" in found.found, found
+    assert found.fix.startswith('set amd.targets to select them, e.g. job="gpu_metrics"'), found
+    watched = config_from_mapping({"vendors": ["nvidia", "amd"], "amd": {"targets": 'job="gpu_metrics"'}})
+    ok = item("exporter targets", watched, deployment(watched, **(facts | {"amd_target_jobs": ("gpu_metrics",)})))
+    assert ok.status == "pass" and 'amd.targets (job="gpu_metrics") selects the targets of gpu_metrics' in ok.found
+    nvidia = item("exporter targets", Config(), deployment(Config(), **(facts | {"amd_target_jobs": None})))
+    assert nvidia.status == "pass" and "amd" not in nvidia.found, nvidia

@@ -570,29 +570,58 @@ def check_pod_labels(cfg: Config, d: Deployment) -> Item:
 
 
 def check_exporter_targets(cfg: Config, d: Deployment) -> Item:
-    """The dcgm-exporter targets the exporter-down alert watches: selectors.dcgm_targets picks their `up` series. A
-    job that publishes dcgm-exporter's series and none of whose `up` series it selects (the prometheus-community
-    chart's kubernetes-service-endpoints or kubernetes-pods job, a static job named after the hosts) holds exporters
-    that can go down without the alert firing, and no other check says so."""
-    name, selected = "exporter targets", cfg.selectors.dcgm_targets
-    if d.dcgm_target_jobs is None or "nvidia" not in cfg.vendors:
-        return Item(name, "info", "dcgm-exporter's targets not asked (vendors without nvidia)")
-    if not d.dcgm_jobs:
-        return Item(name, "info", "no dcgm-exporter series reports now")
-    unwatched = [job for job in d.dcgm_jobs if job not in d.dcgm_target_jobs]
-    if not unwatched:
-        return Item(
-            name, "pass", f"selectors.dcgm_targets ({selected}) selects the targets of {first_few(d.dcgm_jobs)}"
+    """The GPU exporter targets the exporter-down alert watches: selectors.dcgm_targets picks dcgm-exporter's `up`
+    series, amd.targets device-metrics-exporter's (where vendors has amd). A job that publishes an exporter's series
+    and none of whose `up` series its selector selects (the prometheus-community chart's
+    kubernetes-service-endpoints or kubernetes-pods job, a static job named after the hosts, AMD's example job
+    gpu_metrics) holds exporters that can go down without the alert firing, and no other check says so."""
+    name = "exporter targets"
+    exporters = [
+        (exporter, setting, selected, jobs, watched)
+        for exporter, setting, selected, jobs, watched, vendor in (
+            (
+                "dcgm-exporter",
+                "selectors.dcgm_targets",
+                cfg.selectors.dcgm_targets,
+                d.dcgm_jobs,
+                d.dcgm_target_jobs,
+                "nvidia",
+            ),
+            ("device-metrics-exporter", "amd.targets", cfg.amd.targets, d.amd_jobs, d.amd_target_jobs, "amd"),
         )
-    jobs = f"job{'s' * (len(unwatched) != 1)} {first_few(unwatched)}"
+        if watched is not None and vendor in cfg.vendors
+    ]
+    if not exporters:
+        return Item(name, "info", "no GPU exporter's targets asked (vendors without nvidia or amd)")
+    reporting = [e for e in exporters if e[3]]
+    if not reporting:
+        return Item(name, "info", f"no {' or '.join(e[0] for e in exporters)} series reports now")
+    found, fixes = [], []
+    for exporter, setting, selected, jobs, watched in reporting:
+        unwatched = [job for job in jobs if job not in watched]
+        if not unwatched:
+            continue
+        some = f"job{'s' * (len(unwatched) != 1)} {first_few(unwatched)}"
+        found.append(
+            f"no up series of {some}, which publish{'es' * (len(unwatched) == 1)} {exporter}'s series, matches "
+            f"{setting} ({selected})"
+        )
+        fixes.append(f'set {setting} to select them, e.g. job="{unwatched[0]}"')
+    if not found:
+        return Item(
+            name,
+            "pass",
+            "; ".join(
+                f"{setting} ({selected}) selects the targets of {first_few(jobs)}"
+                for _, setting, selected, jobs, _ in reporting
+            ),
+        )
     return Item(
         name,
         "warn",
-        f"no up series of {jobs}, which publish{'es' * (len(unwatched) == 1)} dcgm-exporter's series, matches "
-        f"selectors.dcgm_targets ({selected}): {DCGM_EXPORTER_DOWN.name} cannot fire when one of its targets "
-        "goes down",
-        f'set selectors.dcgm_targets to select them, e.g. job="{unwatched[0]}"; where other exporters share the job, '
-        "add a label only dcgm-exporter's targets carry (its service or app label)",
+        "; ".join(found) + f": {DCGM_EXPORTER_DOWN.name} cannot fire when one of its targets goes down",
+        "; ".join(fixes) + "; where other exporters share the job, add a label only the GPU exporter's targets carry "
+        "(its service or app label)",
     )
 
 

@@ -125,6 +125,9 @@ class Deployment:
     # The targets (instance) whose GPU presence or host CPU series report now without a hostname label: under
     # node.host_identity: scrape the rules record them with an empty host
     unnamed_host_targets: tuple[str, ...] = ()
+    # The same for device-metrics-exporter (amd.targets); None: not asked (vendors without amd)
+    amd_jobs: tuple[str, ...] = ()
+    amd_target_jobs: tuple[str, ...] | None = None
 
 
 def presence(vendors: tuple[str, ...]) -> Expr:
@@ -139,6 +142,15 @@ def without_host_name() -> Expr:
     unnamed = Matcher(HOST_TARGET_LABEL, "=", "")
     raws = catalog.presence_raws(catalog.GENERATIONS, catalog.VENDORS)
     return any_of([*(raw.select(unnamed) for raw in raws), catalog.SIGNALS["cpu_idle_seconds"].raws[0].select(unnamed)])
+
+
+def amd_presence(cfg: Config) -> Expr:
+    """device-metrics-exporter's series of a GPU's presence (catalog.PRESENCE_SIGNALS' AMD metrics), under every
+    name prefix it may carry (``amd.metric_prefixes``, none and ``amd_``) and with ``amd.selector``: the jobs
+    publishing them hold its targets."""
+    prefixes = sorted({*cfg.amd.metric_prefixes, "", "amd_"})
+    names = [m.name for key in catalog.PRESENCE_SIGNALS if (a := catalog.SIGNALS[key].amd) for m in a.metrics]
+    return any_of([selector(prefix + name, *cfg.amd.matchers) for name in names for prefix in prefixes])
 
 
 def mig_instances(*matchers: Matcher) -> Expr:
@@ -506,6 +518,10 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         label_values(client, catalog.JOB_LABEL, selector(UP, *cfg.selectors.dcgm_targets_matchers)),
         label_values(client, catalog.INSTANCE_LABEL, without_host_name()),
     )
+    amd_jobs, amd_target_jobs = await asyncio.gather(
+        label_values(client, catalog.JOB_LABEL, amd_presence(cfg)),
+        label_values(client, catalog.JOB_LABEL, selector(UP, *cfg.amd.targets_matchers)),
+    )
     return Deployment(
         metric_names=names,
         groups=groups,
@@ -530,4 +546,6 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         dcgm_jobs=dcgm_jobs,
         dcgm_target_jobs=dcgm_target_jobs,
         unnamed_host_targets=unnamed,
+        amd_jobs=amd_jobs,
+        amd_target_jobs=amd_target_jobs if "amd" in cfg.vendors else None,
     )
