@@ -348,22 +348,57 @@ def by_annotation(series: RenderedSeries) -> RenderedSeries:
     return replace(series, labels=tuple(sorted((labels | {"job": ANNOTATION_JOB, "service": "dcgm-exporter"}).items())))
 
 
+CLAIMED = "claimed"  # the cluster value (no label: no cluster_label) the claimed GPUs' scenarios are rendered under
+
+
+def claimed() -> list:
+    """The library's virtual-GPU pair and its DRA install: pods holding GPUs through the paths on which
+    dcgm-exporter copies no pod label."""
+    return [replace(s, cluster=CLAIMED) for s in (library.virtual_gpus(), library.real_install("dra1"))]
+
+
+def held_to_the_end(scenarios: list) -> list:
+    """``scenarios`` with each execution computing for the MIG scenario's whole window, so that its GPUs are held
+    now (the fleet's scenarios end together)."""
+    minutes = library.mig().window_minutes
+    phases = ("compute",) * (minutes // 10 + 1)  # ten minutes each, one past the window's end
+    return [
+        replace(s, minutes=minutes, executions=tuple(replace(e, phases=phases, start_minute=0) for e in s.executions))
+        for s in scenarios
+    ]
+
+
 @pytest.fixture(scope="module")
 def mig_fleet(tmp_path_factory: pytest.TempPathFactory):
     """Two MIG hosts (the library's MIG scenario twice, under names of their own): s01's dcgm-exporter publishes
     engine activity, s02's does not (3.x's default counters, or the profiling module not loaded). Beside them, s03's
     whole GPUs behind a dcgm-exporter run with --use-old-namespace (pod_namespace, not namespace), s04's MIG
     instances behind a Slurm job mapping of one file per GPU, and s05's upstream Helm chart install scraped by the
-    prometheus-community chart's annotation job (``kubernetes_service_endpoints``), not one named after dcgm."""
+    prometheus-community chart's annotation job (``kubernetes_service_endpoints``), not one named after dcgm; s06's
+    virtual-GPU pair (KUBERNETES_VIRTUAL_GPUS) and s07's DRA claim, as dcgm-exporter publishes them: without the pods'
+    own labels, so with no execution id under label attribution (its transformation/kubernetes.go copies them on the
+    device-plugin path only)."""
     from gpu_execution_pack.config import Config
 
     without_activity = replace(library.mig(), missing=frozenset({"gr_engine_active"}))
     training = library.training_in("4.8")
     old_labels = replace(training, hosts=tuple(replace(h, old_pod_labels=True) for h in training.hosts))
     helm = replace(library.real_install("helm1"), minutes=library.mig().window_minutes)  # reporting to the end
-    scenarios = library.apart([library.mig(), without_activity, old_labels, per_gpu_job_files(), helm], Config())
+    scenarios = library.apart(
+        [library.mig(), without_activity, old_labels, per_gpu_job_files(), helm, *held_to_the_end(claimed())], Config()
+    )
+    # The claimed GPUs' series as dcgm-exporter publishes them: pod, namespace and container but none of the pod's
+    # own labels, as the scenario library renders them for kubernetes attribution (whose kube_pod_labels no check
+    # here reads).
+    render_as = {CLAIMED: {"attribution": {"mode": "kubernetes"}}}
     server = serve(
-        tmp_path_factory.mktemp("mig"), {"vendors": ["nvidia"]}, scenarios, "15s", rules="", relabel=by_annotation
+        tmp_path_factory.mktemp("mig"),
+        {"vendors": ["nvidia"]},
+        scenarios,
+        "15s",
+        rules="",
+        relabel=by_annotation,
+        render_as=render_as,
     )
     try:
         yield server
@@ -418,3 +453,19 @@ def test_a_dcgm_exporter_job_the_exporter_down_alert_does_not_watch_is_named_wit
     watched = {"vendors": ["nvidia"], "selectors": {"dcgm_targets": f'job=~"dcgm-exporter|{ANNOTATION_JOB}"'}}
     item = checks_of(doctor(mig_fleet, watched, tmp_path, "--json"))["exporter targets"]
     assert item["status"] == "pass", item
+
+
+def test_gpus_held_through_a_dra_claim_or_as_virtual_gpus_without_an_execution_id_are_named_with_the_fix(
+    mig_fleet, tmp_path: Path
+):
+    """dcgm-exporter copies a pod's own labels (the execution id label attribution reads) onto a GPU held through
+    the device plugin only: s06's virtual GPUs (vgpu) and s07's DRA claim (dra_claim_name) carry pod, namespace and
+    container but no execution_id, so their executions hold no GPU. The other hosts' series are not named; under
+    kubernetes attribution (kube_pod_labels joined on namespace and pod) the check does not apply."""
+    item = checks_of(doctor(mig_fleet, {"vendors": ["nvidia"]}, tmp_path, "--json"))["claimed GPUs"]
+    assert item["status"] == "warn", item
+    assert item["found"].startswith("the GPU series of 2 targets (s06-h24:9400, s07-dra1:9400) carry"), item
+    assert "dra_claim_name or vgpu" in item["found"] and "no execution_id" in item["found"], item
+    assert item["fix"].startswith("set attribution.mode: kubernetes"), item
+    kubernetes = {"vendors": ["nvidia"], "attribution": {"mode": "kubernetes"}}
+    assert checks_of(doctor(mig_fleet, kubernetes, tmp_path, "--json"))["claimed GPUs"]["status"] == "info"

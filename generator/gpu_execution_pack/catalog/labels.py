@@ -87,6 +87,8 @@ NODE_CAPACITY_RESOURCE_LABEL = "resource"
 NVIDIA_GPU_RESOURCE = "nvidia_com_gpu"
 # dcgm-exporter with KUBERNETES_VIRTUAL_GPUS: the device plugin's replica a pod holds, on each pod's series.
 VGPU_LABEL = "vgpu"
+# dcgm-exporter with KUBERNETES_ENABLE_DRA: the resource claim a pod holds the GPU through, on each of its series
+DRA_CLAIM_LABEL = "dra_claim_name"
 
 # node_exporter: host-level series are joined to executions through the node's name.
 NODE_INFO_METRIC = "node_uname_info"

@@ -569,6 +569,31 @@ def check_pod_labels(cfg: Config, d: Deployment) -> Item:
     )
 
 
+def check_claimed_gpus(cfg: Config, d: Deployment) -> Item:
+    """GPUs a pod holds through a DRA claim (dra_claim_name) or as a virtual GPU (vgpu) whose series carry no
+    execution id under label attribution: dcgm-exporter copies the pod's own labels (--kubernetes-enable-pod-labels,
+    how label attribution gets its id on Kubernetes) on its device-plugin path only, not on the DRA path nor under
+    KUBERNETES_VIRTUAL_GPUS (``Process`` in its transformation/kubernetes.go). No flag of the exporter adds them
+    there, so these GPUs are held by no execution; only the attribution check's share says something is off."""
+    name, labels = "claimed GPUs", f"{catalog.DRA_CLAIM_LABEL} or {catalog.VGPU_LABEL}"
+    if d.podless_claim_targets is None:
+        return Item(name, "info", f"attribution.mode {cfg.attribution.mode}: the execution id is not read off these")
+    if not d.podless_claim_targets:
+        return Item(name, "pass", f"no GPU series with {labels} lacks {cfg.execution_label}")
+    targets = d.podless_claim_targets
+    return Item(
+        name,
+        "warn",
+        f"the GPU series of {len(targets)} target{'s' * (len(targets) != 1)} ({first_few(targets)}) carry {labels} "
+        f"(a pod's DRA claim or virtual GPU) and no {cfg.execution_label}: dcgm-exporter copies pod labels "
+        "(--kubernetes-enable-pod-labels) onto a GPU held through the device plugin only, so under label "
+        "attribution these GPUs are held by no execution",
+        "set attribution.mode: kubernetes: it reads the execution id from kube-state-metrics' kube_pod_labels "
+        f"(label_{cfg.execution_label}, in its --metric-labels-allowlist) joined on the namespace and pod these "
+        "series carry",
+    )
+
+
 def check_exporter_targets(cfg: Config, d: Deployment) -> Item:
     """The GPU exporter targets the exporter-down alert watches: selectors.dcgm_targets picks dcgm-exporter's `up`
     series, amd.targets device-metrics-exporter's (where vendors has amd). A job that publishes an exporter's series
@@ -702,6 +727,7 @@ CHECKS: tuple[Callable[[Config, Deployment], Item], ...] = (
     check_mig_utilization,
     check_mig_job_mapping,
     check_pod_labels,
+    check_claimed_gpus,
     check_exporter_targets,
     check_host_identity,
     check_host_names,

@@ -125,6 +125,9 @@ class Deployment:
     # The targets (instance) whose GPU presence or host CPU series report now without a hostname label: under
     # node.host_identity: scrape the rules record them with an empty host
     unnamed_host_targets: tuple[str, ...] = ()
+    # In label attribution: the targets whose GPU series of a DRA claim (dra_claim_name) or a virtual GPU (vgpu) carry
+    # no execution id, which dcgm-exporter never copies there; None: another attribution mode
+    podless_claim_targets: tuple[str, ...] | None = None
     # The same for device-metrics-exporter (amd.targets); None: not asked (vendors without amd)
     amd_jobs: tuple[str, ...] = ()
     amd_target_jobs: tuple[str, ...] | None = None
@@ -151,6 +154,21 @@ def amd_presence(cfg: Config) -> Expr:
     prefixes = sorted({*cfg.amd.metric_prefixes, "", "amd_"})
     names = [m.name for key in catalog.PRESENCE_SIGNALS if (a := catalog.SIGNALS[key].amd) for m in a.metrics]
     return any_of([selector(prefix + name, *cfg.amd.matchers) for name in names for prefix in prefixes])
+
+
+def claimed_without_execution(execution_label: str) -> Expr:
+    """dcgm-exporter's presence series of a GPU a pod holds through a DRA claim (catalog.DRA_CLAIM_LABEL) or as a
+    virtual GPU (catalog.VGPU_LABEL) that carry no execution id: the exporter copies the pod's own labels
+    (--kubernetes-enable-pod-labels) on its device-plugin path only, so under label attribution these GPUs are held
+    by no execution."""
+    raws = catalog.presence_raws(catalog.GENERATIONS, ("nvidia",))
+    return any_of(
+        [
+            raw.select(labelled(label), match(execution_label, ""))
+            for raw in raws
+            for label in (catalog.DRA_CLAIM_LABEL, catalog.VGPU_LABEL)
+        ]
+    )
 
 
 def mig_instances(*matchers: Matcher) -> Expr:
@@ -518,9 +536,10 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         label_values(client, catalog.JOB_LABEL, selector(UP, *cfg.selectors.dcgm_targets_matchers)),
         label_values(client, catalog.INSTANCE_LABEL, without_host_name()),
     )
-    amd_jobs, amd_target_jobs = await asyncio.gather(
+    amd_jobs, amd_target_jobs, podless = await asyncio.gather(
         label_values(client, catalog.JOB_LABEL, amd_presence(cfg)),
         label_values(client, catalog.JOB_LABEL, selector(UP, *cfg.amd.targets_matchers)),
+        label_values(client, catalog.INSTANCE_LABEL, claimed_without_execution(cfg.execution_label)),
     )
     return Deployment(
         metric_names=names,
@@ -546,6 +565,7 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         dcgm_jobs=dcgm_jobs,
         dcgm_target_jobs=dcgm_target_jobs,
         unnamed_host_targets=unnamed,
+        podless_claim_targets=podless if cfg.attribution.mode == "label" else None,
         amd_jobs=amd_jobs,
         amd_target_jobs=amd_target_jobs if "amd" in cfg.vendors else None,
     )
