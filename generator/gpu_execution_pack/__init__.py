@@ -1,3 +1,3 @@
 """gpu-execution-pack: Prometheus rules and Grafana dashboards for per-execution GPU telemetry."""
 
-__version__ = "0.3.1"
+__version__ = "0.4.0"
