@@ -594,6 +594,20 @@ def check_claimed_gpus(cfg: Config, d: Deployment) -> Item:
     )
 
 
+@dataclass(frozen=True)
+class WatchedJobs:
+    """One GPU exporter's jobs against the selector of its `up` series that the exporter-down alert reads."""
+
+    exporter: str
+    setting: str  # the config key of the selector
+    selected: str  # its value
+    jobs: tuple[str, ...]  # the jobs publishing the exporter's series now
+    watched: tuple[str, ...]  # the jobs of the `up` series the selector picks
+
+    def unwatched(self) -> list[str]:
+        return [job for job in self.jobs if job not in self.watched]
+
+
 def check_exporter_targets(cfg: Config, d: Deployment) -> Item:
     """The GPU exporter targets the exporter-down alert watches: selectors.dcgm_targets picks dcgm-exporter's `up`
     series, amd.targets device-metrics-exporter's (where vendors has amd). A job that publishes an exporter's series
@@ -601,46 +615,30 @@ def check_exporter_targets(cfg: Config, d: Deployment) -> Item:
     kubernetes-service-endpoints or kubernetes-pods job, a static job named after the hosts, AMD's example job
     gpu_metrics) holds exporters that can go down without the alert firing, and no other check says so."""
     name = "exporter targets"
-    exporters = [
-        (exporter, setting, selected, jobs, watched)
-        for exporter, setting, selected, jobs, watched, vendor in (
-            (
-                "dcgm-exporter",
-                "selectors.dcgm_targets",
-                cfg.selectors.dcgm_targets,
-                d.dcgm_jobs,
-                d.dcgm_target_jobs,
-                "nvidia",
-            ),
-            ("device-metrics-exporter", "amd.targets", cfg.amd.targets, d.amd_jobs, d.amd_target_jobs, "amd"),
-        )
-        if watched is not None and vendor in cfg.vendors
-    ]
-    if not exporters:
+    asked = []
+    if "nvidia" in cfg.vendors and d.dcgm_target_jobs is not None:
+        dcgm = cfg.selectors.dcgm_targets
+        asked.append(WatchedJobs("dcgm-exporter", "selectors.dcgm_targets", dcgm, d.dcgm_jobs, d.dcgm_target_jobs))
+    if "amd" in cfg.vendors and d.amd_target_jobs is not None:
+        amd = cfg.amd.targets
+        asked.append(WatchedJobs("device-metrics-exporter", "amd.targets", amd, d.amd_jobs, d.amd_target_jobs))
+    if not asked:
         return Item(name, "info", "no GPU exporter's targets asked (vendors without nvidia or amd)")
-    reporting = [e for e in exporters if e[3]]
+    reporting = [e for e in asked if e.jobs]
     if not reporting:
-        return Item(name, "info", f"no {' or '.join(e[0] for e in exporters)} series reports now")
+        return Item(name, "info", f"no {' or '.join(e.exporter for e in asked)} series reports now")
     found, fixes = [], []
-    for exporter, setting, selected, jobs, watched in reporting:
-        unwatched = [job for job in jobs if job not in watched]
-        if not unwatched:
-            continue
-        some = f"job{'s' * (len(unwatched) != 1)} {first_few(unwatched)}"
-        found.append(
-            f"no up series of {some}, which publish{'es' * (len(unwatched) == 1)} {exporter}'s series, matches "
-            f"{setting} ({selected})"
-        )
-        fixes.append(f'set {setting} to select them, e.g. job="{unwatched[0]}"')
+    for e in reporting:
+        if unwatched := e.unwatched():
+            some = f"job{'s' * (len(unwatched) != 1)} {first_few(unwatched)}"
+            found.append(
+                f"no up series of {some}, which publish{'es' * (len(unwatched) == 1)} {e.exporter}'s series, "
+                f"matches {e.setting} ({e.selected})"
+            )
+            fixes.append(f'set {e.setting} to select them, e.g. job="{unwatched[0]}"')
     if not found:
-        return Item(
-            name,
-            "pass",
-            "; ".join(
-                f"{setting} ({selected}) selects the targets of {first_few(jobs)}"
-                for _, setting, selected, jobs, _ in reporting
-            ),
-        )
+        selects = (f"{e.setting} ({e.selected}) selects the targets of {first_few(e.jobs)}" for e in reporting)
+        return Item(name, "pass", "; ".join(selects))
     return Item(
         name,
         "warn",
