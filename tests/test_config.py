@@ -383,7 +383,7 @@ def test_a_wrong_value_is_said_in_yamls_words_and_what_is_accepted(mapping: dict
         ({"sharding": {"amd_hosts": [""]}}, "sharding.amd_hosts: '' is not accepted; expected a host name"),
         ({"dashboards": {"datasource_url": "nope"}}, "dashboards.datasource_url: 'nope' is not accepted"),
         ({"dashboards": {"datasource_name": ""}}, "dashboards.datasource_name: '' is not accepted"),
-        ({"dashboards": {"price_per_gpu_hour": {"X": float("nan")}}}, "dashboards.price_per_gpu_hour.X: nan is not"),
+        ({"dashboards": {"price_per_gpu_hour": {"X": float("nan")}}}, "dashboards.price_per_gpu_hour.X: .nan is not"),
         # The endpoint refuses a step past a year: `archive` failed at its first record, naming no key.
         ({"archive": {"step": "2y"}}, "archive.step: '2y' is not accepted; expected a duration of at most 1y"),
         ({"archive": {"image": ""}}, "archive.image: '' is not accepted"),
@@ -401,3 +401,12 @@ def test_what_generate_writes_into_deployments_is_checked_first(mapping: dict, m
 def test_hosts_by_name_and_address_are_accepted():
     hosts = ("gpu-01.example.com", "10.0.0.1", "[fd00::1]", "gpu_02")
     assert config_from_mapping({"sharding": {"hosts": list(hosts)}}).sharding.hosts == hosts
+
+
+def test_a_value_in_a_message_is_spelt_as_yaml_writes_it():
+    """The user wrote YAML: a boolean price is `true` in the message, not Python's `True`."""
+    with pytest.raises(ConfigError) as err:
+        config_from_mapping({"dashboards": {"price_per_gpu_hour": {"NVIDIA A100": True}}}, "pack.yml")
+    assert str(err.value) == (
+        "pack.yml: dashboards.price_per_gpu_hour.NVIDIA A100: true is not accepted; expected a price of 0 or more"
+    )

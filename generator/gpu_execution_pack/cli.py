@@ -81,7 +81,12 @@ def no_more(files: dict[Path, str], directory: Path, patterns: tuple[str, ...]) 
                     file=sys.stderr,
                 )
             else:
-                print(f"note: {old} is not generated any more; remove it if nothing else writes it", file=sys.stderr)
+                # Without the pack's header: the user's own file, or one an older pack wrote before it had one.
+                print(
+                    f"note: {old} is not among the files the pack generates; remove it if nothing else writes it "
+                    "(a Prometheus or Grafana reading the folder loads it too)",
+                    file=sys.stderr,
+                )
     return leftovers
 
 
@@ -130,7 +135,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         regenerate = "generate, dashboards and docs" + (f" with --config {args.config}" if args.config else "")
         print(f"stale generated files (run gpu-execution-pack {regenerate}, and commit them):", file=sys.stderr)
         for p in stale:
-            print(f"  {p}", file=sys.stderr)
+            print(f"  {p} ({'differs' if p.exists() else 'missing'})", file=sys.stderr)
         return 1
     problems = build.convention_problems(cfg, files, args.config)
     if problems:

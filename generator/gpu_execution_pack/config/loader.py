@@ -142,7 +142,7 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         described = {"duration": "a Prometheus duration such as 30s, 5m or 1h30m", "label": "a label name"}
         raise ConfigError(f"{where}: expected {described.get(kind, 'a string')}, got {yaml_text(value)}")
     if choices and value not in choices:
-        raise ConfigError(f"{where}: {value!r} is not accepted; accepted: {', '.join(choices)}")
+        raise ConfigError(f"{where}: {yaml_text(value)} is not accepted; accepted: {', '.join(choices)}")
     if kind == "selector":
         check_selector(value, where)
     if kind == "url" and value and (problem := url_problem(value)):
@@ -174,7 +174,7 @@ def _check_scalar(value: Any, current: Any, f: dataclasses.Field, where: str) ->
         allow_empty = f.metadata.get("empty_ok", False) or (kind == "duration" and f.default == "")
         if not (allow_empty and value == "") and not ok(value):
             also = " (or empty)" if allow_empty else ""
-            raise ConfigError(f"{where}: {value!r} is not accepted; expected {accepted}{also}")
+            raise ConfigError(f"{where}: {yaml_text(value)} is not accepted; expected {accepted}{also}")
     return value
 
 
@@ -234,7 +234,7 @@ def check_selector(value: str, where: str) -> None:
     try:
         matchers = parse_matchers(value)
     except ValueError as err:
-        raise ConfigError(f"{where}: {value!r} is not accepted; expected {SELECTOR_ACCEPTS} ({err})") from None
+        raise ConfigError(f"{where}: {yaml_text(value)} is not accepted; expected {SELECTOR_ACCEPTS} ({err})") from None
     for m in matchers:
         if m.op in ("=~", "!~"):
             try:
@@ -335,19 +335,19 @@ def _tuple(value: Any, f: dataclasses.Field, where: str) -> tuple[str, ...]:
         if isinstance(item, float) and choices and any("." in c for c in choices):
             # YAML reads an unquoted 4.10 as the number 4.1: say to quote it, not only that 4.1 is no choice.
             raise ConfigError(
-                f"{where}: {item!r} is a number (YAML reads unquoted 4.10 as 4.1); write each in quotes: {quoted}"
+                f"{where}: {yaml_text(item)} is a number (YAML reads unquoted 4.10 as 4.1); write each in quotes: {quoted}"
             )
         if not isinstance(item, str):
             accepted = f"one of {quoted}" if choices else "a string (quote it)"
             raise ConfigError(f"{where}: {yaml_text(item)} is not accepted; each item must be {accepted}")
         if choices and item not in choices:
-            raise ConfigError(f"{where}: {item!r} is not accepted; accepted: {', '.join(choices)}")
+            raise ConfigError(f"{where}: {yaml_text(item)} is not accepted; accepted: {', '.join(choices)}")
         if f.metadata.get("kind") == "prefix" and not PREFIX_RE.match(item):
             accepted = 'a metric-name prefix ([a-zA-Z_][a-zA-Z0-9_]*) or ""'
-            raise ConfigError(f"{where}: {item!r} is not accepted; expected {accepted}")
+            raise ConfigError(f"{where}: {yaml_text(item)} is not accepted; expected {accepted}")
         if f.metadata.get("kind") == "host" and not HOST_RE.match(item):
             accepted = "a host name or IP address (an IPv6 one in brackets), without a port or path"
-            raise ConfigError(f"{where}: {item!r} is not accepted; expected {accepted}")
+            raise ConfigError(f"{where}: {yaml_text(item)} is not accepted; expected {accepted}")
     if choices:  # keep the catalog's order so output does not depend on how the list was written
         return tuple(c for c in choices if c in value)
     return tuple(value)
@@ -359,21 +359,21 @@ def _mapping(value: Any, f: dataclasses.Field, where: str) -> tuple[tuple[str, A
     pairs = []
     for key, item in value.items():
         if not isinstance(key, str) or not key:
-            raise ConfigError(f"{where}: {key!r} is not accepted; keys must be non-empty strings")
+            raise ConfigError(f"{where}: {yaml_text(key)} is not accepted; keys must be non-empty strings")
         if f.metadata["kind"] == "model_names":
             if not _compiles_any(key):
-                raise ConfigError(f"{where}: {key!r} is not accepted; keys are regular expressions")
+                raise ConfigError(f"{where}: {yaml_text(key)} is not accepted; keys are regular expressions")
             if not isinstance(item, str) or not item.strip():
-                raise ConfigError(f"{where}.{key}: {item!r} is not accepted; expected a model name")
+                raise ConfigError(f"{where}.{key}: {yaml_text(item)} is not accepted; expected a model name")
         elif f.metadata["kind"] == "prices":
             if isinstance(item, bool) or not isinstance(item, (int, float)) or not 0 <= item < math.inf:
-                raise ConfigError(f"{where}.{key}: {item!r} is not accepted; expected a price of 0 or more")
+                raise ConfigError(f"{where}.{key}: {yaml_text(item)} is not accepted; expected a price of 0 or more")
             item = float(item)
         else:
             if not LABEL_NAME_RE.match(key):
-                raise ConfigError(f"{where}: {key!r} is not accepted; expected a label name ([a-zA-Z_][a-zA-Z0-9_]*)")
+                raise ConfigError(f"{where}: {yaml_text(key)} is not accepted; expected a label name ([a-zA-Z_][a-zA-Z0-9_]*)")
             if not isinstance(item, str):
-                raise ConfigError(f"{where}.{key}: {item!r} is not accepted; label values are strings (quote them)")
+                raise ConfigError(f"{where}.{key}: {yaml_text(item)} is not accepted; label values are strings (quote them)")
         pairs.append((key, item))
     return tuple(sorted(pairs))
 
