@@ -335,7 +335,8 @@ def _tuple(value: Any, f: dataclasses.Field, where: str) -> tuple[str, ...]:
         if isinstance(item, float) and choices and any("." in c for c in choices):
             # YAML reads an unquoted 4.10 as the number 4.1: say to quote it, not only that 4.1 is no choice.
             raise ConfigError(
-                f"{where}: {yaml_text(item)} is a number (YAML reads unquoted 4.10 as 4.1); write each in quotes: {quoted}"
+                f"{where}: {yaml_text(item)} is a number (YAML reads unquoted 4.10 as 4.1); "
+                f"write each in quotes: {quoted}"
             )
         if not isinstance(item, str):
             accepted = f"one of {quoted}" if choices else "a string (quote it)"
@@ -371,9 +372,13 @@ def _mapping(value: Any, f: dataclasses.Field, where: str) -> tuple[tuple[str, A
             item = float(item)
         else:
             if not LABEL_NAME_RE.match(key):
-                raise ConfigError(f"{where}: {yaml_text(key)} is not accepted; expected a label name ([a-zA-Z_][a-zA-Z0-9_]*)")
+                raise ConfigError(
+                    f"{where}: {yaml_text(key)} is not accepted; expected a label name ([a-zA-Z_][a-zA-Z0-9_]*)"
+                )
             if not isinstance(item, str):
-                raise ConfigError(f"{where}.{key}: {yaml_text(item)} is not accepted; label values are strings (quote them)")
+                raise ConfigError(
+                    f"{where}.{key}: {yaml_text(item)} is not accepted; label values are strings (quote them)"
+                )
         pairs.append((key, item))
     return tuple(sorted(pairs))
 
