@@ -38,7 +38,12 @@ ON_REQUEST = [s.api_name for s in catalog.SERVABLE_SERIES if s.api_optional]
 ACTIVITY = {  # API name -> its series (oracle.gpu_truth is keyed by series, in base units: ratios)
     s.api_name: s for s in catalog.GPU_ACTIVITY_SERIES
 }
-SM_FIELDS = {s.api_name for s, key in oracle.ACTIVITY_TRUTHS.items() if key in oracle.OPTIONAL_ACTIVITY}  # fp32 only
+# The activity fields no release collects by default (SM activity and occupancy): fp32's scenario exports them.
+SM_FIELDS = {
+    s.api_name
+    for s, key in oracle.ACTIVITY_TRUTHS.items()
+    if not any(raw.default_collected for raw in catalog.SIGNALS[key].raws)
+}
 OTHER_TENANT = "physics-key-0123456789"
 
 

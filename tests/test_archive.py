@@ -163,7 +163,9 @@ def test_a_bad_archive_url_is_one_line(tmp_path, loaded):
         archive_command(server, tmp_path, "mysql://nowhere/db"), capture_output=True, text=True, cwd=REPO
     )
     assert done.returncode == 2
-    assert done.stderr.startswith("error: archive.url:") and len(done.stderr.strip().splitlines()) == 1
+    # Refused where the config is read, naming its file, before anything is asked of Prometheus.
+    assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "config.yml: archive.url: 'mysql://nowhere/db' is not accepted; accepted: " in done.stderr, done.stderr
 
 
 def report_json(prometheus_url: str, config: Path, *args: str) -> dict:

@@ -66,7 +66,6 @@ ACTIVITY_TRUTHS: dict[Series, str] = {
     catalog.GPU_SM_ACTIVE: "sm_active",
     catalog.GPU_SM_OCCUPANCY: "sm_occupancy",
 }
-OPTIONAL_ACTIVITY = frozenset({"sm_active", "sm_occupancy"})
 
 
 # The units a load field may be given in (its name's suffix), and each one's value in the base unit.
@@ -265,7 +264,10 @@ def gpu_truth(scenario: Scenario, execution: Execution, gpu: Gpu, minute: float)
     out[catalog.GPU_POWER_ATTRIBUTED] = out[catalog.GPU_POWER] * share * instance_share(scenario, gpu)
     missing = scenario.missing_on(gpu.host)
     for series, key in ACTIVITY_TRUTHS.items():
-        if key not in missing and (key not in OPTIONAL_ACTIVITY or key in scenario.exported):
+        # As the exporter publishes the field (what the renderer reads too): its release's default counters (the
+        # profiling fields from dcgm-exporter 4.0.0 on), else only where the scenario exports it.
+        raw = raw_for(key, host.generation)
+        if raw is not None and published(key, raw, scenario, host.name):
             out[series] = activity(load, device_util, bool(gpu.mig_instance))[key]
     if missing >= FRAMEBUFFER_SIGNALS:  # no framebuffer field at all (MIG-enabled H100s): no memory series
         for series in MEMORY_SERIES:
