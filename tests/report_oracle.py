@@ -36,7 +36,13 @@ from gpu_execution_pack.scenario.library import (
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Host, Scenario
 
 # The report suite's configuration: its backfill evaluates every rule every 15 s, and the config says so.
-CONFIG = {"rule_interval": f"{STEP_SECONDS}s", "derived_rule_interval": f"{STEP_SECONDS}s"}
+# Kubernetes attribution (kube_pod_labels joined on namespace and pod): the virtual-GPU pairs' pods are named through
+# it only, dcgm-exporter copying no pod label onto the series of its virtual-GPU path (library.pod_mapped_suite).
+CONFIG = {
+    "rule_interval": f"{STEP_SECONDS}s",
+    "derived_rule_interval": f"{STEP_SECONDS}s",
+    "attribution": {"mode": "kubernetes"},
+}
 
 
 def merged(name: str, scenarios: list[Scenario]) -> Scenario:

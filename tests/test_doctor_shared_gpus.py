@@ -43,8 +43,8 @@ def capacity(node: str, gpus: int, steps: int) -> RenderedSeries:
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory):
-    by_name = {s.name: s for s in library.default_suite()}
-    scenarios = [by_name[TIME_SLICED], by_name[VIRTUAL], library.training_in("4.8"), library.real_install(HELM)]
+    scenarios = [library.time_sliced(), library.virtual_gpus(), library.training_in("4.8"), library.real_install(HELM)]
+    assert [s.name for s in scenarios[:2]] == [TIME_SLICED, VIRTUAL]
     cfg = config_from_mapping({"vendors": ["nvidia"]})
     end = int(time.time()) - 60
     placed = []  # each scenario's series, and kube-state-metrics' capacity of its hosts, up to a minute ago

@@ -51,6 +51,7 @@ def test_the_test_command_builds_every_suite_and_promtool_passes_them(capsys: py
             "scrape_identity-amd",
             "mapping",  # the AMD fleet's executions arrive by job_id or pod, not by a mapping
             "kubernetes",
+            "kubernetes-alerts",  # the pair filling its virtual GPUs alone (library.pod_mapped_alert_suite)
             "kubernetes-amd",
             "hpc_job",
             "hpc_job-amd",
@@ -255,11 +256,13 @@ def test_reading_gpu_util_on_mig_instances_fails_the_tests(tmp_path: Path, monke
     assert 'execution_id="mig-0003"' in out
 
 
+KUBERNETES = config_from_mapping({"attribution": {"mode": "kubernetes"}}, "kubernetes")
+
+
 def _virtual_gpu_suites() -> list[testsuites.Variant]:
-    """The virtual-GPU pair (per-pod values beside the device's) under the defaults and in kubernetes mode."""
-    pair = (library.virtual_gpus(),)
-    kubernetes = config_from_mapping({"attribution": {"mode": "kubernetes"}}, "kubernetes")
-    return [testsuites.Variant("default", Config(), pair), testsuites.Variant("kubernetes", kubernetes, pair)]
+    """The virtual-GPU pair (per-pod values beside the device's) in kubernetes mode: its series carry no execution
+    id under label attribution (dcgm-exporter copies no pod label on its virtual-GPU path)."""
+    return [testsuites.Variant("kubernetes", KUBERNETES, (library.virtual_gpus(),))]
 
 
 @pytest.mark.single_version
@@ -274,7 +277,7 @@ def test_the_virtual_gpu_pair_sees_the_gpus_capacity_and_own_plus_free_fails(
     capacity = 22 * 1024**3  # the A10's usable framebuffer, as the scenario gives it
     assert gpu.mem_total_mib * 1024**2 == capacity
     for minute in (5.0, 15.0, 25.0):
-        totals = expected.expected(pair, minute)[catalog.GPU_MEMORY_TOTAL.name]
+        totals = expected.expected(pair, minute, KUBERNETES)[catalog.GPU_MEMORY_TOTAL.name]
         assert [s.value for s in totals] == [capacity, capacity]
     assert suite_failures(_virtual_gpu_suites(), tmp_path / "device", amd=False) == ""
     own_plus_free = Formula(signal("fb_used") + signal("fb_free"))
@@ -451,6 +454,14 @@ def test_a_recording_suite_leaves_the_alert_rules_to_its_variants_alert_suite(tm
     # The AMD fleet is in no alert suite: its suite keeps them.
     for name in ("default-alerts.test.yml", "default-amd.test.yml", "mapping.test.yml"):
         assert "alerts.rules.yml" in loaded[name] and alerts[0] in docs[name]["group_eval_order"]
+    # The kubernetes variant's alert suite holds one scenario of the alert library: its recording suite keeps them.
+    [kubernetes] = (v for v in testsuites.default_variants() if v.name == "kubernetes")
+    assert kubernetes.alerts and [s.name for s in kubernetes.alert_library()] == [library.virtual_gpus_full().name]
+    files = testsuites.suite_files([kubernetes], tmp_path / "k", executions=frozenset({"vgpufull-0037"}))
+    docs = {p.name: yaml.safe_load(files[p]) for p in testsuites.suite_test_paths(files)}
+    assert set(docs) == {"kubernetes.test.yml", "kubernetes-alerts.test.yml", "kubernetes-amd.test.yml"}
+    for doc in docs.values():
+        assert "alerts.rules.yml" in {Path(f).name for f in doc["rule_files"]}
 
 
 def test_promtool_collects_its_garbage_less_often_unless_the_environment_says_how_often(

@@ -12,7 +12,9 @@ import pytest
 import yaml
 from gpu_execution_pack import catalog, promtool
 from gpu_execution_pack.config import Config, config_from_mapping
+from gpu_execution_pack.output import write_all
 from gpu_execution_pack.rules.files import all_groups
+from gpu_execution_pack.rules.files import rule_files as generated_rule_files
 from gpu_execution_pack.scenario import oracle
 from gpu_execution_pack.scenario.model import STEP_SECONDS, Execution, Gpu, Host, Scenario
 from gpu_execution_pack.scenario.render import Renderer, expand_notation
@@ -31,7 +33,8 @@ RESEARCH = Execution(JOB, (Gpu("ha", 0),), ("idle",) * 8, namespace="research")
 PHYSICS = Execution(JOB, (Gpu("hb", 0), Gpu("hb", 1)), ("compute",) * 4, namespace="physics")
 SCENARIO = Scenario("two tenants, one id", "", (Host("ha"), Host("hb")), (RESEARCH, PHYSICS))
 # Each namespace's Job of that name time-slices one A10 with the other (per-process values), the two filling its
-# framebuffer together: each one's memory alerts must name the other, which shares its id, not its tenant.
+# framebuffer together: each one's memory alerts must name the other, which shares its id, not its tenant. Its
+# pods are named under kubernetes attribution (kube_pod_labels): dcgm-exporter's virtual-GPU path copies no pod label.
 A10 = Gpu("hc", 0, model="NVIDIA A10", mem_total_mib=22 * 1024)
 SLICED = Host("hc", exporter_pod="nvidia-dcgm-exporter-q7w2e", virtual_gpus=True)
 SHARING = Scenario(
@@ -106,8 +109,8 @@ def test_each_tenants_execution_of_one_id_is_rolled_up_and_alerted_on_apart(tmp_
 
 def test_a_gpu_time_sliced_by_two_tenants_jobs_of_one_name_names_the_other_in_the_memory_alerts(tmp_path: Path):
     """The alert oracle's descriptions (scenario.alerting) name the other namespace's Job, and the shipped rules,
-    run by promtool over the raw series, render them so."""
-    cfg = Config()
+    run by promtool over the raw series (kube_pod_labels naming each pod's Job), render them so."""
+    cfg = config_from_mapping({"attribution": {"mode": "kubernetes"}})
     [test] = alert_suite(cfg, [SHARING])
     other = {"research": "physics", "physics": "research"}
     fired: set[str] = set()
@@ -166,19 +169,27 @@ def test_the_test_command_s_suites_pass_for_a_config_whose_tenant_is_another_lab
     oracle expects it there, on the per-GPU series, the rollups, the alerts and their descriptions. The oracle
     named ``namespace`` whatever the config said, so every such config's suites failed."""
     cfg = config_from_mapping({"api": {"tenant_label": "team"}, "attribution": {"mode": mode}}, "test")
-    # A training job, two tenants' Jobs time-slicing one GPU (their memory alerts name each other's tenant),
-    # and the AMD fleet (its pods' tenant).
+    # A training job, in kubernetes mode two tenants' Jobs time-slicing one GPU (their memory alerts name each
+    # other's tenant; under label attribution dcgm-exporter's virtual-GPU series carry no execution id, and the
+    # label-mode suites hold no such pair), and the AMD fleet (its pods' tenant).
     held = frozenset({"train-0001", "vgpufull-0037"})
-    assert suite_failures(config_variants(cfg), tmp_path, executions=held) == ""
+    variants = config_variants(cfg)
+    assert any(e.id == "vgpufull-0037" for s in variants[0].alert_library() for e in s.executions) == (
+        mode == "kubernetes"
+    )
+    assert suite_failures(variants, tmp_path, executions=held) == ""
 
 
 def run_suite(tmp_path: Path, cfg: Config, test: dict) -> None:
     """promtool's run of ``test`` over the shipped rule files, their groups in dependency order."""
     suite = tmp_path / "tenants.test.yml"
+    rules = rule_files()
+    if cfg != Config():  # the rule files this config generates, not the shipped defaults
+        rules = sorted(write_all(generated_rule_files(cfg, tmp_path / "rules")))
     suite.write_text(
         yaml.safe_dump(
             {
-                "rule_files": [str(p) for p in rule_files()],
+                "rule_files": [str(p) for p in rules],
                 "evaluation_interval": f"{STEP_SECONDS}s",
                 "group_eval_order": [g.name for g in all_groups(cfg)],
                 "tests": [test],

@@ -56,7 +56,7 @@ class World:
     """The recorded series of one scenario, as the rules should produce them."""
 
     def __init__(self, scenario: Scenario, cfg: Config):
-        self.s = scenario
+        self.s = expected.attributable(scenario, cfg)
         self.cfg = cfg
         # Descriptions name the cluster where the config has a cluster label.
         self.in_cluster = cluster_scope(cfg).named(scenario.cluster)

@@ -40,6 +40,19 @@ def gpu_labels(execution: Execution, gpu: Gpu, tenant: str = TENANT_LABEL) -> di
     return labels
 
 
+def attributable(scenario: Scenario, cfg: Config) -> Scenario:
+    """``scenario``, refused where ``cfg``'s attribution cannot attribute its executions: under label attribution,
+    a host whose dcgm-exporter maps pods through DRA or KUBERNETES_VIRTUAL_GPUS (``Host.copies_no_pod_labels``)
+    publishes no execution id, so none of its executions is recorded; the oracle predicts only executions the
+    exporters can name (such a scenario is tested under kubernetes attribution)."""
+    if cfg.attribution.mode == "label" and (hosts := [h.name for h in scenario.hosts if h.copies_no_pod_labels]):
+        raise ValueError(
+            f"{scenario.name}: under label attribution the GPU series of {', '.join(hosts)} (DRA or virtual GPUs) "
+            "carry no execution id; test it under attribution.mode: kubernetes"
+        )
+    return scenario
+
+
 def running(scenario: Scenario, minute: float) -> list[Execution]:
     return [e for e in scenario.executions if e.phase_at(minute) is not None]
 
@@ -118,6 +131,7 @@ def expected(
         if collision.at(minute):
             out[catalog.NODE_HOST_COLLISIONS.name].append(Sample({HOST_LABEL: collision.name}, collision.machines))
     cfg = cfg or Config()
+    attributable(scenario, cfg)
     tenant = cfg.api.tenant_label
     seconds = sample_seconds(scenario, minute, cfg, store)  # the same for every execution sampled now
     for e in running(scenario, minute):
@@ -179,6 +193,7 @@ def conditions(scenario: Scenario, cfg: Config, minute: float) -> dict[str, list
     """Expected samples of the report's recorded conditions at ``minute``: per GPU, memory at or above the
     GpuMemoryHigh threshold; per execution and tenant, mean utilisation under the GpuUnderutilized threshold,
     and meanwhile the busiest host CPU of the execution (where a host has one)."""
+    attributable(scenario, cfg)
     out: dict[str, list[Sample]] = defaultdict(list)
     memory_high, underutilized = cfg.alerts.gpu_memory_high.threshold, cfg.alerts.gpu_underutilized.threshold
     tenant = cfg.api.tenant_label

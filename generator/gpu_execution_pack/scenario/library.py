@@ -397,8 +397,32 @@ def real_install(host: str) -> Scenario:
     return next(s for s in real_installs() if s.hosts[0].name == host)
 
 
+def by_label(scenario: Scenario) -> bool:
+    """Whether label attribution can attribute ``scenario``: none of its hosts' exporters maps pods through DRA or
+    KUBERNETES_VIRTUAL_GPUS, on which paths dcgm-exporter copies no pod label (``Host.copies_no_pod_labels``)."""
+    return not any(h.copies_no_pod_labels for h in scenario.hosts)
+
+
 def default_suite() -> list[Scenario]:
-    """Scenarios the default configuration's rules are tested on."""
+    """Scenarios the default configuration's rules are tested on: every one label attribution can attribute (the
+    others, ``pod_mapped_suite``, are tested under kubernetes attribution)."""
+    return [s for s in _label_suite() if by_label(s)]
+
+
+def pod_mapped_suite() -> list[Scenario]:
+    """Pods holding GPUs through dcgm-exporter's DRA and virtual-GPU paths, which carry the pod's namespace and name
+    but none of its own labels: tested under kubernetes attribution (kube_pod_labels joined on namespace and pod)."""
+    return [s for s in [*real_installs(), *work_suite()] if not by_label(s)]
+
+
+def pod_mapped_alert_suite() -> list[Scenario]:
+    """The alert scenarios of ``pod_mapped_suite``: tested under kubernetes attribution."""
+    return [
+        virtual_gpus_full(),  # the GPU's fill, every holder's, names the other holder
+    ]
+
+
+def _label_suite() -> list[Scenario]:
     return [
         training_in("4.8"),
         training_in("4.8", host_label="hostname"),  # 4.8.3 renamed Hostname to hostname
@@ -421,7 +445,7 @@ def default_suite() -> list[Scenario]:
 
 
 def attribution_suite() -> list[Scenario]:
-    """Scenarios every attribution mode is tested on."""
+    """Scenarios every attribution mode is tested on (label attribution on those ``by_label``: not dra1)."""
     return [
         training_in("4.8"),
         mig(),
@@ -523,7 +547,8 @@ def name_collision_while_exporter_down() -> Scenario:
 
 
 def alert_suite() -> list[Scenario]:
-    """Scenarios the alert rules are tested on (with the built-in defaults)."""
+    """Scenarios the alert rules are tested on (with the built-in defaults); those of pods holding GPUs through
+    dcgm-exporter's DRA or virtual-GPU paths are ``pod_mapped_alert_suite``'s."""
     return [
         oom_crash(),
         host_oom(),
@@ -544,7 +569,6 @@ def alert_suite() -> list[Scenario]:
         mig_activity_only(),  # utilisation is the engine activity: never stalled
         profiling_locked(),
         name_collision_while_exporter_down(),
-        virtual_gpus_full(),  # the GPU's fill, every holder's, names the other holder
     ]
 
 

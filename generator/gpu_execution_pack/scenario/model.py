@@ -152,6 +152,14 @@ class Host:
     base_ram_used_bytes: int = 8 * 1024**3
 
     @property
+    def copies_no_pod_labels(self) -> bool:
+        """Whether its dcgm-exporter maps pods through DRA or KUBERNETES_VIRTUAL_GPUS: on those paths it sets the
+        workload's pod, namespace and container (pod_uid and vgpu, or the claim's dra_* labels) but copies none of
+        the pod's own labels, which it copies on the device-plugin path only (transformation/kubernetes.go), so under
+        label attribution its series carry no execution id."""
+        return self.virtual_gpus or bool(self.dra_containers)
+
+    @property
     def dcgm_host_label(self) -> str:
         return self.host_label or ("Hostname" if self.generation in ("3.3", "4.8") else "hostname")
 

@@ -148,11 +148,11 @@ class Renderer:
             labels |= {"GPU_I_ID": gpu.mig_instance, "GPU_I_PROFILE": gpu.mig_profile}
         exporter_pod = self.exporter_pod(host)
         workload: dict[str, str] = {}
-        if owner is not None and self.mode == "label":
+        if owner is not None and self.mode == "label" and not host.copies_no_pod_labels:
             # With its pod mapping, dcgm-exporter also attaches the workload's namespace: the tenant.
             labels[self.cfg.execution_label] = owner.id
             workload = {self.cfg.api.tenant_label: owner.namespace}
-        if owner is not None and self.mode == "kubernetes":
+        if owner is not None and self.pod_mapped(host):
             # The pod's namespace, which the pod join reads, and the tenant (api.tenant_label: the namespace
             # itself by default, else a label the scrape config puts on the workload's series).
             workload = {"namespace": owner.namespace, "pod": self.pod_name(owner, host)}
@@ -174,6 +174,13 @@ class Renderer:
         else:
             labels |= workload
         return self.scraped(host, labels)
+
+    def pod_mapped(self, host: Host) -> bool:
+        """Whether ``host``'s GPU series name the workload's pod (namespace, pod, container) and no execution id:
+        under kubernetes attribution, and under label attribution where its exporter maps pods through DRA or
+        KUBERNETES_VIRTUAL_GPUS (``Host.copies_no_pod_labels``): the exporter publishes what it publishes, whatever
+        the pack's attribution mode, so there its series carry no execution id (no execution holds its GPUs)."""
+        return self.mode == "kubernetes" or (self.mode == "label" and host.copies_no_pod_labels)
 
     def scraped(self, host: Host, labels: dict[str, str]) -> dict[str, str]:
         """An exporter target's labels as stored: under ``node.host_identity: scrape`` the scrape config sets the
@@ -226,7 +233,7 @@ class Renderer:
         # mapping and dcgm-exporter's KUBERNETES_VIRTUAL_GPUS do; under DRA, once per container of the pod that
         # references the claim. (Kubernetes' pod mapping without KUBERNETES_VIRTUAL_GPUS labels one pod per GPU,
         # a case the library does not render: the rules cannot see the other holders, docs/report.md says so.)
-        containers = host.dra_containers if self.mode == "kubernetes" and host.dra_containers else ("",)
+        containers = host.dra_containers if self.pod_mapped(host) and host.dra_containers else ("",)
         return [
             *(
                 (self.gpu_labels(host, gpu, owner, c), lambda m, owner=owner: running(owner, m) and alive(m), owner)
@@ -253,7 +260,7 @@ class Renderer:
         published all along."""
         if holder is None:
             return labels, partial(self.dcgm_alive, host)
-        uid = {"pod_uid": f"uid-{holder.id}-{host.name}"} if self.mode == "kubernetes" else {}
+        uid = {"pod_uid": f"uid-{holder.id}-{host.name}"} if self.pod_mapped(host) else {}
         return labels | uid, active
 
     def dcgm_series(self) -> Iterator[RenderedSeries]:

@@ -34,20 +34,36 @@ class Variant:
     config: Config
     scenarios: tuple[Scenario, ...]
     alerts: bool = False  # also test its alert rules on the alert scenarios
+    alert_scenarios: tuple[Scenario, ...] = ()  # those scenarios, where not the library's (library.alert_suite())
+
+    def alert_library(self) -> list[Scenario]:
+        """The scenarios its alert rules are tested on, where ``alerts``."""
+        return list(self.alert_scenarios) if self.alert_scenarios else library.alert_suite()
 
 
 def default_variants() -> list[Variant]:
     """The built-in defaults and each other attribution mode, on the same scenarios."""
     attribution = tuple(library.attribution_suite())
 
-    def variant(name: str, overrides: dict[str, Any], *extra: Scenario) -> Variant:
-        return Variant(name, config_from_mapping(overrides, f"variant {name}"), attribution + extra)
+    def variant(name: str, overrides: dict[str, Any], *extra: Scenario, **more: Any) -> Variant:
+        cfg = config_from_mapping(overrides, f"variant {name}")
+        # Label attribution has no execution id where dcgm-exporter maps pods through DRA or virtual GPUs.
+        scenarios = tuple(s for s in attribution if cfg.attribution.mode != "label" or library.by_label(s))
+        return Variant(name, cfg, scenarios + extra, **more)
 
     return [
         Variant("default", Config(), tuple(library.default_suite()), alerts=True),
         variant("mapping", {"attribution": {"mode": "mapping"}}),
-        # Per-pod values under KUBERNETES_VIRTUAL_GPUS exist only where the exporter maps pods.
-        variant("kubernetes", {"attribution": {"mode": "kubernetes"}}, library.virtual_gpus()),
+        # The DRA install (in the attribution suite), and per-pod values under KUBERNETES_VIRTUAL_GPUS: the paths on
+        # which dcgm-exporter copies no pod label, attributed through kube_pod_labels; their alerts on the pair
+        # filling its GPU alone (the alert library's other scenarios are the default variant's).
+        variant(
+            "kubernetes",
+            {"attribution": {"mode": "kubernetes"}},
+            *(s for s in library.pod_mapped_suite() if s not in attribution),
+            alerts=True,
+            alert_scenarios=tuple(library.pod_mapped_alert_suite()),
+        ),
         # dcgm-exporter's --hpc-job-mapping-dir label, with scrape selectors set.
         variant(
             "hpc_job",
@@ -82,11 +98,19 @@ def default_variants() -> list[Variant]:
 def config_variants(cfg: Config) -> list[Variant]:
     """A user's configuration, on the scenarios its attribution mode can be rendered in: with a cluster label,
     each in a cluster of its own, as a central ruler holds its clusters (``suite_files`` holds them in one
-    store)."""
-    scenarios = library.default_suite() if cfg.attribution.mode == "label" else library.attribution_suite()
+    store). Under label attribution, not the pods holding GPUs through dcgm-exporter's DRA or virtual-GPU paths
+    (their series carry no execution id); under kubernetes attribution, those too."""
+    alerting = library.alert_suite()
+    if cfg.attribution.mode == "label":
+        scenarios = library.default_suite()
+    else:
+        scenarios = library.attribution_suite()
+        alerting += library.pod_mapped_alert_suite()
+        if cfg.attribution.mode == "kubernetes":
+            scenarios += [s for s in library.pod_mapped_suite() if s not in scenarios]
     if cluster_scope(cfg).enabled:
-        return [Variant("config", cfg, tuple(library.in_own_clusters(scenarios)), alerts=True)]
-    return [Variant("config", cfg, tuple(scenarios), alerts=True)]
+        scenarios = library.in_own_clusters(scenarios)
+    return [Variant("config", cfg, tuple(scenarios), alerts=True, alert_scenarios=tuple(alerting))]
 
 
 def _test_document(variant: Variant, rule_paths: list[Path], tests: list[dict[str, Any]]) -> dict[str, Any]:
@@ -104,9 +128,10 @@ def _recording_rule_paths(variant: Variant, relative: list[Path]) -> list[Path]:
     """The rule files a variant's recording suite loads: all of them, less the alerts where its alert suite
     evaluates those (over the alert scenarios, with every other file). The recording checks read recorded
     series only, and promtool evaluates every group at every step, the alerts' minute-long group included:
-    about a fifth of a recording store's time. A variant without an alert suite keeps them, so that its alert
-    rules are still evaluated, without an error, over its scenarios."""
-    if not variant.alerts:
+    about a fifth of a recording store's time. A variant without an alert suite, or whose alert suite holds only
+    some of the alert library, keeps them, so that its alert rules are still evaluated, without an error, over its
+    scenarios."""
+    if not variant.alerts or not {s.name for s in library.alert_suite()} <= {s.name for s in variant.alert_library()}:
         return relative
     alerts = rule_file_name(alert_group(variant.config).file)
     return [p for p in relative if p.name != alerts]
@@ -128,7 +153,7 @@ def suite_files(
         scenarios = library.as_configured(_holding(list(v.scenarios), executions), v.config)
         suites = {v.name: lambda v=v, s=scenarios: recording_suite(v.config, s, together=True)}
         if v.alerts:
-            alerting = library.as_configured(_holding(library.alert_suite(), executions), v.config)
+            alerting = library.as_configured(_holding(v.alert_library(), executions), v.config)
             suites[f"{v.name}-alerts"] = lambda v=v, s=alerting: alert_suite(v.config, s, together=True)
         if amd.renders(v.config):
             suites[f"{v.name}-amd"] = lambda v=v: amd.amd_suite(v.config)
