@@ -334,6 +334,11 @@ def first_few(names: list[str] | tuple[str, ...], most: int = 4) -> str:
     return ", ".join(names[:most]) + (", ..." if len(names) > most else "")
 
 
+def targets_named(targets: tuple[str, ...]) -> str:
+    """How many ``targets`` there are and the first few of them: "2 targets (a:9400, b:9400)"."""
+    return f"{len(targets)} target{'s' * (len(targets) != 1)} ({first_few(targets)})"
+
+
 def returned(value: float) -> str:
     """A figure Prometheus answered that is no number (NaN, an infinity), as said: "unknown (Prometheus returned
     NaN)", never a bare ``nan``."""
@@ -547,8 +552,7 @@ def check_pod_labels(cfg: Config, d: Deployment) -> Item:
     old = ", ".join((catalog.OLD_UUID_LABEL, *catalog.OLD_POD_LABELS.values()))
     if not d.old_pod_label_targets:
         return Item("pod labels", "pass", f"no GPU series carries dcgm-exporter's old labels ({old})")
-    targets = d.old_pod_label_targets
-    some = f"{len(targets)} target{'s' * (len(targets) != 1)} ({first_few(targets)})"
+    some = targets_named(d.old_pod_label_targets)
     lost = (
         f"their GPUs have no {catalog.UUID_LABEL}, so every GPU of a host reads as one device, shared by every "
         "execution on the host"
@@ -580,11 +584,10 @@ def check_claimed_gpus(cfg: Config, d: Deployment) -> Item:
         return Item(name, "info", f"attribution.mode {cfg.attribution.mode}: the execution id is not read off these")
     if not d.podless_claim_targets:
         return Item(name, "pass", f"no GPU series with {labels} lacks {cfg.execution_label}")
-    targets = d.podless_claim_targets
     return Item(
         name,
         "warn",
-        f"the GPU series of {len(targets)} target{'s' * (len(targets) != 1)} ({first_few(targets)}) carry {labels} "
+        f"the GPU series of {targets_named(d.podless_claim_targets)} carry {labels} "
         f"(a pod's DRA claim or virtual GPU) and no {cfg.execution_label}: dcgm-exporter copies pod labels "
         "(--kubernetes-enable-pod-labels) onto a GPU held through the device plugin only, so under label "
         "attribution these GPUs are held by no execution",
@@ -615,11 +618,11 @@ def check_exporter_targets(cfg: Config, d: Deployment) -> Item:
     kubernetes-service-endpoints or kubernetes-pods job, a static job named after the hosts, AMD's example job
     gpu_metrics) holds exporters that can go down without the alert firing, and no other check says so."""
     name = "exporter targets"
-    asked = []
-    if "nvidia" in cfg.vendors and d.dcgm_target_jobs is not None:
+    asked = []  # None: not asked, the config reading no GPU of that vendor
+    if d.dcgm_target_jobs is not None:
         dcgm = cfg.selectors.dcgm_targets
         asked.append(WatchedJobs("dcgm-exporter", "selectors.dcgm_targets", dcgm, d.dcgm_jobs, d.dcgm_target_jobs))
-    if "amd" in cfg.vendors and d.amd_target_jobs is not None:
+    if d.amd_target_jobs is not None:
         amd = cfg.amd.targets
         asked.append(WatchedJobs("device-metrics-exporter", "amd.targets", amd, d.amd_jobs, d.amd_target_jobs))
     if not asked:
@@ -657,12 +660,11 @@ def check_host_identity(cfg: Config, d: Deployment) -> Item:
         return Item(name, "pass", "node.host_identity: join: the rules find each target's host from what it publishes")
     if not d.unnamed_host_targets:
         return Item(name, "pass", f"every GPU and host CPU series reporting carries the target label {label}")
-    some = len(d.unnamed_host_targets)
     return Item(
         name,
         "fail",
-        f"node.host_identity is scrape, but the GPU or host CPU series of {some} target{'s' * (some != 1)} "
-        f"({first_few(d.unnamed_host_targets)}) carry no {label}: the rules record them with an empty host, "
+        f"node.host_identity is scrape, but the GPU or host CPU series of {targets_named(d.unnamed_host_targets)} "
+        f"carry no {label}: the rules record them with an empty host, "
         "joined to no host's RAM and CPU",
         f"set the target label {label} on every dcgm-exporter and node_exporter target in your scrape config (from "
         "the node's name, as the generated scrape snippets do), or set node.host_identity: join",

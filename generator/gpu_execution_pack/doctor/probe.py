@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -119,7 +119,7 @@ class Deployment:
     crowded_mig_instances: int | None = None
     crowded_mig_targets: tuple[str, ...] = ()
     # The jobs of the targets that publish dcgm-exporter's series now, and the jobs of the `up` series
-    # selectors.dcgm_targets selects (what the exporter-down alert reads); None: not asked
+    # selectors.dcgm_targets selects (what the exporter-down alert reads); None: not asked (vendors without nvidia)
     dcgm_jobs: tuple[str, ...] = ()
     dcgm_target_jobs: tuple[str, ...] | None = None
     # The targets (instance) whose GPU presence or host CPU series report now without a hostname label: under
@@ -133,18 +133,24 @@ class Deployment:
     amd_target_jobs: tuple[str, ...] | None = None
 
 
-def presence(vendors: tuple[str, ...]) -> Expr:
-    """Every GPU entry's presence series, as any exporter generation the catalog knows publishes it."""
+def presence(vendors: tuple[str, ...], *matchers: Matcher) -> Expr:
+    """Every GPU entry's presence series, as any exporter generation the catalog knows publishes it, those
+    ``matchers`` select."""
     raws = catalog.presence_raws(catalog.GENERATIONS, vendors)
-    return any_of([raw.select() for raw in raws])
+    return any_of([raw.select(*matchers) for raw in raws])
+
+
+async def ask_if(wanted: bool, query: Callable[[], Awaitable[T]]) -> T | None:
+    """``query``'s answer where ``wanted``, else None without asking Prometheus: a fact the config makes moot (the
+    execution id on the raw series outside label attribution, a vendor the config does not read)."""
+    return await query() if wanted else None
 
 
 def without_host_name() -> Expr:
     """The GPU presence and host CPU series (the inputs of the per-GPU and host rules) that carry no
     ``HOST_TARGET_LABEL``: what node.host_identity: scrape records with an empty host."""
-    unnamed = Matcher(HOST_TARGET_LABEL, "=", "")
-    raws = catalog.presence_raws(catalog.GENERATIONS, catalog.VENDORS)
-    return any_of([*(raw.select(unnamed) for raw in raws), catalog.SIGNALS["cpu_idle_seconds"].raws[0].select(unnamed)])
+    unnamed = match(HOST_TARGET_LABEL, "")
+    return any_of([presence(catalog.VENDORS, unnamed), catalog.SIGNALS["cpu_idle_seconds"].raws[0].select(unnamed)])
 
 
 def amd_presence(cfg: Config) -> Expr:
@@ -161,21 +167,16 @@ def claimed_without_execution(execution_label: str) -> Expr:
     virtual GPU (catalog.VGPU_LABEL) that carry no execution id: the exporter copies the pod's own labels
     (--kubernetes-enable-pod-labels) on its device-plugin path only, so under label attribution these GPUs are held
     by no execution."""
-    raws = catalog.presence_raws(catalog.GENERATIONS, ("nvidia",))
+    unlabelled = match(execution_label, "")
     return any_of(
-        [
-            raw.select(labelled(label), match(execution_label, ""))
-            for raw in raws
-            for label in (catalog.DRA_CLAIM_LABEL, catalog.VGPU_LABEL)
-        ]
+        [presence(("nvidia",), labelled(label), unlabelled) for label in (catalog.DRA_CLAIM_LABEL, catalog.VGPU_LABEL)]
     )
 
 
 def mig_instances(*matchers: Matcher) -> Expr:
     """dcgm-exporter's MIG instances that report (any generation's presence series with an instance id), those
     ``matchers`` select."""
-    instance = labelled(catalog.MIG_INSTANCE_LABEL)
-    return any_of([raw.select(instance, *matchers) for raw in catalog.presence_raws(catalog.GENERATIONS, ("nvidia",))])
+    return presence(("nvidia",), labelled(catalog.MIG_INSTANCE_LABEL), *matchers)
 
 
 def unmeasured_mig_instances() -> Expr:
@@ -193,8 +194,7 @@ def old_pod_labelled() -> Expr:
     behind a ServiceMonitor without honorLabels (exported_*), or its old UUID label (``catalog.OLD_UUID_LABEL``)."""
     spellings = [p + label for label in catalog.OLD_POD_LABELS.values() for p in ("", catalog.EXPORTED_PREFIX)]
     spellings.append(catalog.OLD_UUID_LABEL)  # the exporter's own label, never exported_: on every series
-    raws = catalog.presence_raws(catalog.GENERATIONS, ("nvidia",))
-    return any_of([raw.select(labelled(label)) for raw in raws for label in spellings])
+    return any_of([presence(("nvidia",), labelled(label)) for label in spellings])
 
 
 def crowded_mig_instances(execution_label: str) -> Expr:
@@ -205,14 +205,6 @@ def crowded_mig_instances(execution_label: str) -> Expr:
     held = mig_instances(labelled(execution_label), match(catalog.VGPU_LABEL, ""))
     holders = aggregate("group", (*keys, execution_label), held)
     return aggregate("count", keys, holders).gt(1)
-
-
-async def crowded_mig(client: PrometheusClient, cfg: Config) -> list[dict[str, Any]] | None:
-    """``crowded_mig_instances``'s rows; None where the raw series carry no execution id: only label attribution
-    puts it on dcgm-exporter's own series."""
-    if cfg.attribution.mode != "label":
-        return None
-    return await client.instant(render(crowded_mig_instances(cfg.execution_label)))
 
 
 def gpu_count(expr: Expr, labels: tuple[str, ...] = ("UUID", "GPU_I_ID")) -> Expr:
@@ -527,19 +519,27 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         shared_gpu_nodes(client, cfg),
     )
     # One row per instance without engine activity (with its target): counted and named from the one answer.
-    instances, unmeasured, old_pod_labels, crowded, dcgm_jobs, dcgm_target_jobs, unnamed = await asyncio.gather(
+    # The raw series carry an execution id under label attribution only; a vendor's exporters are judged where the
+    # config reads that vendor.
+    by_label, nvidia, amd = cfg.attribution.mode == "label", "nvidia" in cfg.vendors, "amd" in cfg.vendors
+    instances, unmeasured, old_pod_labels, crowded, podless, unnamed = await asyncio.gather(
         instant_value(client, gpu_count(mig_instances())),
         client.instant(render(unmeasured_mig_instances())),
         label_values(client, catalog.INSTANCE_LABEL, old_pod_labelled()),
-        crowded_mig(client, cfg),
-        label_values(client, catalog.JOB_LABEL, presence(("nvidia",))),
-        label_values(client, catalog.JOB_LABEL, selector(UP, *cfg.selectors.dcgm_targets_matchers)),
+        ask_if(by_label, lambda: client.instant(render(crowded_mig_instances(cfg.execution_label)))),
+        ask_if(
+            by_label,
+            lambda: label_values(client, catalog.INSTANCE_LABEL, claimed_without_execution(cfg.execution_label)),
+        ),
         label_values(client, catalog.INSTANCE_LABEL, without_host_name()),
     )
-    amd_jobs, amd_target_jobs, podless = await asyncio.gather(
-        label_values(client, catalog.JOB_LABEL, amd_presence(cfg)),
-        label_values(client, catalog.JOB_LABEL, selector(UP, *cfg.amd.targets_matchers)),
-        label_values(client, catalog.INSTANCE_LABEL, claimed_without_execution(cfg.execution_label)),
+    dcgm_jobs, dcgm_target_jobs, amd_jobs, amd_target_jobs = await asyncio.gather(
+        ask_if(nvidia, lambda: label_values(client, catalog.JOB_LABEL, presence(("nvidia",)))),
+        ask_if(
+            nvidia, lambda: label_values(client, catalog.JOB_LABEL, selector(UP, *cfg.selectors.dcgm_targets_matchers))
+        ),
+        ask_if(amd, lambda: label_values(client, catalog.JOB_LABEL, amd_presence(cfg))),
+        ask_if(amd, lambda: label_values(client, catalog.JOB_LABEL, selector(UP, *cfg.amd.targets_matchers))),
     )
     return Deployment(
         metric_names=names,
@@ -562,10 +562,10 @@ async def probe(cfg: Config, client: PrometheusClient) -> Deployment:
         old_pod_label_targets=old_pod_labels,
         crowded_mig_instances=None if crowded is None else len(crowded),
         crowded_mig_targets=tuple(sorted({t for r in crowded or () if (t := r["metric"].get(catalog.INSTANCE_LABEL))})),
-        dcgm_jobs=dcgm_jobs,
+        dcgm_jobs=dcgm_jobs or (),
         dcgm_target_jobs=dcgm_target_jobs,
         unnamed_host_targets=unnamed,
-        podless_claim_targets=podless if cfg.attribution.mode == "label" else None,
-        amd_jobs=amd_jobs,
-        amd_target_jobs=amd_target_jobs if "amd" in cfg.vendors else None,
+        podless_claim_targets=podless,
+        amd_jobs=amd_jobs or (),
+        amd_target_jobs=amd_target_jobs,
     )

@@ -148,10 +148,6 @@ class Renderer:
             labels |= {"GPU_I_ID": gpu.mig_instance, "GPU_I_PROFILE": gpu.mig_profile}
         exporter_pod = self.exporter_pod(host)
         workload: dict[str, str] = {}
-        if owner is not None and self.mode == "label" and not host.copies_no_pod_labels:
-            # With its pod mapping, dcgm-exporter also attaches the workload's namespace: the tenant.
-            labels[self.cfg.execution_label] = owner.id
-            workload = {self.cfg.api.tenant_label: owner.namespace}
         if owner is not None and self.pod_mapped(host):
             # The pod's namespace, which the pod join reads, and the tenant (api.tenant_label: the namespace
             # itself by default, else a label the scrape config puts on the workload's series).
@@ -160,6 +156,10 @@ class Renderer:
             if container:
                 workload["container"] = container
                 labels |= dra_labels(host, gpu, owner)
+        elif owner is not None and self.mode == "label":
+            # With its pod mapping, dcgm-exporter also attaches the workload's namespace: the tenant.
+            labels[self.cfg.execution_label] = owner.id
+            workload = {self.cfg.api.tenant_label: owner.namespace}
         if host.old_pod_labels:  # --use-old-namespace: the GPU's UUID label too
             workload = {catalog.OLD_POD_LABELS.get(k, k): v for k, v in workload.items()}
             labels[catalog.OLD_UUID_LABEL] = labels.pop(catalog.UUID_LABEL)
