@@ -47,7 +47,9 @@ class Amd:
             ("(?i).*MI325X.*", "AMD Instinct MI325X"),
         ),
         "The `modelName` of AMD GPUs: a regular expression over the exporter's `card_series` (the product "
-        "name, where published) or else its `card_model` (a board part number), and the name it gives.",
+        "name, where published) or else its `card_model` (a board part number), and the name it gives. The "
+        "expression must match the whole value. The name is a `label_replace` replacement: `$1` is the "
+        "expression's first group, and a literal `$` is written `$$`.",
         "Your boards' part numbers or product names are not listed, or your prices are keyed by other names.",
         kind="model_names",
     )
