@@ -294,8 +294,9 @@ def costliest_rules(shapes: list[dict], most: int = 4) -> list[str]:
     ]
 
 
-# The per-GPU series the served groups record: each rule of them writes one series per GPU entry.
-PER_GPU_SERIES = frozenset(s.name for s in (*catalog.GPU_SERIES, *catalog.GPU_SHARE_SERIES, *catalog.GPU_TIME_SERIES))
+# The per-GPU series: each rule of them writes one series per GPU entry. Those a run measured are those its served
+# groups held then (a run loads the served groups alone), whichever group the catalog puts them in now.
+PER_GPU_SERIES = frozenset(s.name for s in catalog.ALL_SERIES if s.labels == catalog.GPU_LABELS)
 
 
 def per_gpu_bounds(shapes: list[dict]) -> list[str]:

@@ -48,6 +48,7 @@ CONFIG = {"rule_interval": "1m", "derived_rule_interval": "1m"}
 
 
 PerSample = Callable[[int, int], float]  # a value by execution number and minute of the execution
+TOTAL_BYTES = 80e9  # each GPU's usable memory
 
 
 def gpu_values(cfg: Config) -> dict[Series, PerSample]:
@@ -83,10 +84,11 @@ def gpu_values(cfg: Config) -> dict[Series, PerSample]:
 
     return {
         catalog.GPU_UTILIZATION: util,
-        catalog.GPU_MEMORY_USED: lambda i, k: 40e9,
+        catalog.GPU_MEMORY_USED: lambda i, k: memory(i, k) * TOTAL_BYTES,
+        catalog.GPU_MEMORY_TOTAL: lambda i, k: TOTAL_BYTES,
         catalog.GPU_MEMORY_UTILIZATION: memory,
         # The whole GPU's: its holder's own, the bench's GPUs never sharing memory with another.
-        catalog.GPU_DEVICE_MEMORY_USED: lambda i, k: 40e9,
+        catalog.GPU_DEVICE_MEMORY_USED: lambda i, k: memory(i, k) * TOTAL_BYTES,
         catalog.GPU_DEVICE_MEMORY_UTILIZATION: memory,
         catalog.GPU_POWER: lambda i, k: 400.0,
         catalog.GPU_POWER_LIMIT: lambda i, k: 700.0,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 from gpu_execution_pack import catalog
-from gpu_execution_pack.config import config_from_mapping
+from gpu_execution_pack.config import Config, config_from_mapping
 from gpu_execution_pack.rules.files import rule_files
 
 from harness.alertmanager import Loopback
@@ -41,6 +41,21 @@ def eventually(what: str, probe: Callable[[], bool], timeout: float = DEADLINE_S
         time.sleep(0.25)
 
 
+def serve(servers: contextlib.ExitStack, exporter: Exporter, hosts: tuple, cfg: Config, tmp_path: Path) -> tuple:
+    """A loopback server answering for each of ``hosts``' exporters from ``exporter`` (stopped with ``servers``),
+    and a directory of the rule files for ``cfg``: (server, directory)."""
+    loop = Loopback().start()
+    servers.callback(loop.stop)
+    for host in hosts:
+        loop.routes[f"/dcgm/{host.name}"] = partial(exporter.dcgm_text, host)
+        loop.routes[f"/node/{host.name}"] = partial(exporter.node_text, host)
+    rules_dir = tmp_path / "rules"
+    rules_dir.mkdir()
+    for path, text in rule_files(cfg, rules_dir).items():
+        path.write_text(text)
+    return loop, rules_dir
+
+
 def test_a_new_target_is_recorded_from_the_maps_next_evaluation_and_the_others_keep_every_one(tmp_path: Path):
     cfg = config_from_mapping(
         {"rule_interval": "1s", "derived_rule_interval": "1s", "node": {"host_map_interval": f"{MAP_SECONDS}s"}}
@@ -55,15 +70,7 @@ def test_a_new_target_is_recorded_from_the_maps_next_evaluation_and_the_others_k
     exporter = Exporter(cfg)
     util = catalog.GPU_UTILIZATION.name
     with contextlib.ExitStack() as servers:
-        loop = Loopback().start()
-        servers.callback(loop.stop)
-        for host in (HOST, HOST_2):
-            loop.routes[f"/dcgm/{host.name}"] = partial(exporter.dcgm_text, host)
-            loop.routes[f"/node/{host.name}"] = partial(exporter.node_text, host)
-        rules_dir = tmp_path / "rules"
-        rules_dir.mkdir()
-        for path, text in rule_files(cfg, rules_dir).items():
-            path.write_text(text)
+        loop, rules_dir = serve(servers, exporter, (HOST, HOST_2), cfg, tmp_path)
         address = loop.url.removeprefix("http://")
 
         def config(hosts: tuple) -> str:

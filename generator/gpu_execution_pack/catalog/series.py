@@ -189,8 +189,8 @@ def _gpu(
 
 # Each GPU instance's share of its GPU, recorded once per instance (not per execution's row): its power and
 # its bill are counted in it. A fleet without MIG instances or MI300 partitions records none. rules.recording
-# puts it in the host-map group: a GPU's instances change rarely, and its readers join its newest sample
-# within Prometheus' lookback, as they do the host maps'.
+# puts it first in the per-GPU group, so each evaluation that records an instance's rows has its share (the
+# readers join its newest sample within Prometheus' lookback).
 GPU_INSTANCE_SHARE = Series(
     "gpu_instance:gpu_share_ratio",
     "ratio",
@@ -198,7 +198,7 @@ GPU_INSTANCE_SHARE = Series(
     (Formula(instance_share()),),
     "Each MIG instance's (or MI300 partition's) share of its GPU, 0-1: its compute slices (`<n>g` of its "
     "profile, else one) over those of every instance the exporter publishes for the GPU, held or free. Recorded "
-    "at `node.host_map_interval`; none for a whole GPU.",
+    "with the per-GPU series, at `rule_interval`; none for a whole GPU.",
 )
 GPU_INSTANCE_SERIES: tuple[Series, ...] = (GPU_INSTANCE_SHARE,)
 
@@ -452,12 +452,6 @@ GPU_DEVICE_UTILIZATION = _gpu(
     Formula(device("gpu_util"), where=(match(MIG_INSTANCE_LABEL, ""),), note="whole GPUs"),
     Formula(device("gr_engine_active"), note="MIG instances, and GPUs without DCGM_FI_DEV_GPU_UTIL"),
 )
-GPU_DEVICE_MEMORY_UTILIZATION = _gpu(
-    "execution_gpu:gpu_device_memory_utilization_ratio",
-    "ratio",
-    "Framebuffer capacity used on the whole GPU by every holder, 0-1: what an out-of-memory error follows.",
-    Formula(GPU_DEVICE_MEMORY_USED.select() / GPU_MEMORY_TOTAL.select().gt(0)),
-)
 GPU_SHARE = _gpu(
     "execution_gpu:gpu_share_ratio",
     "ratio",
@@ -517,7 +511,6 @@ GPU_POWER_ATTRIBUTED = _gpu(
 GPU_SHARE_SERIES: tuple[Series, ...] = (
     GPU_DEVICE_UTILIZATION,
     GPU_DEVICE_MEMORY_USED,
-    GPU_DEVICE_MEMORY_UTILIZATION,
     GPU_SHARE,
     GPU_WORK_SHARE,
     GPU_WORKED,
@@ -543,8 +536,20 @@ GPU_SAMPLE_SECONDS = Series(
 )
 GPU_TIME_SERIES: tuple[Series, ...] = (GPU_SAMPLE_SECONDS,)
 
+# The memory alerts' input, with the other alert inputs at derived_rule_interval: the alerts and their report
+# condition read it, the report computes a GPU's fill at its end from the per-GPU series themselves. (In the per-GPU
+# group it took a place that group, at Mimir's 20 rules a group, has no more of.)
+GPU_DEVICE_MEMORY_UTILIZATION = _gpu(
+    "execution_gpu:gpu_device_memory_utilization_ratio",
+    "ratio",
+    "Framebuffer capacity used on the whole GPU by every holder, 0-1: what an out-of-memory error follows. "
+    "Recorded at `derived_rule_interval`, for the memory alerts.",
+    Formula(GPU_DEVICE_MEMORY_USED.select() / GPU_MEMORY_TOTAL.select().gt(0)),
+)
+
 GPU_HEALTH_SERIES: tuple[Series, ...] = (
     GPU_POWER_TO_LIMIT,
+    GPU_DEVICE_MEMORY_UTILIZATION,
     GPU_SM_CLOCK_PEAK,
     GPU_CLOCKS_EVENT_REASONS,
     GPU_POWER_VIOLATION,

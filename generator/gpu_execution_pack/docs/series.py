@@ -67,7 +67,8 @@ A GPU's power and its GPU-hours are also split between its MIG instances (and an
 slices (`<n>g` of `{catalog.MIG_PROFILE_LABEL}`, else one) over those of every instance the exporter
 publishes for the GPU (same `{catalog.UUID_LABEL}`), held or free, read from the exporter's own
 series ({", ".join(f"`{r.name}`" for r in catalog.SIGNALS[catalog.INSTANCE_SHARE_SIGNAL].raws)}, and the
-AMD group's), recorded once per instance. {_name(catalog.GPU_POWER_ATTRIBUTED)} is given that share of the
+AMD group's), recorded once per instance, first in the per-GPU group: an instance's share is there from the
+evaluation that records its first rows. {_name(catalog.GPU_POWER_ATTRIBUTED)} is given that share of the
 power, which the exporter repeats on every instance; {_name(catalog.MODEL_GPU_COUNT)} and
 {_name(catalog.MODEL_GPU_UTILIZATION_SUM)} count an instance-hour as that share of a GPU-hour, so a slice is
 billed its share of the GPU. A free instance's share is nobody's ([report.md](report.md#shared-gpus)).

@@ -486,7 +486,10 @@ def gpu_queries(cfg: Config, scope: Scope, w: Window) -> dict[str, Expr]:
         "mem_peak_ratio": over("max_over_time", memory, window),
         "mem_last_ratio": over("last_over_time", memory, window),
         "device_mem_peak_bytes": over("max_over_time", g(catalog.GPU_DEVICE_MEMORY_USED), window),
-        "device_mem_last_ratio": over("last_over_time", g(catalog.GPU_DEVICE_MEMORY_UTILIZATION), window),
+        # The fill at the end from the 15 s series it is the ratio of: the recorded ratio is the memory alerts'
+        # input, recorded at derived_rule_interval, and its last sample may be a minute older than the end.
+        "device_mem_last_ratio": over("last_over_time", g(catalog.GPU_DEVICE_MEMORY_USED), window)
+        / over("last_over_time", g(catalog.GPU_MEMORY_TOTAL), window).gt(0),
         "power_mean": over("avg_over_time", g(catalog.GPU_POWER), window),
         "power_limit_mean": over("avg_over_time", g(catalog.GPU_POWER_LIMIT), window),
         "temp_max": over("max_over_time", g(catalog.GPU_TEMPERATURE), window),

@@ -56,7 +56,7 @@ from gpu_execution_pack.rules.hosts import HostIdentity, from_exported, with_hos
 # The recording groups' names, in the order they are evaluated (``RuleBuilder.groups`` says what each holds).
 GROUP_PREFIX = "gpu-execution-pack"
 AMD_GROUP = f"{GROUP_PREFIX}.amd"  # only where vendors has amd
-HOSTS_GROUP = f"{GROUP_PREFIX}.hosts"  # the host maps and the GPU instances' shares, at node.host_map_interval
+HOSTS_GROUP = f"{GROUP_PREFIX}.hosts"  # the host maps, at node.host_map_interval
 HOST_RATES_GROUP = f"{GROUP_PREFIX}.host_rates"  # the host CPU rate, at node.cpu_rate_interval or rule_interval
 EXECUTION_GPU_GROUP = f"{GROUP_PREFIX}.execution_gpu"
 ACTIVITY_GROUP = f"{GROUP_PREFIX}.execution_gpu_activity"
@@ -483,15 +483,9 @@ class RuleBuilder:
         return [
             # AMD's exporter in the names and units the rest reads: before everything that reads them.
             *([RuleGroup(AMD_GROUP, "execution-gpu", self.amd.rules(), interval)] if "amd" in self.cfg.vendors else []),
-            # Read by every per-GPU and per-host rule: first. A target's host rarely changes, nor do a GPU's MIG
-            # instances, and the rules join their newest entry within the lookback, so the maps and the instances'
-            # shares may run less often (node.host_map_interval).
-            RuleGroup(
-                HOSTS_GROUP,
-                "execution-gpu",
-                (*self.hosts.rules(), self.instance_share_rule()),
-                self.cfg.node.host_map_interval or interval,
-            ),
+            # Read by every per-GPU and per-host rule: first. A target's host rarely changes, and the rules join
+            # its newest entry within the lookback, so the maps may run less often (node.host_map_interval).
+            RuleGroup(HOSTS_GROUP, "execution-gpu", self.hosts.rules(), self.cfg.node.host_map_interval or interval),
             # The host CPU rate: at the served interval (irate), or less often (node.cpu_rate_interval).
             RuleGroup(
                 HOST_RATES_GROUP, "execution-gpu", self.node_rate_rules(), self.cfg.node.cpu_rate_interval or interval
@@ -499,9 +493,17 @@ class RuleBuilder:
             RuleGroup(
                 EXECUTION_GPU_GROUP,
                 "execution-gpu",
+                # The GPU instances' shares first, in the group whose rows they weigh: a new instance's share is
+                # recorded at the evaluation that records its first rows, so the attributed power beside it and
+                # the cost rules that read both never see one without the other (in the host maps' group, at
+                # node.host_map_interval, a new instance went unbilled until that group's next evaluation).
                 # Then the seconds each utilisation sample stands for.
                 in_dependency_order(
-                    (*self.gpu_rules((*catalog.GPU_SERIES, *catalog.GPU_SHARE_SERIES)), self.sample_seconds_rule())
+                    (
+                        self.instance_share_rule(),
+                        *self.gpu_rules((*catalog.GPU_SERIES, *catalog.GPU_SHARE_SERIES)),
+                        self.sample_seconds_rule(),
+                    )
                 ),
                 interval,
             ),

@@ -61,12 +61,11 @@ class Node:
     )
     host_map_interval: str = opt(
         "1m",
-        "Evaluation interval of the `hosts` group: the host maps (which host each exporter target is on), the "
-        "names two machines claim, and each MIG instance's (or MI300 partition's) share of its GPU. Every per-GPU "
-        "and per-host rule joins its target's newest map entry (and its instance's newest share) within "
+        "Evaluation interval of the `hosts` group: the host maps (which host each exporter target is on) and the "
+        "names two machines claim. Every per-GPU and per-host rule joins its target's newest map entry within "
         "Prometheus' 5-minute lookback, so a map evaluated less often than they are still names every host; only "
-        "a target or instance that appeared since the map's last evaluation waits for the next to be recorded (at "
-        "most this long). Empty: `rule_interval`. At most 2m, so that a late evaluation stays within the lookback.",
+        "a target that appeared since the map's last evaluation waits for the next to be recorded (at most this "
+        "long). Empty: `rule_interval`. At most 2m, so that a late evaluation stays within the lookback.",
         "Your targets come and go faster than a minute matters (new exporter pods' first minute of GPU series): "
         "shorten it, or set it empty to evaluate the maps with the per-GPU series, which costs the served groups "
         "the host map's whole work at every evaluation (docs/benchmarks.md).",
