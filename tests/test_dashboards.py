@@ -22,7 +22,7 @@ from gpu_execution_pack.scenario import library, model, oracle, render
 
 from harness.prometheus import Prometheus, dependency_rounds
 
-from .conftest import EXECUTION, REPO
+from .conftest import EXECUTION, REPO, run_promtool_test
 from .report_oracle import merged
 from .test_api_defects import SHARED_ID, two_tenants  # noqa: F401 (a fixture)
 
@@ -785,6 +785,53 @@ def test_the_shared_gpu_table_lists_the_time_sliced_pair_and_nothing_else(work_p
     [count] = sent("fleet", "GPUs shared", window)
     devices = {(h, i) for _, h, i in shared}
     assert [float(r["value"][1]) for r in server.query(count, end)] == [len(devices)]
+
+
+# Two executions time-slicing each GPU of the test below, 30 one-minute samples each from minute 1 (none at 0, so
+# the 30-minute range holds the same 30 on Prometheus 2 and 3): each is billed half of each minute.
+HALF, SHARED_MINUTES = 0.5, 30
+
+
+def label_set(labels: dict[str, str]) -> str:
+    """``labels`` as promtool's test files spell a series' labels; an empty value is no label."""
+    return "{" + ", ".join(f'{k}="{v}"' for k, v in sorted(labels.items()) if v) + "}"
+
+
+@pytest.mark.usefixtures("promtool_available")
+@pytest.mark.parametrize("cluster", ["", "eu-1"])
+def test_the_shared_gpu_table_bills_an_instance_without_a_recorded_share_as_a_whole_gpu(tmp_path: Path, cluster: str):
+    """Rules before 0.4.0 recorded no instance share (``catalog.GPU_INSTANCE_SHARE``): over that history, what
+    the Prometheus of an upgraded fleet holds for weeks, the table's GPU-hours billed left a shared MIG instance
+    out, though its rows are listed, and counted a range across the upgrade only from it on, where the Cost
+    dashboard (the model rollups as they were recorded) and the report count it a whole GPU. An instance with a
+    recorded share is billed in it."""
+    gpus = {  # UUID -> (GPU_I_ID, GPU_I_PROFILE, its share of the GPU as the rules record it, or None)
+        "GPU-whole": ("", "", None),
+        "GPU-before-upgrade": ("1", "3g.40gb", None),
+        "GPU-after-upgrade": ("2", "3g.40gb", 3 / 6),  # a 3g beside another 3g: three of six slices
+    }
+    later = f"_ {{}}x{SHARED_MINUTES - 1}"  # the samples from minute 1
+    series, expected = [], []
+    for uuid, (instance, profile, share) in gpus.items():
+        device = {catalog.UUID_LABEL: uuid, catalog.MIG_INSTANCE_LABEL: instance, catalog.MIG_PROFILE_LABEL: profile}
+        device |= {"cluster": cluster}  # every series, the recorded shares too, where the config names a cluster
+        for holder in ("a", "b"):
+            labels = {**device, "modelName": "NVIDIA H100 80GB HBM3", catalog.EXECUTION_LABEL: f"{uuid}-{holder}"}
+            series.append({"series": catalog.GPU_SHARE.name + label_set(labels), "values": later.format(HALF)})
+            # Half of each minute, of a whole GPU, or of the instance's share of it where the rules recorded one.
+            hours = HALF * SHARED_MINUTES / 60 * (1 if share is None else share)
+            expected.append({"labels": label_set(labels), "value": hours})
+        if share is not None:
+            own = catalog.GPU_INSTANCE_SHARE.name + label_set(device)
+            series.append({"series": own, "values": later.format(share)})
+    cfg = config_from_mapping({"cluster_label": "cluster"} if cluster else {})
+    table = {p["title"]: p for p in dashboard_lint.panels(json.loads(DASHBOARDS["fleet"](cfg)))}[SHARED_TABLE]
+    at = f"{SHARED_MINUTES}m"
+    billed = table["targets"][-1]["expr"].replace("$__range", at)
+    billed = dashboard_lint.substitute(billed, {queries.CLUSTER_VARIABLE: cluster})
+    test = {"interval": "1m", "input_series": series}
+    test["promql_expr_test"] = [{"expr": billed, "eval_time": at, "exp_samples": expected}]
+    run_promtool_test(tmp_path, {}, [test])
 
 
 def device_query(series: catalog.Series, host: str, figure) -> str:

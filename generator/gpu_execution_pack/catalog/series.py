@@ -209,14 +209,23 @@ def of_instance_share(per_instance: Expr, share: Expr) -> Expr:
     return join(per_instance, "*", on(INSTANCE_KEY, group_left=()), share)
 
 
-def in_gpus(series: Series) -> Expr:
+def in_gpus(series: Series, unrecorded_whole: bool = False) -> Expr:
     """A per-GPU series counted in GPUs: a whole GPU's rows as they are, a MIG instance's or MI300 partition's
     times the instance's share of its GPU (GPU_INSTANCE_SHARE), so an instance-hour bills its share of a
     GPU-hour. Selected apart, one product per instance row: a fleet without instances has an empty side,
-    which ``or`` passes over at no cost."""
+    which ``or`` passes over at no cost.
+
+    ``unrecorded_whole``, for a query over past time (a dashboard's): an instance at a time with no share recorded
+    (rules older than GPU_INSTANCE_SHARE, before an upgrade) counts as a whole GPU, as the model rollups recorded
+    then and the report count it, rather than not at all. Its share is 1 there, so each instance row stays one
+    product whatever the time: a series with a name before and none after would be two. Matched on the instance
+    alone: the recorded share may carry labels (the cluster) that the rows grouped by the instance do not."""
     whole = series.select(match(MIG_INSTANCE_LABEL, ""))
-    instances = of_instance_share(series.select(labelled(MIG_INSTANCE_LABEL)), GPU_INSTANCE_SHARE.select())
-    return any_of([whole, instances])
+    rows = series.select(labelled(MIG_INSTANCE_LABEL))
+    share: Expr = GPU_INSTANCE_SHARE.select()
+    if unrecorded_whole:
+        share = any_of([share, aggregate("group", INSTANCE_KEY, rows)], matching=on(INSTANCE_KEY))
+    return any_of([whole, of_instance_share(rows, share)])
 
 
 # Per-GPU series, in evaluation order: a formula may read series recorded above it.

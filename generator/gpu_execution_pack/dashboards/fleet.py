@@ -191,8 +191,9 @@ def shared(cfg: Config) -> Section:
     share = catalog.GPU_SHARE.select()
     lowest = over_range("min_over_time", share).lt(1)
     minutes = call("count_over_time", queries.per_minute(share.lt(1)))
-    # Per series, the tenant label kept; a MIG instance in its share of the GPU, as the cost rules bill it.
-    billed = Paren(queries.gpu_minutes(catalog.in_gpus(catalog.GPU_SHARE)) / 60).and_(lowest)
+    # Per series, the tenant label kept; a MIG instance in its share of the GPU, as the cost rules bill it (a whole
+    # GPU over history recorded without the share, as they billed it then).
+    billed = Paren(queries.gpu_minutes(catalog.in_gpus(catalog.GPU_SHARE, unrecorded_whole=True)) / 60).and_(lowest)
     devices = or_zero(aggregate("count", None, aggregate("count", catalog.DEVICE_LABELS, lowest)))
     split = (
         "A GPU N executions hold at once is split 1/N to each at every moment (NVML cannot tell their work "
