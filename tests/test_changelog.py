@@ -1,7 +1,7 @@
 """CHANGELOG.md is the upgrade guide: each release's upgrade paragraph says what an ops repo runs after moving its
-pin. Those steps are checked against what they do: the example ops repo's Makefile run by the real `make` (dry run),
-so a step that leaves generated files stale (`make dashboards` regenerated no rule file, though every release's
-rules changed) cannot be given again."""
+pin, and README.md's ops-repo steps say how to upgrade. Those steps are checked against what they do: the example
+ops repo's Makefile run by the real `make` (dry run), so a step that leaves generated files stale (`make dashboards`
+regenerated no rule file, though every release's rules changed) cannot be given again."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from .conftest import REPO
 from .test_ops_repo import EXAMPLE
 
 CHANGELOG = REPO / "CHANGELOG.md"
+README = REPO / "README.md"
 # The step an upgrade paragraph gives: `make [targets]` in your ops repo.
 OPS_REPO_STEP = re.compile(r"`make((?: [^`]+)?)` in your ops repo")
 # What an ops repo's generated files come from: every subcommand that writes some of them.
@@ -75,3 +76,18 @@ def test_the_upgrade_paragraph_says_to_restart_what_runs_the_pack(release: str):
     billing and records) until restarted on the new one."""
     paragraph = upgrade_paragraphs()[release]
     assert "`serve`" in paragraph and "archiver" in paragraph and "restart" in paragraph.lower(), paragraph
+
+
+def readme_upgrade_step() -> str:
+    """README's ops-repo step on upgrading (the numbered step that starts "To upgrade"), joined into one line."""
+    found = re.search(r"^\d+\. To upgrade.*?(?=^\d+\. |^#|\Z)", README.read_text(), re.MULTILINE | re.DOTALL)
+    assert found, "README's ops-repo steps say nothing of upgrading"
+    return " ".join(found.group(0).split())
+
+
+def test_the_readme_says_how_to_upgrade_an_ops_repo(ops: Path):
+    step = readme_upgrade_step()
+    assert "CHANGELOG.md" in step, step
+    steps = OPS_REPO_STEP.findall(step)
+    assert steps and all(subcommands_run(ops, targets.split()) >= WRITERS for targets in steps), step
+    assert "`serve`" in step and "archiver" in step and "restart" in step and "`doctor`" in step, step
