@@ -4,7 +4,8 @@ The upstreams know nothing of PromQL. ``Proxy`` passes every request to a real P
 replace what comes back (a body Prometheus never sends) while it records what it was sent;
 ``FaultServer`` answers every request as a function of it says (a body of the wrong shape, a page that is no
 API); ``Trickle`` answers every request with a body that never ends, a byte at a time, and records when
-the endpoint gives up on it and closes the connection.
+the endpoint gives up on it and closes the connection; ``Flood`` answers with a huge body as fast as it is
+read, and records how much of it went out before the endpoint closed the connection.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Self
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import uvicorn
@@ -157,18 +160,13 @@ class Proxy:
         return self.server.url
 
 
-@dataclass
-class Trickle:
-    """Answers every request with headers at once, then its body a byte every ``interval`` seconds, forever.
+class RawServer:
+    """A loopback listener that hands each connection to ``answer`` in a thread of its own, counting them in
+    ``accepted``: for upstreams that misbehave below HTTP's level (a body that never ends, one too large)."""
 
-    ``closed`` gets the monotonic time at which each connection was found closed by the other side.
-    """
+    accepted: int
 
-    interval: float = 0.1
-    closed: list[float] = field(default_factory=list)
-    accepted: int = 0
-
-    def __enter__(self) -> Trickle:
+    def __enter__(self) -> Self:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.stopping = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
@@ -189,9 +187,24 @@ class Trickle:
             except OSError:
                 return
             self.accepted += 1
-            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+            threading.Thread(target=self.answer, args=(conn,), daemon=True).start()
 
-    def _trickle(self, conn: socket.socket) -> None:
+    def answer(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+
+@dataclass
+class Trickle(RawServer):
+    """Answers every request with headers at once, then its body a byte every ``interval`` seconds, forever.
+
+    ``closed`` gets the monotonic time at which each connection was found closed by the other side.
+    """
+
+    interval: float = 0.1
+    closed: list[float] = field(default_factory=list)
+    accepted: int = 0
+
+    def answer(self, conn: socket.socket) -> None:
         with conn:
             conn.recv(65536)  # the request: a GET, no body
             head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n"
@@ -202,3 +215,74 @@ class Trickle:
                     conn.sendall(b" ")
             except OSError:  # reset or broken pipe: the endpoint closed the connection
                 self.closed.append(time.monotonic())
+
+
+# What ``Flood`` answers with, padded to its size with JSON whitespace: a well-formed query answer, which an
+# endpoint that read it all would take for an empty result.
+FLOOD_HEAD = b'{"status":"success","data":{"resultType":"matrix","result":['
+FLOOD_TAIL = b"]}}"
+FLOOD_BLOCK = 2**20
+
+
+@dataclass
+class Flood(RawServer):
+    """Answers every request at once with a body of ``size`` bytes, sent as fast as the endpoint reads it: a
+    selector matching a whole fleet, or a proxy answering something huge.
+
+    ``framing``: "chunked" (no length said, as a proxy streams), "length" (Content-Length said up front),
+    "gzip" (chunked, gzip-compressed: ``size`` is what it inflates to, some 1,000 times its bytes on the wire:
+    a gzip bomb) or another Content-Encoding's name (sent as is, uncompressed). ``sent`` gets each
+    connection's body bytes on the wire when it ended: the endpoint closed it, or all of it went out.
+    """
+
+    size: int
+    framing: str = "chunked"
+    sent: list[int] = field(default_factory=list)
+    accepted: int = 0
+
+    def blocks(self) -> Iterator[bytes]:
+        """The body's bytes as they go on the wire, FLOOD_BLOCK of the answer at a time."""
+        deflater = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS) if self.framing == "gzip" else None
+        spaces = b" " * FLOOD_BLOCK
+        left = self.size - len(FLOOD_HEAD) - len(FLOOD_TAIL)
+        pieces = [FLOOD_HEAD]
+        while left > 0 or pieces:
+            if left > 0:
+                pieces.append(spaces[: min(left, FLOOD_BLOCK)])
+                left -= len(pieces[-1])
+            if left <= 0:
+                pieces.append(FLOOD_TAIL)
+            block = b"".join(pieces)
+            pieces = []
+            yield block if deflater is None else deflater.compress(block)
+        if deflater is not None:
+            yield deflater.flush()
+
+    def answer(self, conn: socket.socket) -> None:
+        sent = 0
+        with conn:
+            received = b""
+            while b"\r\n\r\n" not in received:  # the request's head: a GET, or a POST's (its form unread)
+                part = conn.recv(65536)
+                if not part:
+                    return
+                received += part
+            chunked = self.framing != "length"
+            head = ["HTTP/1.1 200 OK", "Content-Type: application/json", "Connection: close"]
+            head.append("Transfer-Encoding: chunked" if chunked else f"Content-Length: {self.size}")
+            if self.framing not in ("chunked", "length"):
+                head.append(f"Content-Encoding: {self.framing}")
+            try:
+                conn.sendall(("\r\n".join(head) + "\r\n\r\n").encode())
+                for block in self.blocks():
+                    if self.stopping.is_set():
+                        return
+                    if block:
+                        conn.sendall(b"%x\r\n%s\r\n" % (len(block), block) if chunked else block)
+                        sent += len(block)
+                if chunked:
+                    conn.sendall(b"0\r\n\r\n")
+            except OSError:  # reset or broken pipe: the endpoint closed the connection
+                pass
+            finally:
+                self.sent.append(sent)

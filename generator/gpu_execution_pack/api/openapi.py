@@ -43,7 +43,7 @@ ERRORS = {  # what each error status means, on every route that answers it
     "404": "No such execution for this key's tenant",
     "429": "Busy: the points in flight would pass api.max_points_in_flight; retry after Retry-After seconds",
     "431": f"Request headers over {MAX_HEADER_BYTES} bytes",
-    "502": "Prometheus unreachable, failing, or answering oddly",
+    "502": "Prometheus unreachable, failing, answering oddly, or answering more than api.max_answer_mb",
     "503": "Busy: the process's memory is over api.max_memory_mb; retry after Retry-After seconds",
 }
 RETRY_AFTER = {

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -130,6 +131,79 @@ class PrometheusUnreachable(PrometheusError):
         return text[:1].lower() + text[1:]
 
 
+# The key that bounds one answer's bytes, as errors name it.
+MAX_ANSWER_KEY = "api.max_answer_mb"
+# The only content coding asked for (and so accepted): what Prometheus compresses with. httpx would also ask for
+# deflate and, were brotli or zstandard installed, those; each is one more decoder a hostile body could aim at.
+ACCEPTED_ENCODINGS = ("gzip", "x-gzip")
+
+
+def answer_too_large(limit: int, url: str) -> PrometheusError:
+    """The 502 for an answer of more than ``limit`` bytes: it names the limit and the key that sets it."""
+    return PrometheusError(
+        502,
+        f"Prometheus answered more than {limit / 2**20:g} MB ({MAX_ANSWER_KEY}); ask for less (a longer step, a "
+        f"shorter window, fewer series) or raise {MAX_ANSWER_KEY}",
+        url,
+    )
+
+
+class Unpacked:
+    """A body's bytes as they arrive, gzip undone where the answer says so, ``limit`` at most: past it
+    ``AnswerTooLarge``, before more than ``limit`` + 1 bytes are held.
+
+    gzip is undone a bounded piece at a time (``max_length``), never a whole chunk at once: 64 KiB of
+    gzip can stand for 64 MB of zeros, and a body of it for as much as it likes.
+    """
+
+    def __init__(self, encoding: str, limit: int):
+        coding = encoding.strip().lower()
+        self.gzip = coding in ACCEPTED_ENCODINGS
+        if coding not in ("", "identity") and not self.gzip:
+            raise ValueError(f"Content-Encoding {bounded(encoding, 40)!r}; accepted: gzip or none")
+        self.limit = limit
+        self.size = 0
+        self.parts: list[bytes] = []
+        self.fed = False  # whether any byte came: an empty body (a redirect's, say) is no broken gzip
+        self.inflater = zlib.decompressobj(16 + zlib.MAX_WBITS) if self.gzip else None
+
+    def feed(self, data: bytes) -> None:
+        """Take the next bytes off the wire; AnswerTooLarge once the body passes ``limit``, ValueError
+        for gzip that is not gzip."""
+        self.fed = self.fed or bool(data)
+        while data:
+            if self.inflater is None:
+                out, data = data, b""
+            else:
+                if self.inflater.eof:  # a body of several gzip members (RFC 1952): each is read on its own
+                    self.inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+                try:
+                    out = self.inflater.decompress(data, self.limit - self.size + 1)
+                except zlib.error as err:
+                    raise ValueError(f"a gzip body that is not gzip ({err})") from None
+                # Input left over: either the output reached the room given (the limit is passed, below) or
+                # this member ended and another begins.
+                data = self.inflater.unconsumed_tail or self.inflater.unused_data
+            self.size += len(out)
+            if self.size > self.limit:
+                raise AnswerTooLarge(self.limit)
+            self.parts.append(out)
+
+    def body(self) -> bytes:
+        """The whole body, once the wire has ended; ValueError for gzip that stopped in the middle."""
+        if self.inflater is not None and self.fed and not self.inflater.eof:
+            raise ValueError("a gzip body that ends early")
+        return b"".join(self.parts)
+
+
+class AnswerTooLarge(Exception):
+    """An answer passed ``limit`` bytes while it was read (``PrometheusClient`` turns it into its 502)."""
+
+    def __init__(self, limit: int):
+        super().__init__(limit)
+        self.limit = limit
+
+
 @contextmanager
 def deadline(seconds: float, url: str) -> Iterator[None]:
     """Bound everything inside to ``seconds`` in all (not per query, not per read): past it, a 504.
@@ -163,6 +237,7 @@ class PrometheusClient:
         headers: dict[str, str] | None = None,
         params: dict[str, str] | None = None,
         source: str = "the Prometheus URL",
+        max_answer_bytes: int = int(Api.max_answer_mb * 2**20),
     ):
         base = url.rstrip("/")
         problem = url_problem(url)  # as written: "http://" stripped of its slashes would read as no scheme
@@ -177,6 +252,8 @@ class PrometheusClient:
         # which sends its user info as basic auth with every request.
         self.url = redacted(base)
         self.params = dict(params or {})
+        self.max_answer_bytes = max(1, max_answer_bytes)
+        headers = {"Accept-Encoding": "gzip", **(headers or {})}
         self.client = httpx.AsyncClient(base_url=base, timeout=timeout, transport=transport, headers=headers)
 
     @classmethod
@@ -192,6 +269,7 @@ class PrometheusClient:
             headers=headers,
             params=params,
             source="--prometheus" if given else "api.prometheus_url",
+            max_answer_bytes=int(api.max_answer_mb * 2**20),
         )
 
     async def close(self) -> None:
@@ -265,16 +343,47 @@ class PrometheusClient:
         return self.decode(response)
 
     async def _answer(self, path: str, params: dict[str, Any]) -> httpx.Response:
+        """The answer to ``path`` with its body read, at most ``max_answer_bytes`` of it (gzip undone)."""
+        if len(params.get("query", "")) > POST_QUERY_CHARS:
+            request = self.client.build_request("POST", path, data={**params, **self.params})
+        else:
+            request = self.client.build_request("GET", path, params={**params, **self.params})
         try:
-            if len(params.get("query", "")) > POST_QUERY_CHARS:
-                return await self.client.post(path, data={**params, **self.params})
-            return await self.client.get(path, params={**params, **self.params})
+            response = await self.client.send(request, stream=True)
+            try:
+                body = await self.read_body(response)
+            finally:
+                await response.aclose()  # unread: the connection is closed, and Prometheus stops sending
+        except AnswerTooLarge as err:
+            raise answer_too_large(err.limit, self.url) from None
         except httpx.TimeoutException:
             raise PrometheusError(504, "Prometheus did not answer in time", self.url) from None
         except httpx.ConnectError as err:
             raise PrometheusUnreachable(self.url, err) from None
         except httpx.HTTPError as err:
             raise PrometheusError(502, f"Prometheus is unreachable: {type(err).__name__}", self.url) from None
+        # The body as read, without the headers that described it on the wire (its coding, its length there).
+        wire = ("content-encoding", "content-length", "transfer-encoding")
+        headers = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in wire]
+        return httpx.Response(response.status_code, headers=headers, content=body, request=request)
+
+    async def read_body(self, response: httpx.Response) -> bytes:
+        """``response``'s body, read as it arrives and stopped past ``max_answer_bytes`` (AnswerTooLarge): a
+        Content-Length over it is refused before a byte is read."""
+        limit = self.max_answer_bytes
+        try:
+            unpacked = Unpacked(response.headers.get("content-encoding", ""), limit)
+        except ValueError as err:
+            raise PrometheusError(502, f"Prometheus answered {response.status_code} with {err}", self.url) from None
+        declared = response.headers.get("content-length", "")
+        if not unpacked.gzip and declared.isdigit() and int(declared) > limit:
+            raise AnswerTooLarge(limit)
+        try:
+            async for data in response.aiter_raw():
+                unpacked.feed(data)
+            return unpacked.body()
+        except ValueError as err:
+            raise PrometheusError(502, f"Prometheus answered {response.status_code} with {err}", self.url) from None
 
     def decode(self, response: httpx.Response) -> list[dict[str, Any]]:
         """The result items of ``response``, or the PrometheusError (502) its body deserves."""

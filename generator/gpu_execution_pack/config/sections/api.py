@@ -101,6 +101,20 @@ class Api:
         "Set it below your container's memory limit, with room for one request's peak (docs/api-limits.md).",
         kind="positive",
     )
+    max_answer_mb: float = opt(
+        64.0,
+        "Most bytes (MB) one answer of Prometheus' may hold, counted as they arrive and after gzip is undone: "
+        "past it the answer is dropped unread (its connection closed, so Prometheus stops sending) and the "
+        "request answers 502 naming this key. One answer is one query: a window's series of one level (GPU or "
+        "host), a piece of a streamed window, one of a report's queries. Parsed, an answer takes some 8 to 13 "
+        "times its size in memory, so 64 MB bounds one at about 500 to 800 MB; the burst benchmark's largest "
+        "(30 days at 5 m of an 8-GPU execution) is about 20 MB, and a 16-GPU execution's 10,000-point window "
+        "about 36 MB. It keeps a selector that matches far more than an execution, or a proxy answering something "
+        "huge, from taking the process down.",
+        "Executions of more than about 25 GPUs, served at 10,000 points per series, need more (or ask with a "
+        "longer step or fewer series); lower it, with `max_memory_mb`, where the container's memory is small.",
+        kind="positive",
+    )
     retry_after_seconds: float = opt(
         2.0,
         "The Retry-After (seconds) of a 429 or 503 the load shedding answers.",
