@@ -51,17 +51,18 @@ class Endpoint:
         config = tmp_path / "pack.yml"
         config.write_text(yaml.safe_dump({"api": api}))
         self.url = f"http://127.0.0.1:{free_port()}"
+        self.log_file = tmp_path / "serve.log"
         command = [sys.executable, "-m", "gpu_execution_pack", "serve", "-c", str(config)]
-        self.process = subprocess.Popen(
-            [*command, "--port", self.url.rsplit(":", 1)[1]],
-            env={**os.environ, ENV_KEYS: f"{KEY}:*"},
-            cwd=REPO,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        with self.log_file.open("w") as log:
+            self.process = subprocess.Popen(
+                [*command, "--port", self.url.rsplit(":", 1)[1]],
+                env={**os.environ, ENV_KEYS: f"{KEY}:*"},
+                cwd=REPO,
+                stderr=log,
+            )
         began = time.monotonic()
         while True:
-            assert self.process.poll() is None, self.process.communicate()[1]
+            assert self.process.poll() is None, self.log()
             assert time.monotonic() - began < 30, "serve did not start"
             try:
                 if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
@@ -80,9 +81,15 @@ class Endpoint:
         """VmHWM from now on (Linux: writing 5 to clear_refs resets the peak to the current RSS)."""
         Path(f"/proc/{self.process.pid}/clear_refs").write_text("5")
 
+    def log(self) -> str:
+        """What the process has written to its standard error (uvicorn's log and the app's) so far."""
+        return self.log_file.read_text()
+
     def stop(self) -> str:
+        """Stop the process; its whole log."""
         self.process.terminate()
-        return self.process.communicate(timeout=30)[1]
+        self.process.wait(timeout=30)
+        return self.log()
 
 
 @contextmanager

@@ -43,7 +43,7 @@ from gpu_execution_pack.query.params import (
     parse_params,
     shown,
 )
-from gpu_execution_pack.query.prometheus import PrometheusClient
+from gpu_execution_pack.query.prometheus import PrometheusClient, PrometheusError, bounded
 
 CHUNK_POINTS = 10_000  # points per series per range query, under the 11,000 Prometheus accepts (tests lower it)
 DISCOVERY_STEPS = 50  # evaluation points of the query that lists a window's entries
@@ -369,7 +369,21 @@ class ExecutionMetrics:
         levels = (catalog.GPU_LABELS, catalog.NODE_LABELS)
         asked = (self.by_name(level, execution_id, tenant, series, cluster) for level in levels)
         queries = [q for q in asked if q is not None]
-        return await asyncio.gather(*(chunk(q, a, b) for q in queries for a, b in window.chunks(CHUNK_POINTS)))
+        answers = await asyncio.gather(*(chunk(q, a, b) for q in queries for a, b in window.chunks(CHUNK_POINTS)))
+        # What reads them files each item under its series' name: an item without one of the names asked for (a
+        # compatible API or a proxy that drops or rewrites __name__) is Prometheus' fault, a 502, not a KeyError.
+        names = {s.name for s in series}
+        for result in answers:
+            for r in result:
+                if (name := r["metric"].get("__name__")) not in names:
+                    named = "without a __name__" if name is None else f"named {bounded(name, 80)!r}"
+                    raise PrometheusError(
+                        502,
+                        "Prometheus answered 200 with an unexpected body",
+                        self.prometheus.url,
+                        f"a series {named}, not one of those asked for",
+                    )
+        return answers
 
     async def entries(
         self,

@@ -8,7 +8,6 @@ shape the endpoint reads before anything reads it, so an unexpected body is a 50
 from __future__ import annotations
 
 import json
-import math
 import re
 import zlib
 from collections.abc import Callable, Iterator
@@ -23,8 +22,12 @@ import orjson
 from gpu_execution_pack.config.loader import redacted, url_problem
 from gpu_execution_pack.config.schema import Api
 from gpu_execution_pack.promql import call, render
+from gpu_execution_pack.query.params import EARLIEST, LATEST
 
 T = TypeVar("T")
+# The sample times an answer may hold: those a time the endpoint prints (years 1 to 9999 in UTC) can be. A sample
+# at 1e15 s (a compatible API's odd answer) made the report's printing of it a 500.
+FIRST_TIME, LAST_TIME = EARLIEST.timestamp(), LATEST.timestamp()
 # What a readiness probe asks: an instant query Prometheus answers without reading any series.
 READY_QUERY = render(call("vector", 1))
 
@@ -68,6 +71,9 @@ POST_QUERY_CHARS = 2048
 # The most characters of Prometheus' own words (an error, an odd resultType) an answer passes on: an
 # upstream error can be kilobytes long (a whole query echoed back), and the client needs only its gist.
 MAX_UPSTREAM_TEXT = 240
+# The most of it the log and the CLI's error line get: enough for any query Prometheus echoes back, and no log line
+# of megabytes (an error text is as long as an answer may be: api.max_answer_mb).
+MAX_LOGGED_TEXT = 4000
 
 # What a URL that serves no Prometheus API is told: a 404, a page that is not JSON or a redirect (to a login page,
 # say) is what a web server other than Prometheus, or a Prometheus asked without its --web.route-prefix, answers.
@@ -86,12 +92,13 @@ class PrometheusError(Exception):
 
     ``public`` is what an HTTP answer may say: no URL (where Prometheus lives is the operator's
     business, not the client's) and at most MAX_UPSTREAM_TEXT characters of Prometheus' own text.
-    ``str()`` adds the URL (its password masked) and ``hint`` (what to check), for the log and the CLI.
+    ``str()`` adds the URL (its password masked) and ``hint`` (what to check), for the log and the CLI, with
+    at most MAX_LOGGED_TEXT characters of Prometheus' text.
     """
 
     def __init__(self, status: int, message: str, url: str = "", upstream: str = "", hint: str = ""):
         self.public = f"{message}: {bounded(upstream)}" if upstream else message
-        full = f"{message}: {upstream}" if upstream else message
+        full = f"{message}: {bounded(upstream, MAX_LOGGED_TEXT)}" if upstream else message
         url = redacted(url)
         located = f"{full} (Prometheus at {url})" if url else full
         super().__init__(f"{located}; {hint}" if hint else located)
@@ -472,7 +479,7 @@ def samples_of(pairs: list[Any]) -> list[list[float]]:
             and {type(t) for t, _ in pairs} <= {int, float, str}
         ):
             out = [[float(t), float(v)] for t, v in pairs]
-            if all(map(math.isfinite, [t for t, _ in out])):
+            if all(FIRST_TIME <= t <= LAST_TIME for t, _ in out):  # NaN is not within them either
                 return out
     except (TypeError, ValueError, OverflowError):  # OverflowError: an integer time past a float's range
         pass
@@ -480,7 +487,8 @@ def samples_of(pairs: list[Any]) -> list[list[float]]:
 
 
 def sample(pair: Any) -> list[float]:
-    """``[unix seconds, "value"]`` as two floats; the value may be NaN or an infinity, the time may not."""
+    """``[unix seconds, "value"]`` as two floats; the value may be NaN or an infinity, the time must fall in the
+    years 1 to 9999."""
     if not isinstance(pair, list) or len(pair) != 2:
         raise ValueError(f"a sample that is not a [time, value] pair: {str(pair)[:40]}")
     t, v = pair
@@ -490,6 +498,6 @@ def sample(pair: Any) -> list[float]:
         when, value = float(t), float(v)
     except (TypeError, ValueError, OverflowError):
         raise ValueError(f"a sample that is not [time, numeric string]: {str(pair)[:40]}") from None
-    if not math.isfinite(when):
-        raise ValueError(f"a sample at time {t!r}")
+    if not FIRST_TIME <= when <= LAST_TIME:
+        raise ValueError(f"a sample at time {t!r}, outside the years 1 to 9999")
     return [when, value]

@@ -37,8 +37,9 @@ def rounded(value: float | None, digits: int = 3) -> float | None:
 
 
 def whole(value: float | None) -> int | None:
-    """A count, bytes or seconds as the document gives them: a whole number (None stays None)."""
-    return None if value is None or not math.isfinite(value) else round(value)
+    """A count, bytes or seconds as the document gives them: a whole number (None stays None, and so does what no
+    float holds whole: 1e308 from a compatible API's odd answer rounded to an integer orjson refuses, a 500)."""
+    return None if value is None or not abs(value) <= fig.MAX_WHOLE else round(value)
 
 
 def when(ts: float, up: bool = False) -> str:
@@ -128,7 +129,7 @@ def gpu_entry(f: fig.ExecutionFigures, g: fig.GpuFigures) -> dict[str, Any]:
         "powerThrottledSeconds": whole(g.power_throttled_seconds),
         "thermalThrottledSeconds": whole(g.thermal_throttled_seconds),
         "temperatureMaxCelsius": rounded(g.temp_max, 1),
-        "xidErrors": [int(g.xid_last)] if g.xid_changes > 0 and (g.xid_last or 0) > 0 else [],
+        "xidErrors": [xid] if g.xid_changes > 0 and (xid := whole(g.xid_last) or 0) > 0 else [],
         "energyKwh": None if joules is None else rounded(joules / JOULES_PER_KWH, 4),
         "gpuHoursBilled": rounded(g.billed_seconds / 3600, 4),
         "gpuHoursWorked": rounded(g.worked / 3600, 4),

@@ -59,6 +59,7 @@ GPU_KEY = (EXECUTION_LABEL, *catalog.GPU_IDENTITY_LABELS)
 HOST_KEY = (EXECUTION_LABEL, HOST_LABEL)
 PROMETHEUS_DEFAULT_INTERVAL = "1m"  # Prometheus' global evaluation_interval when its config sets none
 MAX_NAMED = 50  # executions a query names in a regex matcher, at most
+MAX_WHOLE = 2**53  # the largest count a figure takes from Prometheus' float (a compatible API may answer 1e308)
 # The GPU series whose absence a report names: without them a verdict cannot be given.
 REQUIRED_GPU_SERIES: tuple[Series, ...] = (
     catalog.GPU_UTILIZATION,
@@ -650,7 +651,8 @@ def read_gpus(
     for r in results["samples"]:
         key, execution = key_of(r["metric"], scope.gpu_key), scope.key(r["metric"])
         labels = {k: v for k, v in zip(scope.gpu_key, key, strict=True) if v}
-        gpus[key] = GpuFigures(labels, samples=int(value_of(r)))
+        count = value_of(r)  # NaN, an infinity or 1e308 only from a compatible API's odd answer: int() refuses two
+        gpus[key] = GpuFigures(labels, samples=int(count) if abs(count) <= MAX_WHOLE else 0)
         if execution not in executions:
             executions[execution] = ExecutionFigures(execution[1], *intervals, cluster=execution[0])
         executions[execution].gpus.append(gpus[key])
@@ -662,7 +664,11 @@ def read_gpus(
             value = value_of(r)
             if target is not None and math.isfinite(value):
                 current = getattr(target, name)
-                setattr(target, name, int(value) if isinstance(current, int) else value)
+                if isinstance(current, int):  # a count or a code: past 2**53 no float holds it, nor JSON's integers
+                    if abs(value) > MAX_WHOLE:
+                        continue
+                    value = int(value)
+                setattr(target, name, value)
     for series in REQUIRED_GPU_SERIES:
         for r in results[series.name]:
             target = gpus.get(key_of(r["metric"], scope.gpu_key))

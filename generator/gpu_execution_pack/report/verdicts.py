@@ -45,6 +45,7 @@ TELEMETRY_ALERTS = ("GpuExecutionTelemetryMissing", "GpuExecutionDcgmExporterDow
 # Time without samples counts as a gap from Prometheus' lookback on: shorter ones (missed rule evaluations)
 # every query bridges anyway, and the figures count them as held (report.timeline).
 GAP_SECONDS = 300
+MIN_SHARE = 1e-6  # the smallest GPU share said as "up to n executions at once" (a million holders)
 
 
 @dataclass(frozen=True)
@@ -357,7 +358,10 @@ def gpu_shared(case: Case, cfg: Config) -> Verdict | None:
         return None
 
     def whom(g: GpuFigures) -> str:
-        most = round(1 / (g.share_min or 1))
+        share = g.share_min or 1
+        # A share is 1/n of the GPU for n holders; one too small to invert (5e-324 makes an infinity, which round()
+        # refuses) is no count of holders anyone recorded.
+        most = round(1 / share) if share >= MIN_SHARE else "many"
         if g.co_holders is None:
             return f"{gpu_name(g)} (up to {most} executions at once)"
         if not g.co_holders:
