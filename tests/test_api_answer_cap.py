@@ -45,11 +45,12 @@ IN_FLIGHT = 48 * MB
 
 
 class Endpoint:
-    """``gpu-execution-pack serve`` in its own process, with ``api`` as its config's api section."""
+    """``gpu-execution-pack serve`` in its own process, with ``api`` as its config's api section (and ``sections``
+    beside it)."""
 
-    def __init__(self, tmp_path: Path, api: dict):
+    def __init__(self, tmp_path: Path, api: dict, **sections: dict):
         config = tmp_path / "pack.yml"
-        config.write_text(yaml.safe_dump({"api": api}))
+        config.write_text(yaml.safe_dump({"api": api, **sections}))
         self.url = f"http://127.0.0.1:{free_port()}"
         self.log_file = tmp_path / "serve.log"
         command = [sys.executable, "-m", "gpu_execution_pack", "serve", "-c", str(config)]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -32,14 +33,16 @@ CONFIG_YAML = "global:\n  evaluation_interval: 15s\n  scrape_interval: 15s\n"
 
 class Upstream:
     """Prometheus' API as the endpoint reads it: its configuration, no rules, and every query answered with
-    three GPUs of EXECUTION whose samples hold ``value`` at ``times`` (an hour before now, by default), named
+    ``gpus`` GPUs of EXECUTION whose samples hold ``value`` at ``times`` (the last hour, by default), named
     ``name`` (None: no __name__)."""
 
     def __init__(self) -> None:
         self.set()
 
-    def set(self, value: str = "1", times: tuple[float, ...] = (), name: str | None = None, error: str = "") -> None:
-        self.value, self.name, self.error = value, name, error
+    def set(
+        self, value: str = "1", times: tuple[float, ...] = (), name: str | None = None, error: str = "", gpus: int = 3
+    ) -> None:
+        self.value, self.name, self.error, self.gpus = value, name, error, gpus
         self.times = times or tuple(NOW - 3600 + 60 * k for k in range(60))
 
     def answer(self, seen: Seen) -> tuple[int, dict[str, str], bytes]:
@@ -53,7 +56,7 @@ class Upstream:
         query = seen.params.get("query", [""])[0]
         is_range = ranged or query.rstrip().endswith("]")  # an instant query of a range selector: a matrix
         items = []
-        for gpu in range(3):
+        for gpu in range(self.gpus):
             metric = {
                 catalog.EXECUTION_LABEL: EXECUTION,
                 "namespace": "research",
@@ -131,3 +134,52 @@ def test_a_megabyte_error_text_is_bounded_in_the_answer_and_the_log(odd):
     assert response.status_code == 502 and len(response.content) < 1000, response.text[:300]
     lines = [line for line in served.log().splitlines() if "parse error" in line]
     assert lines and max(map(len, lines)) < 5000, max(map(len, lines))
+
+
+# --- The fleet view over the archive ---------------------------------------------------------------------------
+
+ARCHIVED = 20  # executions in the archive, each with SAMPLES samples of series
+SAMPLES = 150_000  # some 3.5 MB of JSON each (200 MB parsed): the series of a long run at a fine step
+
+
+def archived(execution_id: str, series: dict[str, Any]) -> Any:
+    from gpu_execution_pack.archive.store import Record
+
+    document = {
+        "executionId": execution_id,
+        "gpus": {"count": 1, "models": ["NVIDIA A100"]},
+        "cost": {"gpuHoursBilled": 2.0, "gpuHoursWorked": 1.0, "gpuHoursWasted": 1.0, "efficiencyPercent": 50.0},
+        "power": {"energyKwh": 0.5},
+        "verdicts": [],
+    }
+    return Record("", "research", execution_id, NOW - 86400, NOW - 3600, 15.0, "test", document, series)
+
+
+def test_the_fleet_view_over_the_archive_holds_its_documents_not_every_executions_series(tmp_path: Path):
+    """The fleet view read every archived execution of its window whole, series too (unused): a year of a
+    large fleet's runs at once. It reads their documents alone now; the process's peak stays far under them."""
+    from gpu_execution_pack.archive.store import Store
+
+    path = tmp_path / "archive.db"
+    store = Store.open(str(path))
+    series = {"step": "15s", "answers": [[{"metric": {}, "values": [[NOW - k, 0.5 + k] for k in range(SAMPLES)]}]]}
+    for i in range(ARCHIVED):
+        store.put(archived(f"old-{i:03d}", series))
+    store.close()
+    upstream = Upstream()
+    upstream.set(gpus=0)  # Prometheus holds nothing: every row is the archive's
+    with FaultServer(upstream.answer) as server:
+        served = Endpoint(tmp_path, {"prometheus_url": server.url, "timeout_seconds": 60}, archive={"url": str(path)})
+        try:
+            httpx.get(f"{served.url}/openapi.json", timeout=10)
+            served.reset_peak()
+            before = served.status("VmHWM")
+            fleet = ask(served, FLEET_PATH, since="30d", top="5")
+            growth = served.status("VmHWM") - before
+        finally:
+            log = served.stop()
+    assert fleet.status_code == 200, fleet.text[:300]
+    assert fleet.json()["executions"] == ARCHIVED and len(fleet.json()["top"]) == 5
+    assert all(row["source"] == "archive" for row in fleet.json()["top"])
+    assert growth < 100 * 2**20, growth / 2**20  # the series parsed: some 200 MB each
+    assert "Traceback" not in log, log[-3000:]

@@ -113,6 +113,8 @@ class Record:
 
 
 def record_of(row: Any) -> Record:
+    """The record a row holds; its series empty where the query left them out (``Store.ended_between``)."""
+    series = getattr(row, "series", None)
     return Record(
         row.cluster,
         row.tenant,
@@ -122,7 +124,7 @@ def record_of(row: Any) -> Record:
         row.step_seconds,
         row.pack_version,
         json.loads(row.document),
-        json.loads(zlib.decompress(row.series)),
+        {} if series is None else json.loads(zlib.decompress(series)),
     )
 
 
@@ -246,9 +248,12 @@ class Store:
     def ended_between(
         self, start: float, end: float, tenant: str | None = None, cluster: str | None = None
     ) -> list[Record]:
-        """The records whose execution's span meets [start, end], of ``tenant`` and ``cluster`` (None: any)."""
+        """The records whose execution's span meets [start, end], of ``tenant`` and ``cluster`` (None: any), without
+        their series: the fleet view reads the documents alone, and a year's executions' series (each the whole
+        run's metrics) held at once would be gigabytes."""
         c = records.c
-        query = sa.select(records).where(c.end_ms >= round(start * 1000), c.start_ms <= round(end * 1000))
+        documents = sa.select(*(column for column in c if column.name != "series"))
+        query = documents.where(c.end_ms >= round(start * 1000), c.start_ms <= round(end * 1000))
         return [record_of(r) for r in self._rows(query, tenant, cluster, c.end_ms)]
 
     def ping(self) -> None:
