@@ -9,6 +9,7 @@ flood stops once its connection is closed), and with its peak resident memory (V
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -192,3 +193,29 @@ def test_the_query_command_says_the_cap_in_one_line(tmp_path: Path):
     assert done.returncode == 3, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
     assert f"more than {CAP_MB} MB (api.max_answer_mb)" in done.stderr, done.stderr
+
+
+def test_answers_read_at_once_stop_at_the_memory_bound_but_the_oldest(tmp_path: Path):
+    """Admitted together, ten requests each read a flood up to the cap at once (some 750 MB at the default cap):
+    past api.max_memory_mb all but the oldest stop reading (503, as new work is refused past it), and the oldest
+    goes on to its own limit (the cap's 502)."""
+    bound, requests = 200, 10
+
+    async def together(url: str) -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=url, timeout=DEADLINE + 30) as http:
+            return await asyncio.gather(*(http.get(METRICS, headers=AUTH) for _ in range(requests)))
+
+    with Flood(FLOOD) as upstream, endpoint(tmp_path, upstream.url, max_memory_mb=bound) as served:
+        httpx.get(f"{served.url}/openapi.json", timeout=10)
+        served.reset_peak()
+        answers = asyncio.run(together(served.url))
+        peak = served.status("VmHWM")
+    statuses = sorted(a.status_code for a in answers)
+    # The oldest goes on; the others stop once the bound is passed (a few may have read to the cap before it).
+    assert statuses[0] == 502 and statuses.count(503) >= requests - 3, statuses
+    for refused in answers:
+        if refused.status_code == 503:
+            assert refused.json()["error"].startswith(f"busy: memory over {bound} MB (api.max_memory_mb)")
+            assert refused.headers["retry-after"] == "2"
+    # The bound, the oldest answer's cap (64 MB, the default) read past it, and a copy of it as it is refused.
+    assert peak < (bound + 2 * 64 + 16) * MB, peak / MB

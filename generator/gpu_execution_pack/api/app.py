@@ -33,7 +33,7 @@ from gpu_execution_pack.api.openapi import (
     query_parameter_names,
 )
 from gpu_execution_pack.api.responses import Document, HeaderLimit, answer, error
-from gpu_execution_pack.api.shedding import BASE_WEIGHT, REPORT_WEIGHT, Shedder, Ticket
+from gpu_execution_pack.api.shedding import BASE_WEIGHT, CURRENT, REPORT_WEIGHT, Shedder, Ticket, reading_more
 from gpu_execution_pack.archive import reader
 from gpu_execution_pack.config import Config, ConfigError
 from gpu_execution_pack.query.execution import ExecutionMetrics
@@ -102,7 +102,7 @@ class Routes:
     @asynccontextmanager
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         """The Prometheus clients, open from the app's start to its end."""
-        client = PrometheusClient.for_config(self.cfg.api)
+        client = PrometheusClient.for_config(self.cfg.api, growing=reading_more)
         # Probes get their own client: a short timeout, and no waiting behind metrics requests for a connection.
         probe = PrometheusClient.for_config(
             self.cfg.api, timeout=min(READY_TIMEOUT_SECONDS, self.cfg.api.timeout_seconds)
@@ -137,6 +137,7 @@ class Routes:
 
         async def run() -> Document:
             q = query_of(request, query_parameter_names(path))
+            CURRENT.set(ticket)  # for this task and those it starts: the answers they read are checked against it
             ticket.take(BASE_WEIGHT)
             return await work(tenant_asked(tenant, tenant is None, q), q, ticket)
 

@@ -5,8 +5,10 @@ Each such request takes ``BASE_WEIGHT`` points on arrival (the span lookup), a r
 ``metrics.STREAM_POINTS``: a stream counts as the largest document built in memory) times the series
 it asks for. What does not fit is answered at once (429, ``Retry-After``) instead of queueing
 towards the deadline; while the process's resident memory is over ``api.max_memory_mb``, new work
-is refused (503) as long as some is in flight. Alone, a request always runs, and so does the oldest
-request holding points when it asks for more: otherwise two requests admitted together could each be
+is refused (503) as long as some is in flight, and so is work in flight whose answer from Prometheus is
+still growing (``reading_more``): requests admitted together could each read up to ``api.max_answer_mb``.
+Alone, a request always runs, and so does the oldest request holding points when it asks for more (or
+reads on): otherwise two requests admitted together could each be
 refused their window because of the other, and a burst would answer nothing but 429.
 When the last request in flight ends after a large one, freed memory is handed back to the system
 (``gc`` and glibc's ``malloc_trim``), since glibc otherwise keeps a burst's peak resident.
@@ -20,6 +22,7 @@ import ctypes.util
 import gc
 import logging
 import os
+from contextvars import ContextVar
 
 from gpu_execution_pack.query.params import RequestError
 
@@ -91,6 +94,15 @@ class Shedder:
             self.holding.setdefault(ticket)
         return weight
 
+    def check_memory(self, ticket: int) -> None:
+        """The 503 ``take`` answers past the memory bound, for request ``ticket`` already running whose answer from
+        Prometheus is growing: admitted together, many requests could each read up to api.max_answer_mb at once.
+        As in ``take``, a request alone goes on, and so does the oldest of those holding points."""
+        if len(self.holding) > (ticket in self.holding) and not self.oldest(ticket):  # others are in flight
+            resident = resident_bytes()
+            if resident is not None and resident > self.max_memory_bytes:
+                raise self.refuse(503, f"busy: memory over {self.max_memory_bytes // 2**20} MB (api.max_memory_mb)")
+
     def give_back(self, weight: int, ticket: int = 0) -> None:
         """Release ``weight`` points; the last request out trims memory after enough was served."""
         self.holding.pop(ticket, None)
@@ -119,3 +131,16 @@ class Ticket:
         weight, self.weight = self.weight, 0
         if weight:
             self.shedder.give_back(weight, self.number)
+
+
+# The ticket of the request the current task works for (set by the route, inherited by the tasks it starts): what
+# the Prometheus client's reading of an answer is checked against (``reading_more``).
+CURRENT: ContextVar[Ticket | None] = ContextVar("ticket", default=None)
+
+
+def reading_more() -> None:
+    """Called by the Prometheus client as an answer it reads grows: the 503 of ``Shedder.check_memory`` for the
+    current request, if any."""
+    ticket = CURRENT.get()
+    if ticket is not None:
+        ticket.shedder.check_memory(ticket.number)

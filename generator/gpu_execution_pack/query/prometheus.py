@@ -138,6 +138,9 @@ class PrometheusUnreachable(PrometheusError):
         return text[:1].lower() + text[1:]
 
 
+# How much an answer being read grows by between two calls of the client's ``growing`` (a check of the process's
+# memory in the endpoint, some microseconds: a megabyte takes a millisecond or more to arrive).
+GROWING_BYTES = 2**20
 # The key that bounds one answer's bytes, as errors name it.
 MAX_ANSWER_KEY = "api.max_answer_mb"
 # The only content coding asked for (and so accepted): what Prometheus compresses with. httpx would also ask for
@@ -245,6 +248,7 @@ class PrometheusClient:
         params: dict[str, str] | None = None,
         source: str = "the Prometheus URL",
         max_answer_bytes: int = int(Api.max_answer_mb * 2**20),
+        growing: Callable[[], None] = lambda: None,
     ):
         base = url.rstrip("/")
         problem = url_problem(url)  # as written: "http://" stripped of its slashes would read as no scheme
@@ -260,13 +264,17 @@ class PrometheusClient:
         self.url = redacted(base)
         self.params = dict(params or {})
         self.max_answer_bytes = max(1, max_answer_bytes)
+        self.growing = growing
         headers = {"Accept-Encoding": "gzip", **(headers or {})}
         self.client = httpx.AsyncClient(base_url=base, timeout=timeout, transport=transport, headers=headers)
 
     @classmethod
-    def for_config(cls, api: Api, url: str | None = None, timeout: float | None = None) -> PrometheusClient:
-        """A client as ``api`` configures it (its URL, tenant header and partial_response); ``url`` (the CLI's
-        --prometheus) overrides."""
+    def for_config(
+        cls, api: Api, url: str | None = None, timeout: float | None = None, growing: Callable[[], None] = lambda: None
+    ) -> PrometheusClient:
+        """A client as ``api`` configures it (its URL, tenant header, partial_response, answer cap); ``url`` (the
+        CLI's --prometheus) overrides. ``growing`` is called each GROWING_BYTES an answer being read grows by, and
+        may raise to stop reading it (the endpoint's load shedding: ``shedding.reading_more``)."""
         headers = {api.tenant_header: api.tenant_id} if api.tenant_id else {}
         params = {"partial_response": "true" if api.partial_response else "false"}
         given = url is not None  # an empty --prometheus is refused as a URL, not read as "the config's"
@@ -277,6 +285,7 @@ class PrometheusClient:
             params=params,
             source="--prometheus" if given else "api.prometheus_url",
             max_answer_bytes=int(api.max_answer_mb * 2**20),
+            growing=growing,
         )
 
     async def close(self) -> None:
@@ -385,9 +394,13 @@ class PrometheusClient:
         declared = response.headers.get("content-length", "")
         if not unpacked.gzip and declared.isdigit() and int(declared) > limit:
             raise AnswerTooLarge(limit)
+        checked = 0
         try:
             async for data in response.aiter_raw():
                 unpacked.feed(data)
+                if unpacked.size - checked >= GROWING_BYTES:
+                    checked = unpacked.size
+                    self.growing()
             return unpacked.body()
         except ValueError as err:
             raise PrometheusError(502, f"Prometheus answered {response.status_code} with {err}", self.url) from None

@@ -97,7 +97,8 @@ class Api:
     max_memory_mb: float = opt(
         600.0,
         "Resident memory (MB) of one serve process above which new requests are answered 503 with Retry-After "
-        "while others are in flight (a request alone always runs). Idle, a process holds about 100 MB.",
+        "while others are in flight (a request alone always runs), and so are requests in flight that are still "
+        "reading an answer from Prometheus, but the oldest. Idle, a process holds about 100 MB.",
         "Set it below your container's memory limit, with room for one request's peak (docs/api-limits.md).",
         kind="positive",
     )
