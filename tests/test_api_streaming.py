@@ -172,6 +172,34 @@ def test_a_failure_after_the_first_bytes_aborts_the_connection_never_a_whole_loo
         json.loads(received)
 
 
+def test_a_piece_past_the_answer_cap_aborts_the_stream_naming_the_cap(prometheus, streamed, caplog):
+    """A piece's answer is held to api.max_answer_mb as any answer is: past the headers the stream is cut (its
+    first pieces were sent), the warning names the cap. Padded with whitespace, the piece is the real answer: read
+    whole, as before the cap, the document came out complete."""
+    server, _, _, _ = prometheus
+    padding = b" " * (2 * 2**20)
+    pieces = 0
+    lock = threading.Lock()
+
+    def padded_pieces(seen: Seen, got: int, body: bytes) -> tuple[int, bytes]:
+        nonlocal pieces
+        if not is_piece(seen):
+            return got, body
+        with lock:
+            pieces += 1
+            later = pieces > 3 * execution.CONCURRENCY  # the first pieces pass: the headers and some bytes are sent
+        return got, body + padding if later else body
+
+    with Proxy(server.url, padded_pieces) as upstream:
+        cfg = config_from_mapping({"api": {"prometheus_url": upstream.url, "max_answer_mb": 1}})
+        with served(create_app(cfg, KEYS)) as url:
+            status, received, ended, _ = read_streamed(url)
+    warnings = [r.getMessage() for r in caplog.records if "was aborted after" in r.getMessage()]
+    assert len(warnings) == 1 and "more than 1 MB (api.max_answer_mb)" in warnings[0], warnings
+    assert status == 200 and received.startswith(b'{"executionId":"train-0001"')
+    assert isinstance(ended, httpx.RemoteProtocolError), ended  # "incomplete chunked read"
+
+
 def test_a_stalled_upstream_after_the_first_bytes_aborts_at_the_deadline(prometheus, streamed):
     """timeout_seconds still bounds the time spent waiting for Prometheus once the stream has begun."""
     server, _, _, _ = prometheus
