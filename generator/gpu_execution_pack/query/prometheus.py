@@ -8,6 +8,7 @@ shape the endpoint reads before anything reads it, so an unexpected body is a 50
 from __future__ import annotations
 
 import json
+import math
 import re
 import zlib
 from collections.abc import Callable, Iterator
@@ -492,7 +493,8 @@ def samples_of(pairs: list[Any]) -> list[list[float]]:
             and {type(t) for t, _ in pairs} <= {int, float, str}
         ):
             out = [[float(t), float(v)] for t, v in pairs]
-            if all(FIRST_TIME <= t <= LAST_TIME for t, _ in out):  # NaN is not within them either
+            times = [t for t, _ in out]
+            if not times or (all(map(math.isfinite, times)) and min(times) >= FIRST_TIME and max(times) <= LAST_TIME):
                 return out
     except (TypeError, ValueError, OverflowError):  # OverflowError: an integer time past a float's range
         pass
