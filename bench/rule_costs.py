@@ -109,7 +109,9 @@ def measure() -> dict:
     asked = {("floor", ""): floor_expr()}
     for name, rules in sets.items():
         for record, expr in rules.items():
-            if name != "before" or sets["defaults"].get(record) != expr:  # unchanged: measured as the defaults
+            # "before" where the defaults have the rule still and it changed (unchanged: measured as the defaults; a
+            # rule the defaults no longer record in the group has nothing to be compared with).
+            if name != "before" or sets["defaults"].get(record, expr) != expr:
                 asked[(name, record)] = expr
     shares = served(Config())
     scenario = fleet_scenario(GPUS, EXECUTIONS, minutes=120, cpus=FEW_CPUS.cpus)
