@@ -66,6 +66,25 @@ def test_an_empty_keys_file_is_refused_naming_the_file(tmp_path: Path):
     assert str(keys_file) in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    ("source", "entry"),
+    [("file", "`<key of 16+ characters> <tenant or *>`"), ("env", "`<key of 16+ characters>:<tenant or *>, comma")],
+)
+def test_a_short_key_is_refused_in_the_format_of_where_it_was_given(
+    source: str, entry: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    keys_file = ""
+    if source == "file":
+        keys_file = str(tmp_path / "keys")
+        Path(keys_file).write_text("short research\n")
+    else:
+        monkeypatch.setenv(ENV_KEYS, "short:research")
+    with pytest.raises(ConfigError) as raised:
+        create_app(cfg_for(nothing_listens(), keys_file=keys_file))
+    message = str(raised.value)
+    assert message.startswith(keys_file or ENV_KEYS) and "entry 1" in message and entry in message, message
+
+
 def test_keys_from_the_environment_are_enough(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv(ENV_KEYS, f"{KEY}:research")
     with TestClient(create_app(cfg_for(nothing_listens()))) as client:

@@ -34,10 +34,10 @@ def load_keys(keys_file: str) -> dict[str, str]:
             raise ConfigError(f"api.keys_file: cannot read {keys_file}: {err.strerror}") from None
         except UnicodeDecodeError:
             raise ConfigError(f"api.keys_file: {keys_file} is not UTF-8 text") from None
-        source = keys_file
+        source, entry = keys_file, "<key of 16+ characters> <tenant or *>"
     else:
         lines = [item.replace(":", " ", 1) for item in os.environ.get(ENV_KEYS, "").split(",")]
-        source = ENV_KEYS
+        source, entry = ENV_KEYS, "<key of 16+ characters>:<tenant or *>, comma-separated"
     keys: dict[str, str] = {}
     entries: dict[str, int] = {}
     for n, line in enumerate(lines, start=1):
@@ -46,7 +46,7 @@ def load_keys(keys_file: str) -> dict[str, str]:
             continue
         parts = line.split()
         if len(parts) != 2 or len(parts[0]) < 16:
-            raise ConfigError(f"{source}: entry {n}: expected `<key of 16+ characters> <tenant or *>`")
+            raise ConfigError(f"{source}: entry {n}: expected `{entry}`")
         if parts[0] in entries:  # the later tenant would win unseen, and may widen what the key reads
             raise ConfigError(f"{source}: entry {n}: its key is given on entry {entries[parts[0]]} already")
         keys[parts[0]], entries[parts[0]] = parts[1], n
