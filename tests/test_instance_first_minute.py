@@ -5,7 +5,7 @@ Each instance's share of its GPU (catalog.GPU_INSTANCE_SHARE) was recorded in th
 node.host_map_interval, so a new instance's rows went unbilled and without attributed power until that group's next
 evaluation (up to a minute by default). promtool's unit tests evaluate every group at every step, so only a real
 server shows such a gap between groups. Here the per-GPU, derived and cost groups run every second and the hosts
-group every 15 s; an A100's 3g.40gb instance is held from the start, and its 4g.40gb instance is created (and held by
+group every 6 s; an A100's 3g.40gb instance is held from the start, and its 4g.40gb instance is created (and held by
 another execution) just after a hosts-group evaluation, and read until the hosts group has run again.
 """
 
@@ -29,7 +29,7 @@ from .test_host_map_interval import eventually, serve
 
 pytestmark = [pytest.mark.e2e]
 
-MAP_SECONDS = 15
+MAP_SECONDS = 6  # several per-GPU evaluations (every second) between two of the hosts group's
 HOST = model.Host("mig-node")  # dcgm-exporter 4.8, as test_alertmanager's Exporter publishes
 A100 = "NVIDIA A100-SXM4-80GB"
 HELD = model.Gpu(HOST.name, 0, A100, mig_instance="1", mig_profile="3g.40gb", mem_total_mib=40960)
