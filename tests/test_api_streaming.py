@@ -49,10 +49,12 @@ def is_piece(seen: Seen) -> bool:
     return seen.path.endswith("/query_range") and "over_time" not in query
 
 
-def failing_pieces(
-    after: int, status: int = 503, delay: float = 0.0
-) -> Callable[[Seen, int, bytes], tuple[int, bytes]]:
-    """A rewrite that passes the first ``after`` pieces' answers, then, ``delay`` seconds late, fails the rest."""
+Rewrite = Callable[[Seen, int, bytes], tuple[int, bytes]]
+
+
+def after_pieces(after: int, later: Callable[[int, bytes], tuple[int, bytes]]) -> Rewrite:
+    """A rewrite that passes the first ``after`` pieces' answers (and every other request's) as they are, and gives
+    each later piece's status and body to ``later``."""
     count = 0
     lock = threading.Lock()
 
@@ -63,12 +65,19 @@ def failing_pieces(
         with lock:
             count += 1
             mine = count
-        if mine <= after:
-            return got, body
-        time.sleep(delay)
-        return 503, json.dumps({"status": "error", "errorType": "internal", "error": "injected"}).encode()
+        return (got, body) if mine <= after else later(got, body)
 
     return rewrite
+
+
+def failing_pieces(after: int, status: int = 503, delay: float = 0.0) -> Rewrite:
+    """A rewrite that passes the first ``after`` pieces' answers, then, ``delay`` seconds late, fails the rest."""
+
+    def fail(got: int, body: bytes) -> tuple[int, bytes]:
+        time.sleep(delay)
+        return status, json.dumps({"status": "error", "errorType": "internal", "error": "injected"}).encode()
+
+    return after_pieces(after, fail)
 
 
 @pytest.mark.parametrize("key", [ADMIN, RESEARCH], ids=["every tenant", "one tenant"])
@@ -178,18 +187,8 @@ def test_a_piece_past_the_answer_cap_aborts_the_stream_naming_the_cap(prometheus
     whole, as before the cap, the document came out complete."""
     server, _, _, _ = prometheus
     padding = b" " * (2 * 2**20)
-    pieces = 0
-    lock = threading.Lock()
-
-    def padded_pieces(seen: Seen, got: int, body: bytes) -> tuple[int, bytes]:
-        nonlocal pieces
-        if not is_piece(seen):
-            return got, body
-        with lock:
-            pieces += 1
-            later = pieces > 3 * execution.CONCURRENCY  # the first pieces pass: the headers and some bytes are sent
-        return got, body + padding if later else body
-
+    # The first pieces pass: the headers and some bytes are sent.
+    padded_pieces = after_pieces(3 * execution.CONCURRENCY, lambda got, body: (got, body + padding))
     with Proxy(server.url, padded_pieces) as upstream:
         cfg = config_from_mapping({"api": {"prometheus_url": upstream.url, "max_answer_mb": 1}})
         with served(create_app(cfg, KEYS)) as url:
