@@ -642,6 +642,12 @@ def alerts_query(scope: Scope, window: str) -> Expr:
     return scope.alerts().range(window)
 
 
+def whole_count(value: float) -> int | None:
+    """A count or a code from Prometheus' float, None where no integer stands for it: NaN, an infinity, or past
+    MAX_WHOLE, which no float holds whole nor JSON's integers (only a compatible API's odd answer has them)."""
+    return int(value) if abs(value) <= MAX_WHOLE else None
+
+
 def read_gpus(
     results: dict[str, list[dict[str, Any]]], fields: Iterable[str], intervals: tuple[float, float], scope: Scope
 ) -> dict[Key, ExecutionFigures]:
@@ -651,8 +657,7 @@ def read_gpus(
     for r in results["samples"]:
         key, execution = key_of(r["metric"], scope.gpu_key), scope.key(r["metric"])
         labels = {k: v for k, v in zip(scope.gpu_key, key, strict=True) if v}
-        count = value_of(r)  # NaN, an infinity or 1e308 only from a compatible API's odd answer: int() refuses two
-        gpus[key] = GpuFigures(labels, samples=int(count) if abs(count) <= MAX_WHOLE else 0)
+        gpus[key] = GpuFigures(labels, samples=whole_count(value_of(r)) or 0)
         if execution not in executions:
             executions[execution] = ExecutionFigures(execution[1], *intervals, cluster=execution[0])
         executions[execution].gpus.append(gpus[key])
@@ -664,11 +669,12 @@ def read_gpus(
             value = value_of(r)
             if target is not None and math.isfinite(value):
                 current = getattr(target, name)
-                if isinstance(current, int):  # a count or a code: past 2**53 no float holds it, nor JSON's integers
-                    if abs(value) > MAX_WHOLE:
-                        continue
-                    value = int(value)
-                setattr(target, name, value)
+                if isinstance(current, int):  # a count or a code
+                    count = whole_count(value)
+                    if count is not None:
+                        setattr(target, name, count)
+                else:
+                    setattr(target, name, value)
     for series in REQUIRED_GPU_SERIES:
         for r in results[series.name]:
             target = gpus.get(key_of(r["metric"], scope.gpu_key))
