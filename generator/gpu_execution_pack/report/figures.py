@@ -36,6 +36,7 @@ from gpu_execution_pack.promql import (
     Matcher,
     Paren,
     Range,
+    Selector,
     aggregate,
     any_of,
     call,
@@ -49,6 +50,7 @@ from gpu_execution_pack.promql import (
     pinned,
     render,
     selector,
+    transform,
 )
 from gpu_execution_pack.query.prometheus import PrometheusClient, PrometheusError, PrometheusUnreachable
 from gpu_execution_pack.report import timeline
@@ -366,6 +368,20 @@ def over(function: str, expr: Expr, window: str) -> Expr:
     return call(function, expr.range(window))
 
 
+def last_of(scope: Scope, series: Series, window: str) -> Expr:
+    """``series``' formula (over recorded per-GPU series) computed from each input's last sample in ``window``, the
+    scope's rows of it: a ratio recorded less often than its inputs, as of their newest samples."""
+    by_name = {s.name: s for s in catalog.ALL_SERIES}
+
+    def last(node: Expr) -> Expr | None:
+        if not isinstance(node, Selector):
+            return None
+        assert not node.matchers, node  # a formula's input is the whole series; the scope narrows it here
+        return over("last_over_time", scope.gpu(by_name[node.metric]), window)
+
+    return transform(series.formulas[0].expr, last)
+
+
 async def global_interval(prometheus: PrometheusClient) -> float:
     """Prometheus' global evaluation_interval, from its configuration (status/config)."""
     body = await prometheus.status_config()
@@ -489,8 +505,7 @@ def gpu_queries(cfg: Config, scope: Scope, w: Window) -> dict[str, Expr]:
         "device_mem_peak_bytes": over("max_over_time", g(catalog.GPU_DEVICE_MEMORY_USED), window),
         # The fill at the end from the 15 s series it is the ratio of: the recorded ratio is the memory alerts'
         # input, recorded at derived_rule_interval, and its last sample may be a minute older than the end.
-        "device_mem_last_ratio": over("last_over_time", g(catalog.GPU_DEVICE_MEMORY_USED), window)
-        / over("last_over_time", g(catalog.GPU_MEMORY_TOTAL), window).gt(0),
+        "device_mem_last_ratio": last_of(scope, catalog.GPU_DEVICE_MEMORY_UTILIZATION, window),
         "power_mean": over("avg_over_time", g(catalog.GPU_POWER), window),
         "power_limit_mean": over("avg_over_time", g(catalog.GPU_POWER_LIMIT), window),
         "temp_max": over("max_over_time", g(catalog.GPU_TEMPERATURE), window),
